@@ -432,7 +432,9 @@ class _Receiver(threading.Thread):
             for _ in range(self.n):
                 buf = torch.empty(1 + self.numel, device=self.device)
                 dist.recv(buf, self.src)
-                self.inbox.put((self.kind, int(buf[0].item()), buf[1:]))
+                # clone: buf[1:] starts 4 bytes into its storage, and a misaligned operand can
+                # send BLAS down another kernel whose rounding differs from sequential training
+                self.inbox.put((self.kind, int(buf[0].item()), buf[1:].clone()))
         except BaseException as exc:  # the stage's main loop re-raises it
             self.inbox.put(("error", -1, exc))
 
