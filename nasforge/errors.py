@@ -15,6 +15,8 @@ __all__ = [
     "TrialError",
     "ScheduleError",
     "WorkerError",
+    "DivergenceError",
+    "LockError",
 ]
 
 
@@ -49,3 +51,11 @@ class ScheduleError(NasforgeError, ValueError):
 
 class WorkerError(NasforgeError, RuntimeError):
     """A worker process of a multi-process run failed; carries the worker's traceback."""
+
+
+class DivergenceError(NasforgeError, FloatingPointError):
+    """A training loss became NaN or infinite; the run stops and exports nothing."""
+
+
+class LockError(NasforgeError, RuntimeError):
+    """A run directory is being written by another process (one writer per run directory)."""
