@@ -40,6 +40,7 @@ from torch.utils.data import DataLoader, Dataset
 from nasforge.errors import ConfigError, StoreError
 from nasforge.oneshot._loop import Batch, SearchConfig, Split, accuracy, split_data
 from nasforge.oneshot.search import ALGORITHMS, SearchState, search
+from nasforge.oneshot.search import supernet as make_supernet
 from nasforge.oneshot.spos import recalibrate_bn
 from nasforge.oneshot.supernet import inherit_weights
 from nasforge.run.progress import Progress, fmt_time
@@ -207,7 +208,7 @@ class OneShotSearch(BaseRunner):
         self.search_space = space.search_space()
         if len(self.search_space) == 0:
             raise ConfigError(f"the space {type(space).__name__} has no decisions to search")
-        supernet(space, self.strategy.name)  # SpaceError now rather than mid-training
+        make_supernet(space, self.strategy.name)  # SpaceError now rather than mid-training
         self.supernet_run = None if supernet is None else str(supernet)
         self._weights = None if supernet is None else _supernet_weights(Path(supernet))
         self.strategy.config.check(allow_no_epochs=self._weights is not None)
@@ -290,7 +291,7 @@ class OneShotSearch(BaseRunner):
         progress = Progress(cfg.epochs, None, self.progress_mode)
         t0 = time.monotonic() - float(store.get_meta("elapsed", "0") or 0)
 
-        def on_epoch(row: dict[str, Any], state: SearchState) -> None:
+        def checkpoint(row: dict[str, Any], state: SearchState) -> None:
             path = ckpt / f"oneshot_epoch{row['epoch']}.pt"
             _atomic_save(state.state_dict(), path)
             store.add_progress(row["epoch"], row)  # committed after the file: resume point
@@ -315,7 +316,7 @@ class OneShotSearch(BaseRunner):
                 self.strategy.name,
                 {"train": self.split.train, "val": self.split.val},
                 config=cfg,
-                on_epoch=on_epoch,
+                checkpoint=checkpoint,
                 resume_from=start,
                 weights=self._weights,
             )

@@ -7,9 +7,10 @@ algorithm touches its own module and :data:`ALGORITHMS`, nothing here.
 
 Each epoch logs (``logging``, logger ``nasforge.oneshot.search``) the mean training and
 validation losses, the validation accuracy of the supernet, and the current argmax architecture;
-the same numbers form one row of ``SearchResult.history``, and ``on_epoch(row, state)`` (if
-given) receives each row with the :class:`SearchState` whose ``state_dict()`` resumes the search
-bitwise from that epoch (weights, architecture parameters, optimizers, schedule, generators).
+the same numbers form one row of ``SearchResult.history``; ``on_epoch(row)`` (if given) receives
+each row, and ``checkpoint(row, state)`` the :class:`SearchState` too, whose ``state_dict()``
+resumes the search bitwise from that epoch (weights, architecture parameters, optimizers,
+schedule, generators).
 """
 
 from __future__ import annotations
@@ -129,7 +130,8 @@ def search(
     epochs: int = 10,
     batch_size: int = 64,
     config: SearchConfig | None = None,
-    on_epoch: Callable[[dict[str, Any], SearchState], None] | None = None,
+    on_epoch: Callable[[dict[str, Any]], None] | None = None,
+    checkpoint: Callable[[dict[str, Any], SearchState], None] | None = None,
     resume_from: Mapping[str, Any] | None = None,
     weights: Mapping[str, torch.Tensor] | None = None,
     **settings: Any,
@@ -141,12 +143,14 @@ def search(
     for architecture choice) or ``{"train": (X, y), "val": (X, y)}``. ``settings`` override
     :class:`~nasforge.oneshot._loop.SearchConfig` fields (``order="alternate"`` for NASB's
     Algorithm 2, ``cycles=...`` for SPOS's evolution). ``resume_from`` is a
-    :meth:`SearchState.state_dict` saved by ``on_epoch``: the search goes on after that epoch.
+    :meth:`SearchState.state_dict` saved by ``checkpoint``: the search goes on after that epoch.
     ``weights`` (a state dict of the space, e.g. a supernet trained by the pipeline) start the
     supernet; with ``epochs=0`` the search goes straight to its finish.
 
     Invariants: the result's ``arch`` is valid for ``space`` (``nf.freeze(space, arch)`` builds
-    it); the same seed and thread count give the same result, with or without a resume.
+    it); the supernet's weights start from ``cfg.seed`` (every module's ``reset_parameters``),
+    so the same seed and thread count give the same result in any process, with or without a
+    resume.
 
     Raises:
         ConfigError: unknown algorithm or setting, malformed data.
@@ -167,6 +171,10 @@ def search(
     net.find_nodes(split.train[0][: min(2, len(split.train[0]))])
     if weights is not None:
         net.model.load_state_dict(dict(weights))
+    else:  # start from the seed, not from whatever generator state built the space
+        for m in net.model.modules():
+            if hasattr(m, "reset_parameters"):
+                m.reset_parameters()
     opt_w, sched = weight_optimizer(net.weights(), cfg, n_steps(split, cfg))
     state = SearchState(
         net,
@@ -189,8 +197,10 @@ def search(
             algo.name, row["epoch"], cfg.epochs, row["train_loss"], val_loss, row["val_acc"],
             row["seconds"], row["arch_id"], row["arch"],
         )  # fmt: skip
+        if checkpoint is not None:
+            checkpoint(row, state)
         if on_epoch is not None:
-            on_epoch(row, state)
+            on_epoch(row)
     arch, evaluated = algo.finish(net, split, cfg)
     return SearchResult(arch=arch, history=history, supernet=net, evaluated=evaluated)
 

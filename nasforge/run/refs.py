@@ -164,8 +164,8 @@ def from_ref(ref: dict[str, Any]) -> Any:
 
 
 def load_script(path: str | Path) -> Any:
-    """Returns the module object of a Python file, imported (not run as ``__main__``) once per
-    process.
+    """Returns the module object of a Python file, imported (not run as ``__main__``); a file
+    is imported again only when it changed (its size or modification time).
 
     Raises:
         ConfigError: the file does not exist or fails to import.
@@ -173,7 +173,8 @@ def load_script(path: str | Path) -> Any:
     path = Path(path).resolve()
     if not path.exists():
         raise ConfigError(f"Python file {path} not found")
-    name = f"{SCRIPT_PREFIX}{abs(hash(str(path)))}"
+    st = path.stat()
+    name = f"{SCRIPT_PREFIX}{abs(hash((str(path), st.st_mtime_ns, st.st_size)))}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
