@@ -36,6 +36,9 @@ def _train(args: argparse.Namespace) -> int:
     from nasforge.run.files import rebuild_runner
 
     if args.resume:
+        from nasforge.ofa.record import open_ofa_store
+
+        open_ofa_store(args.resume).close()  # an OFA run, or a clear error
         runner = rebuild_runner(args.resume).resume()
     else:
         runner = OFARun(

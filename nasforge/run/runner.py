@@ -183,7 +183,13 @@ class BaseRunner(abc.ABC):
         Raises:
             ConfigError: something the run needs cannot be rebuilt from the record.
         """
-        settings = dict(config[cls.kind])
+        section = config.get(cls.kind)
+        if not isinstance(section, Mapping) or not isinstance(config.get("objective"), Mapping):
+            raise StoreError(
+                f"{directory}: the record's config has no {cls.kind!r} section and objective; "
+                "it was not written by a runner of this nasforge, or it is damaged"
+            )
+        settings = dict(section)
         if config.get("space") is not None:
             settings["space"] = config["space"]
         settings["objective"] = Objective.from_dict(config["objective"])
