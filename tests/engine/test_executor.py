@@ -7,10 +7,9 @@ import time
 
 import pytest
 
-from nasforge.engine.trial import TrialTask
-
 from nasforge.engine.evaluator import FunctionEvaluator
 from nasforge.engine.executor import InProcessExecutor, ProcessPoolExecutor, get_executor
+from nasforge.engine.trial import TrialTask
 from nasforge.errors import ConfigError
 from nasforge.space.search_space import Decision, SearchSpace
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nasforge.run.store import DB_NAME, Store
 from nasforge.errors import ConfigError, StoreError
 from nasforge.ofa.mobilenet import OFAMobileNetV3
 from nasforge.ofa.record import open_ofa_store, stage_from_dict
 from nasforge.ofa.train import Stage, TrainConfig, evaluate, train, training_plan
+from nasforge.run.store import DB_NAME, Store
 from tests.ofa.conftest import tiny_spec
 
 

@@ -20,7 +20,7 @@ _JSON_COLUMNS = [
     ("trials", "arch"), ("trials", "metrics"), ("trials", "intermediates"),
     ("progress", "data"), ("artifacts", "meta"), ("meta", "value"),
 ]  # fmt: skip
-_GARBAGE = ["{", "[1,", "null", "42", '"text"', "{\"a\": }", "\x00\xff", "", "[]", "{}"]
+_GARBAGE = ["{", "[1,", "null", "42", '"text"', '{"a": }', "\x00\xff", "", "[]", "{}"]
 
 
 def _make_run(directory: Path) -> None:

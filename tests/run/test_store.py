@@ -5,8 +5,8 @@ import sqlite3
 
 import pytest
 
-from nasforge.run.store import DB_NAME, FORMAT_VERSION, Store
 from nasforge.errors import StoreError
+from nasforge.run.store import DB_NAME, FORMAT_VERSION, Store
 
 
 def test_round_trip_of_config_trials_and_events(tmp_path):
