@@ -43,7 +43,7 @@ def evaluate(model, report):
 
 FILES = {
     "multitrial": "space = Net(width=4)\nstrategy = {'name': 'random', 'seed': 0}\n"
-    "config = {'n_trials': 3, 'executor': 'inprocess', 'progress': 'off'}\n",
+    "config = {'n_trials': 3, 'executor': 'inprocess', 'progress': 'off', 'metric': 'accuracy'}\n",
     "darts": "space = Net()\ndata = 'digits'\nstrategy = 'darts'\n"
     "config = {'epochs': 1, 'batch_size': 128, 'progress': 'off', 'threads': 1}\n",
     "nasb": "space = Net()\ndata = 'digits'\nstrategy = {'name': 'nasb', 'epochs': 1}\n"
@@ -82,7 +82,8 @@ def _runs(tmp_path: Path) -> dict[str, Path]:
     files = {}
     for name, body in FILES.items():
         f = tmp_path / f"{name}.py"
-        f.write_text("from kinds_space import Net, evaluate\n" + body)
+        imports = "Net, evaluate" if name == "multitrial" else "Net"
+        f.write_text(f"from kinds_space import {imports}\n" + body)
         files[name] = f
     files["ofa"] = _ofa_file(tmp_path)
     files["pipeline"] = _pipeline_file(tmp_path)
