@@ -51,7 +51,9 @@ class TPEStrategy(BaseStrategy):
 
     Arguments: ``n_startup_trials`` random trials before TPE; ``n_ei_candidates`` candidates
     TPE scores per proposal; ``multivariate`` one joint Parzen estimator over all decisions
-    instead of one per decision (Optuna's multivariate TPE); ``group`` Optuna's grouped
+    (Optuna's multivariate TPE, its own default since Optuna 5; one estimator split per ask
+    instead of one per decision, so 5 to 10x cheaper on 12 decisions) or, if False, one
+    independent estimator per decision (the TPE of Bergstra et al.); ``group`` Optuna's grouped
     multivariate TPE (needs ``multivariate``; the same as ``multivariate`` on a space whose
     decisions are all present in every trial, which nasforge spaces are); ``n_resamples`` how
     many times TPE is asked again after proposing a seen architecture.
@@ -72,7 +74,7 @@ class TPEStrategy(BaseStrategy):
         seed: int = 0,
         n_startup_trials: int = 10,
         n_ei_candidates: int = 24,
-        multivariate: bool = False,
+        multivariate: bool = True,
         group: bool = False,
         n_resamples: int = 0,
     ) -> None:
@@ -137,6 +139,13 @@ class TPEStrategy(BaseStrategy):
         self._pending: dict[Pos, list[Any]] = {}  # asked, not told -> Optuna trials (None: ours)
         #: asks whose TPE proposal was already seen (diagnostics; each became a fresh arch)
         self.n_repeat_proposals = 0
+
+    @property
+    def n_observations(self) -> int:
+        """Returns how many completed trials the Optuna study holds: one per architecture told
+        with a metric, however often it was told."""
+        complete = (self._optuna.trial.TrialState.COMPLETE,)
+        return len(self._study.get_trials(deepcopy=False, states=complete))
 
     # -- ask -----------------------------------------------------------------------------------
     def _ask(self) -> Arch | None:
