@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from nasforge.engine import Experiment
@@ -155,3 +158,11 @@ def test_grouped_tpe_runs_and_is_seeded():
         runs.append(_drive(s, 12))
     assert runs[0] == runs[1]
     assert len({arch_id(a) for a in runs[0]}) == 12
+
+
+def test_docs_example_runs():
+    """The TPE example in docs/engine.md runs as printed."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "engine.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", doc, flags=re.S) if '"tpe"' in b]
+    assert len(blocks) == 1
+    exec(compile(blocks[0], "docs/engine.md", "exec"), {})
