@@ -98,15 +98,23 @@ class TPEStrategy(BaseStrategy):
         self.n_resamples = n_resamples
 
     def config(self) -> dict[str, Any]:
-        """Returns the constructor arguments as plain JSON-able data."""
-        return {
+        """Returns the constructor arguments as plain JSON-able data.
+
+        ``group`` and ``n_resamples`` appear only when they differ from their defaults, so the
+        config of a run recorded before they existed still matches (and the run resumes) when
+        the strategy is built with the same arguments as then.
+        """
+        out: dict[str, Any] = {
             "seed": self.seed,
             "n_startup_trials": self.n_startup_trials,
             "n_ei_candidates": self.n_ei_candidates,
             "multivariate": self.multivariate,
-            "group": self.group,
-            "n_resamples": self.n_resamples,
         }
+        if self.group:
+            out["group"] = True
+        if self.n_resamples:
+            out["n_resamples"] = self.n_resamples
+        return out
 
     # -- state ---------------------------------------------------------------------------------
     def _reset(self) -> None:

@@ -166,3 +166,11 @@ def test_docs_example_runs():
     blocks = [b for b in re.findall(r"```python\n(.*?)```", doc, flags=re.S) if '"tpe"' in b]
     assert len(blocks) == 1
     exec(compile(blocks[0], "docs/engine.md", "exec"), {})
+
+
+def test_config_round_trips_and_matches_older_runs():
+    """config() rebuilds the same strategy, and omits options left at their defaults."""
+    old = {"seed": 0, "n_startup_trials": 10, "n_ei_candidates": 24, "multivariate": False}
+    assert TPEStrategy(multivariate=False).config() == old  # as recorded before issue 18
+    s = TPEStrategy(seed=2, group=True, n_resamples=2)
+    assert get_strategy("tpe", **s.config()).config() == s.config()
