@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nasforge.engine import Experiment
 from nasforge.errors import ConfigError
@@ -174,3 +176,19 @@ def test_config_round_trips_and_matches_older_runs():
     assert TPEStrategy(multivariate=False).config() == old  # as recorded before issue 18
     s = TPEStrategy(seed=2, group=True, n_resamples=2)
     assert get_strategy("tpe", **s.config()).config() == s.config()
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 3), min_size=1, max_size=4),
+    seed=st.integers(0, 2**16),
+    multivariate=st.booleans(),
+)
+def test_asks_are_distinct_until_the_space_is_exhausted(sizes, seed, multivariate):
+    """For any small space and seed: asks never repeat, and stop exactly at the space size."""
+    space = SearchSpace([Decision(f"d{i}", "value", tuple(range(n))) for i, n in enumerate(sizes)])
+    s = get_strategy("tpe", seed=seed, n_startup_trials=2, multivariate=multivariate)
+    s.setup(space)
+    asked = _drive(s, space.size + 3)
+    assert len(asked) == space.size
+    assert len({arch_id(a) for a in asked}) == space.size
