@@ -192,3 +192,26 @@ def test_asks_are_distinct_until_the_space_is_exhausted(sizes, seed, multivariat
     asked = _drive(s, space.size + 3)
     assert len(asked) == space.size
     assert len({arch_id(a) for a in asked}) == space.size
+
+
+def test_engine_resume_continues_the_same_sequence(tmp_path):
+    """Stopping a TPE run at 12 trials and resuming to 24 gives the trials of one 24-trial run."""
+    space = SearchSpace([Decision(f"d{i}", "value", (0, 1, 2)) for i in range(3)])
+
+    def run(directory, n, resume=False):
+        exp = Experiment(
+            space,
+            lambda arch, report: _peaked(arch),
+            get_strategy("tpe", seed=5, n_startup_trials=3),
+            directory=directory,
+            n_trials=n,
+            executor="inprocess",
+            progress="off",
+        )
+        return exp.resume() if resume else exp.run()
+
+    straight = [t.arch for t in run(tmp_path / "a", 24).trials()]
+    run(tmp_path / "b", 12)
+    resumed = [t.arch for t in run(tmp_path / "b", 24, resume=True).trials()]
+    assert resumed == straight
+    assert len({arch_id(a) for a in straight}) == 24
