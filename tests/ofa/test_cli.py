@@ -97,7 +97,7 @@ def test_killed_training_resumes_to_the_same_supernet(tmp_path, monkeypatch, cap
 
 def test_foreign_and_corrupted_directories_are_clear_errors(tmp_path):
     """Resuming or exporting a multi-trial experiment or a corrupted store exits with code 2."""
-    from nasforge.engine.store import DB_NAME, Store
+    from nasforge.run.store import DB_NAME, Store
 
     Store.create(tmp_path / "trials", {"metric": "accuracy"}).close()
     assert main(["ofa", "train", "--resume", str(tmp_path / "trials")]) == 2

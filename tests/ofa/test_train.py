@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nasforge.engine.store import DB_NAME, Store
+from nasforge.run.store import DB_NAME, Store
 from nasforge.errors import ConfigError, StoreError
 from nasforge.ofa.mobilenet import OFAMobileNetV3
 from nasforge.ofa.record import EPOCH, SUPERNET_KEY, open_ofa_store, stage_from_dict

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nasforge.engine.results import feasible, pareto_front, parse_constraints, rank_trials
-from nasforge.engine.store import TrialRecord
+from nasforge.run.results import feasible, pareto_front, parse_constraints, rank_trials
+from nasforge.run.store import TrialRecord
 from nasforge.errors import ConfigError
 
 

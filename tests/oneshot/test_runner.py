@@ -12,11 +12,11 @@ import torch
 from nasforge.cli import main
 from nasforge.data import split_dataset
 from nasforge.engine import Store
-from nasforge.engine.config_file import load_experiment
-from nasforge.engine.export import load_model
+from nasforge.run.files import load_run_file as load_experiment
+from nasforge.run.export import load_model
 from nasforge.errors import ConfigError, SpaceError
 from nasforge.oneshot._loop import accuracy
-from nasforge.oneshot.experiment import OneShot, OneShotExperiment
+from nasforge.oneshot.runner import OneShot, OneShotExperiment
 
 SPACE = """
 import torch
