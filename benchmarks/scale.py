@@ -81,7 +81,7 @@ def engine_run(strategy: str, n: int, directory: Path) -> tuple[dict[str, float]
         n_trials=n,
         executor="inprocess",
         progress="off",
-        source=str(source),
+        source={"file": str(source)},
     )
     exp.run()
     assert len(stamps) == n, (len(stamps), n)

@@ -162,7 +162,8 @@ class TPEStrategy(BaseStrategy):
         pos: Pos = ()
         for _ in range(1 + self.n_resamples):
             trial = self._study.ask(self._dists)
-            pos = tuple(trial.params[d.label] for d in self._decisions)
+            params = trial.params  # a fresh copy on every access: read it once
+            pos = tuple(params[d.label] for d in self._decisions)
             if pos not in self._seen:
                 return self._hand_out(pos, trial)
             # a repeat is never an observation: close TPE's trial as failed (TPE skips those)
