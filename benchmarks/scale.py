@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 from nasforge.engine import Experiment
+from nasforge.errors import StoreError
 from nasforge.space.search_space import Arch, Decision, SearchSpace
 from nasforge.strategy import get_strategy
 
@@ -203,7 +204,7 @@ def cli_seconds(*argv: str) -> float:
     """Returns the wall seconds of ``python -m nasforge.cli ARGV`` (output discarded).
 
     Raises:
-        RuntimeError: the command failed (its stderr tail is in the message).
+        StoreError: the command failed (its stderr tail is in the message).
     """
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     start = time.perf_counter()
@@ -216,7 +217,7 @@ def cli_seconds(*argv: str) -> float:
     )
     wall = time.perf_counter() - start
     if out.returncode != 0:
-        raise RuntimeError(f"nasforge {' '.join(argv)} failed: {out.stderr[-2000:]}")
+        raise StoreError(f"nasforge {' '.join(argv)} failed: {out.stderr[-2000:]}")
     return round(wall, 3)
 
 
