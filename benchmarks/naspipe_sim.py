@@ -7,8 +7,11 @@ SGD with momentum), each space of Table 1 and each stage count:
 1. every policy gets the largest batch its memory allows (:mod:`nasforge.parallel.memory`):
    GPipe-like bsp and PipeDream-like asp keep the stage's whole supernet partition on the
    device, csp a cache of 3 subnets' stage layers; recomputation for all but asp;
-2. the simulator runs 240 uniformly sampled subnets with per-layer times at that batch
-   (candidate c of a block is layer type c mod 4, +-20 % seeded jitter);
+2. the simulator runs 240 subnets with per-layer times at that batch (candidate c of a block
+   is layer type c mod 4, +-20 % seeded jitter), sampled two ways: ``uniform`` per block
+   (SPOS, as in §3) and ``fair`` (FairNAS strict fairness: each block's candidates without
+   replacement, :mod:`nasforge.parallel.fair_sampler`), which removes most dependencies
+   between nearby subnets;
 3. ``throughput_equal_memory`` is samples per second (batch x subnets / makespan).
 
 ``bubble_ratio`` and ``cache_hit_rate`` are as before; ``bubble_floor`` is the lowest bubble
@@ -18,12 +21,14 @@ A policy whose parameters alone exceed the budget gets ``batch`` 0 and throughpu
 paper's GPipe and PipeDream could not run NLP.c0). ``reproducible`` says whether every layer
 saw the sequential READ/WRITE order.
 
-Last line: one JSON object {"configs": [...], "summary": {...}}.
+Last line: one JSON object {"configs": [...], "summary": {...}}; the summary has one entry per
+cost table and sampler ("paper/uniform", ...).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import sys
@@ -32,6 +37,7 @@ from pathlib import Path
 
 from nasforge.parallel.costs import load_table, supernet_tables
 from nasforge.parallel.csp import balanced_partition, subnet_partition
+from nasforge.parallel.fair_sampler import fair_subnets
 from nasforge.parallel.memory import policy_batch
 from nasforge.parallel.simulator import bubble_floor, layer_orders, sequential_trace, simulate
 
@@ -52,13 +58,22 @@ TABLES = {  # name: (file, budget bytes per stage, state bytes per parameter byt
 POLICIES = ("csp", "bsp", "asp")
 
 
-def run_space(table: str, name: str, d: int, n_subnets: int, seed: int, mirror: bool) -> list[dict]:
+def sample(sampler: str, m: int, n: int, count: int, seed: int) -> list[tuple[int, ...]]:
+    """Returns ``count`` subnets: uniform per block (SPOS) or strictly fair (FairNAS)."""
+    if sampler == "fair":
+        return fair_subnets([n] * m, count, seed + 1)
+    rng = random.Random(seed + 1)
+    return [tuple(rng.randrange(n) for _ in range(m)) for _ in range(count)]
+
+
+def run_space(
+    table: str, name: str, d: int, n_subnets: int, seed: int, mirror: bool, sampler: str
+) -> list[dict]:
     """Returns one entry per policy (and csp_mirror) for one space x stage count."""
     path, budget, state = TABLES[table]
     types = load_table(path).family(SPACES[name][2])
     m, n, _ = SPACES[name]
-    rng = random.Random(seed + 1)
-    subnets = [tuple(rng.randrange(n) for _ in range(m)) for _ in range(n_subnets)]
+    subnets = sample(sampler, m, n, n_subnets, seed)
     ref = supernet_tables(types, m, n, max(types[0].batches), seed)
     mean_block = [(sum(f) + sum(b)) / n for f, b in zip(ref["fwd"], ref["bwd"])]
     part = balanced_partition(mean_block, d)
@@ -69,7 +84,8 @@ def run_space(table: str, name: str, d: int, n_subnets: int, seed: int, mirror: 
         batch, _ = policy_batch(
             base, part, ref["param"], ref["act"], ref["io"], budget, state_factor=state
         )
-        entry = {"table": table, "space": name, "stages": d, "scheduler": pol, "batch": batch}
+        entry = {"table": table, "sampler": sampler, "space": name, "stages": d,
+                 "scheduler": pol, "batch": batch}  # fmt: skip
         if batch == 0:
             entry.update(
                 fits=False, bubble_ratio=None, cache_hit_rate=None, throughput_equal_memory=0.0,
@@ -118,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--subnets", type=int, default=240, help="subnets (training steps) per run")
     ap.add_argument("--stages", type=int, nargs="+", default=[4, 8, 16])
     ap.add_argument("--tables", nargs="+", default=list(TABLES), choices=list(TABLES))
+    ap.add_argument("--samplers", nargs="+", default=["uniform", "fair"],
+                    choices=["uniform", "fair"])  # fmt: skip
     ap.add_argument("--no-mirror", action="store_true", help="skip the csp_mirror runs")
     ap.add_argument("--quick", action="store_true", help="80 subnets, 8 stages, paper table")
     ap.add_argument("--seed", type=int, default=0)
@@ -126,17 +144,16 @@ def main(argv: list[str] | None = None) -> int:
         args.subnets, args.stages, args.tables = 80, [8], ["paper"]
     t0 = time.time()
     configs: list[dict] = []
-    for table in args.tables:
-        for name in SPACES:
-            for d in args.stages:
-                for e in run_space(table, name, d, args.subnets, args.seed, not args.no_mirror):
-                    configs.append(e)
-                    print(
-                        f"{table:5s} {name:7s} D={d:2d} {e['scheduler']:10s} batch {e['batch']:4d}"
-                        f" bubble {e['bubble_ratio']} samples/s {e['throughput_equal_memory']}"
-                        f" hit {e['cache_hit_rate']} csp/bsp {e.get('csp_vs_bsp', '')}",
-                        file=sys.stderr,
-                    )
+    for table, smp, name, d in itertools.product(args.tables, args.samplers, SPACES, args.stages):
+        mirror = not args.no_mirror and smp == "uniform"
+        for e in run_space(table, name, d, args.subnets, args.seed, mirror, smp):
+            configs.append(e)
+            print(
+                f"{table:5s} {smp:7s} {name:7s} D={d:2d} {e['scheduler']:10s} batch {e['batch']:4d}"
+                f" bubble {e['bubble_ratio']} samples/s {e['throughput_equal_memory']}"
+                f" hit {e['cache_hit_rate']} csp/bsp {e.get('csp_vs_bsp', '')}",
+                file=sys.stderr,
+            )
     print(json.dumps({"configs": configs, "summary": summarise(configs, args, t0)}))
     return 0
 
@@ -145,9 +162,10 @@ def summarise(configs: list[dict], args: argparse.Namespace, t0: float) -> dict:
     """Returns the summary: ranges, the issue's targets and whether each is met."""
     csp = [c for c in configs if c["scheduler"] == "csp"]
     out: dict = {"subnets_per_run": args.subnets, "seconds": round(time.time() - t0, 1)}
-    for table in args.tables:
-        mine = [c for c in csp if c["table"] == table]
-        out[table] = {
+    for table, smp in itertools.product(args.tables, args.samplers):
+        mine = [c for c in csp if c["table"] == table and c["sampler"] == smp]
+        key = f"{table}/{smp}"
+        out[key] = {
             "csp_bubble_range": [
                 min(c["bubble_ratio"] for c in mine),
                 max(c["bubble_ratio"] for c in mine),
@@ -158,7 +176,11 @@ def summarise(configs: list[dict], args: argparse.Namespace, t0: float) -> dict:
             ],
             "csp_always_reproducible": all(c["reproducible"] for c in mine),
             "bsp_ever_reproducible": any(
-                c["reproducible"] for c in configs if c["scheduler"] == "bsp" and c["fits"]
+                c["reproducible"]
+                for c in configs
+                if c["scheduler"] == "bsp"
+                and c["fits"]
+                and (c["table"], c["sampler"]) == (table, smp)
             ),
             # Target: csp >= bsp at equal memory for NLP.c0-c1 and CV.c1 at every stage count.
             "csp_ge_bsp_equal_memory": {
@@ -169,8 +191,8 @@ def summarise(configs: list[dict], args: argparse.Namespace, t0: float) -> dict:
         }
         nlp1 = [c for c in mine if c["space"] == "NLP.c1" and c["stages"] == 8]
         if nlp1:  # target: <= 0.5 (paper 0.39)
-            out[table]["csp_bubble_nlp_c1_x8"] = nlp1[0]["bubble_ratio"]
-            out[table]["csp_bubble_floor_nlp_c1_x8"] = nlp1[0]["bubble_floor_per_layer"]
+            out[key]["csp_bubble_nlp_c1_x8"] = nlp1[0]["bubble_ratio"]
+            out[key]["csp_bubble_floor_nlp_c1_x8"] = nlp1[0]["bubble_floor_per_layer"]
     return out
 
 
