@@ -61,8 +61,11 @@ def _gpipe_worker(rank: int, world: int, port: int, cfg: RunConfig, mb: int, out
         table = layer_table(space)
         ncand = n_candidates(space)
         blocks = list(static_partition(len(ncand), world)[rank])
-        sampler = get_sampler(cfg.sampler, ncand, cfg.seed)
-        subnets = [next(sampler) for _ in range(cfg.steps)]
+        if cfg.subnets is not None:  # an explicit sequence, as RunConfig allows
+            subnets = [tuple(s) for s in cfg.subnets[: cfg.steps]]
+        else:
+            sampler = get_sampler(cfg.sampler, ncand, cfg.seed)
+            subnets = [next(sampler) for _ in range(cfg.steps)]
         data = _Data(cfg)
         bufs = {
             (b, c): [torch.zeros_like(p) for p in table[(b, c)].parameters()]
