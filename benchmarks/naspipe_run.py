@@ -11,6 +11,10 @@ the shared layers, splits the batch into ``--microbatches`` micro-batches, runs 
 then all backwards, and applies the same per-layer SGD with momentum. Subnets therefore run
 one after another (no inter-subnet overlap), in sequence order.
 
+``--sampler fair`` gives every run the same strict-fairness (FairNAS) sequence as an explicit
+``RunConfig.subnets`` list; the pipeline stages honour it only once ``StageWorker`` builds its
+feed from ``cfg.subnets`` (see docs/naspipe.md), until then ``equals_sequential`` is false.
+
 ``equals_sequential`` checks Definition 1 for every run: every loss and every tensor of the
 supernet (``torch.equal``) against the one-process reference.
 
@@ -36,6 +40,7 @@ from torch import nn
 
 from nasforge.parallel.context import sgd_momentum_step
 from nasforge.parallel.csp import static_partition
+from nasforge.parallel.fair_sampler import fair_subnets
 from nasforge.parallel.runtime import RunConfig, _Data, set_determinism
 from nasforge.parallel.sampler import get_sampler
 from nasforge.parallel.supernet import ChoiceSupernet, layer_table, n_candidates
@@ -129,6 +134,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=48)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--microbatches", type=int, default=4, help="GPipe micro-batches per batch")
+    ap.add_argument(
+        "--sampler",
+        choices=["uniform", "fair"],
+        default="uniform",
+        help="uniform SPOS subnets, or a strict-fairness (FairNAS) sequence given to every run "
+        "as RunConfig.subnets (needs the runtime to honour it, see docs/naspipe.md)",
+    )
     ap.add_argument("--quick", action="store_true", help="24 steps, hidden 256")
     args = ap.parse_args(argv)
     if args.quick:
@@ -136,9 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     space = {"n_blocks": args.blocks, "n_candidates": args.candidates, "hidden": args.hidden}
     common = {"steps": args.steps, "batch_size": args.batch_size, "lr": 0.01}
-    runs = {"sequential": train_supernet(space, pipeline=1, **common)}
+    base = RunConfig(ChoiceSupernet, space)
+    if args.sampler == "fair":
+        seq = fair_subnets([args.candidates] * args.blocks, args.steps, seed=0)
+        base.subnets = [list(s) for s in seq]
+    runs = {"sequential": train_supernet(base, pipeline=1, **common)}
     for policy in ("csp", "bsp", "asp"):
-        runs[policy] = train_supernet(space, pipeline=args.stages, policy=policy, **common)
+        runs[policy] = train_supernet(base, pipeline=args.stages, policy=policy, **common)
     ref = runs["sequential"]
     sps = {k: round(r.samples_per_s, 2) for k, r in runs.items()}
     equal = {
@@ -167,7 +183,13 @@ def main(argv: list[str] | None = None) -> int:
         "bsp_equals_sequential": equal["bsp"],
         "asp_equals_sequential": equal["asp"],
         "cache_hit_rate_csp": [round(s["hit_rate"], 4) for s in csp.cache],
-        "config": {**space, **common, "stages": args.stages, "microbatches": args.microbatches},
+        "config": {
+            **space,
+            **common,
+            "stages": args.stages,
+            "microbatches": args.microbatches,
+            "sampler": args.sampler,
+        },
     }
     print(json.dumps(out))
     return 0
