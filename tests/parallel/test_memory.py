@@ -85,3 +85,18 @@ def test_bad_inputs_raise_config_error() -> None:
         stage_memory("csp", [], PARAM, ACT, IO, window=1, bulk=1)
     with pytest.raises(ConfigError, match="budget"):
         max_batch(0, StageMemory(1.0, 1.0, 1.0))
+
+
+@given(
+    sizes=st.lists(st.lists(st.integers(0, 50), min_size=1, max_size=5), min_size=1, max_size=4),
+    cache=st.floats(0.5, 6.0),
+)
+@settings(max_examples=100)
+def test_csp_never_holds_more_parameters_than_bsp(sizes: list[list[int]], cache: float) -> None:
+    """Whatever the layer sizes and cache budget, the cache is a subset of the partition."""
+    blocks = list(range(len(sizes)))
+    zeros = [[0.0] * len(r) for r in sizes]
+    ones = [[1.0] * len(r) for r in sizes]
+    csp = stage_memory("csp", blocks, sizes, ones, zeros, window=2, bulk=2, cache_subnets=cache)
+    bsp = stage_memory("bsp", blocks, sizes, ones, zeros, window=2, bulk=2)
+    assert csp.params <= bsp.params
