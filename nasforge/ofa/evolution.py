@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nasforge.errors import ConfigError
+from nasforge.run.results import pareto_indices
 from nasforge.space.search_space import Arch, SearchSpace, arch_id
 
 __all__ = [
     "EvolutionConfig",
-    "SearchResult",
+    "DeploymentResult",
     "mutate",
     "crossover",
     "evolve",
@@ -62,7 +63,7 @@ class EvolutionConfig:
 
 
 @dataclass
-class SearchResult:
+class DeploymentResult:
     """Returns nothing; the outcome of one search: best architecture, its accuracy and cost,
     the target, and the best accuracy after each generation."""
 
@@ -116,7 +117,7 @@ def evolve(
     config: EvolutionConfig = EvolutionConfig(),
     seed: int = 0,
     progress: Callable[[int, float], None] | None = None,
-) -> SearchResult:
+) -> DeploymentResult:
     """Returns the most accurate architecture found whose ``cost`` is at most ``budget``.
 
     Raises:
@@ -186,7 +187,7 @@ def evolve(
         if config.patience is not None and stale >= config.patience:
             logger.debug("stopping after %d generations without improvement", stale)
             break
-    return SearchResult(budget, best, score(best), cost_of(best), history, len(scores))
+    return DeploymentResult(budget, best, score(best), cost_of(best), history, len(scores))
 
 
 def search_targets(
@@ -197,7 +198,7 @@ def search_targets(
     config: EvolutionConfig = EvolutionConfig(),
     seed: int = 0,
     progress: Callable[[float, int, float], None] | None = None,
-) -> list[SearchResult]:
+) -> list[DeploymentResult]:
     """Returns one search result per budget in ``targets`` (in the given order); accuracy and
     cost functions are shared, so memoized measurements serve every target."""
     out = []
@@ -210,10 +211,4 @@ def search_targets(
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     """Returns the indices of the points ``(cost, accuracy)`` that no other point dominates
     (lower or equal cost and higher or equal accuracy, one strictly), sorted by cost."""
-    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
-    front, best = [], float("-inf")
-    for i in order:
-        if points[i][1] > best:
-            front.append(i)
-            best = points[i][1]
-    return front
+    return pareto_indices([(-c, a) for c, a in points])
