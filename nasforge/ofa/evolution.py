@@ -126,8 +126,23 @@ class DeploymentEvolution(BaseStrategy):
         """Returns the evolution settings and the seed as plain data."""
         return {**asdict(self.cfg), "seed": self.seed}
 
+    def ask(self) -> Arch | None:
+        """Returns the next architecture to score (canonical by construction: the space's
+        sampler, :func:`mutate` and :func:`crossover` validate what they build), or None."""
+        self._asked = self._ask()
+        return self._asked
+
+    def tell(self, arch: Mapping[str, Any], metric: float | None) -> None:
+        """Records the accuracy of ``arch``, or None when it is over budget; the architecture
+        just asked is not validated a second time."""
+        if arch is self._asked and (metric is None or isinstance(metric, float)):
+            self._tell(self._asked, metric)
+        else:
+            super().tell(arch, metric)
+
     def _reset(self) -> None:
         self._rng = random.Random(self.seed)
+        self._asked: Arch | None = None
         self._sampler = getattr(self.space, "sample_dims", self.space.sample)
         self._base: Arch | None = None  # the smallest network, once sampling has failed
         self._phase = "init"
