@@ -271,10 +271,12 @@ class Experiment(BaseRunner):
             store.set_meta("elapsed", repr(self._elapsed()))
             self._show(force=True)
             self._progress.close()
-        trained = [t for t in store.trials() if t.status not in ("running", "cached")]
-        if trained and all(t.status == "failed" for t in trained):
+        counts = store.counts()
+        n_trained = sum(n for status, n in counts.items() if status not in ("running", "cached"))
+        if n_trained and counts.get("failed", 0) == n_trained:
+            failed = store.trials("failed")
             raise TrialError(
-                f"all {len(trained)} trials failed: {failure_summary(trained)}; fix the "
+                f"all {n_trained} trials failed: {failure_summary(failed)}; fix the "
                 f"evaluator (`nasforge status {self.directory}` lists each error)"
             )
 
