@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -241,7 +242,8 @@ class Experiment(BaseRunner):
         Raises:
             TrialError: every trial trained in this run failed (the message groups the errors).
         """
-        set_threads(self.threads if self.threads is not None else 1)
+        if "torch" in sys.modules:  # a space of plain data trains nothing: keep torch unloaded
+            set_threads(self.threads if self.threads is not None else 1)
         self.strategy.setup(self.search_space)  # replay needs the freshly seeded state
         if self.stopper is not None:
             self.stopper.reset()
