@@ -31,6 +31,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import math
 import os
 import queue
 import random
@@ -45,7 +46,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from nasforge.errors import ConfigError
+from nasforge.errors import ConfigError, DivergenceError
 from nasforge.parallel.context import ContextManager
 from nasforge.parallel.csp import (
     FinishedList,
@@ -66,6 +67,7 @@ __all__ = [
     "check_config",
     "config_dict",
     "set_determinism",
+    "check_loss",
     "POLICIES",
 ]
 
@@ -94,6 +96,11 @@ class RunConfig:
     cache_subnets: float | None = 3.0  # device cache per stage, in subnets' stage layers
     device: str = "cpu"
     timeout_s: float = 300.0
+    # Where stage processes listen. Loopback (default): a file rendezvous and gloo on the
+    # loopback interface, nothing reachable from other hosts. Any other address of this host
+    # (or "0.0.0.0") opts in to other hosts: a TCP rendezvous there, gloo on its default device
+    # (the host name's address, or the interface named by GLOO_SOCKET_IFNAME).
+    bind: str = "127.0.0.1"
     data: tuple[Any, Any] | None = None  # (X float, y int) arrays; None: digits(), standardised
     fail_rank: int = -1  # fault injection for tests: this rank exits at fail_step's forward
     fail_step: int = -1
@@ -174,6 +181,25 @@ def _capacity(cfg: RunConfig, n_layers_stage: int, n_owned: int) -> int:
     return max(n_layers_stage, int(round(cfg.cache_subnets * n_layers_stage)))
 
 
+def check_loss(value: float, seq: int, subnet: Any, cfg: RunConfig) -> None:
+    """Returns None when ``value`` (the loss of step ``seq``) is finite.
+
+    Called before the step's backward and update, so the weights a run holds when it stops
+    are those of the last finite step; the run returns none of them.
+
+    Raises:
+        DivergenceError: the loss is NaN or infinite; the message names the step, the subnet
+            and the learning rate.
+    """
+    if not math.isfinite(value):
+        raise DivergenceError(
+            f"training diverged: the loss of step {seq} (subnet {list(subnet)}) is {value}; "
+            f"expected a finite loss with lr={cfg.lr}, momentum={cfg.momentum}; lower the "
+            f"learning rate (e.g. lr={cfg.lr / 10:g}) and train again: the run stopped and "
+            "returns no weights"
+        )
+
+
 # -- sequential reference ----------------------------------------------------------------------
 
 
@@ -182,6 +208,10 @@ def train_sequential(cfg: RunConfig) -> dict[str, Any]:
 
     The reference for Definition 1: subnets in sequence order, one batch each, per-layer SGD
     with momentum, the same context manager (one stage holding every block).
+
+    Raises:
+        DivergenceError: a step's loss is NaN or infinite (see :func:`check_loss`); nothing
+            is returned.
     """
     set_determinism(cfg.seed)
     space = _build_space(cfg)
@@ -194,10 +224,12 @@ def train_sequential(cfg: RunConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         for seq in range(cfg.steps):
-            keys = list(enumerate(feed.get(seq)))
+            subnet = feed.get(seq)
+            keys = list(enumerate(subnet))
             mods = ctx.acquire(keys)
             x, y = data.batch(seq)
             loss = F.cross_entropy(run_layers(mods, x.to(ctx.device)), y.to(ctx.device))
+            check_loss(loss.item(), seq, subnet, cfg)
             loss.backward()
             ctx.release(keys)
             grads = _take_grads(mods)
@@ -304,6 +336,9 @@ class StageWorker:
         if self.last:
             y = self.data.batch(seq)[1].to(self.device)
             loss = F.cross_entropy(out, y)
+            # The last stage alone sees the loss: it raises, its process exits with a
+            # divergence record, and the launcher ends every other stage (launcher._worker).
+            check_loss(loss.item(), seq, self.feed.get(seq), cfg)
             loss.backward()
             self.losses[seq] = loss.item()
             self.busy += time.perf_counter() - t0
@@ -378,6 +413,12 @@ class StageWorker:
     # Algorithm 1 ---------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
+        """Returns this stage's ``{"state", "losses", "stats", "busy", "wall"}`` after the run.
+
+        Raises:
+            DivergenceError: (last stage) a step's loss is NaN or infinite.
+            RuntimeError: a neighbour's message could not be received (it died).
+        """
         steps = self.cfg.steps
         inbox: queue.Queue = queue.Queue()
         threads = []

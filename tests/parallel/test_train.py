@@ -49,3 +49,15 @@ def test_cli_pipeline_flag(tmp_path: Path, capsys: pytest.CaptureFixture) -> Non
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["pipeline"] == 2 and summary["steps"] == 4
     assert out.with_suffix(".safetensors").exists() and out.with_suffix(".json").exists()
+
+
+def test_cli_diverging_pipeline_exports_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`--lr 5 --pipeline 2` stops on the NaN loss with exit code 2 and writes no files."""
+    out = tmp_path / "run" / "sn"
+    argv = ["train-supernet", "--blocks", "4", "--candidates", "3", "--hidden", "16"]
+    argv += ["--steps", "32", "--batch-size", "8", "--lr", "5", "--pipeline", "2"]
+    assert main([*argv, "--out", str(out)]) == 2
+    assert "step 12 (subnet [1, 2, 2, 2]) is nan" in caplog.text
+    assert not out.with_suffix(".safetensors").exists() and not out.with_suffix(".json").exists()
