@@ -13,6 +13,7 @@ Invariants:
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import socket
 import tempfile
@@ -39,6 +40,8 @@ __all__ = ["launch", "collect", "is_loopback", "loopback_interface", "DIVERGED_E
 
 #: Exit code of a stage process that stopped on a NaN or infinite loss.
 DIVERGED_EXIT = 3
+#: What a DivergenceError carries across the process boundary besides its message.
+_DIVERGENCE_KEYS = ("step", "subnet", "loss")
 
 
 # -- processes ---------------------------------------------------------------------------------
@@ -118,7 +121,8 @@ def _worker(rank: int, cfg: RunConfig, init: str, out_dir: str) -> None:
     except DivergenceError as exc:
         # A record the parent turns back into a DivergenceError (not a generic WorkerError);
         # written before exiting, so it exists before any neighbour can fail on our absence.
-        (Path(out_dir) / f"rank{rank}.diverged").write_text(str(exc))
+        record = {"message": str(exc), **{k: getattr(exc, k, None) for k in _DIVERGENCE_KEYS}}
+        (Path(out_dir) / f"rank{rank}.diverged").write_text(json.dumps(record))
         (Path(out_dir) / f"rank{rank}.err").write_text(traceback.format_exc())
         os._exit(DIVERGED_EXIT)
     except BaseException:
@@ -140,7 +144,8 @@ def launch(cfg: RunConfig) -> list[dict[str, Any]]:
         ConfigError, ScheduleError: see :func:`check_config`; also a ``cfg.bind`` that is not
             an address of this host (before any process starts).
         DivergenceError: a stage saw a NaN or infinite loss (its message names the step and
-            the subnet); every stage process is ended and no results are returned.
+            the subnet; attributes ``step``, ``subnet``, ``loss`` and ``stage``); every stage
+            process is ended and no results are returned.
         WorkerError: a stage could not be started, raised (its traceback is in the message),
             died, or the run exceeded ``cfg.timeout_s``; every stage process is ended before it
             propagates.
@@ -208,9 +213,14 @@ def _raise_divergence(out: str | Path, n_stages: int) -> None:
     for rank in range(n_stages):
         rec = Path(out) / f"rank{rank}.diverged"
         if rec.exists():
-            raise DivergenceError(
-                f"pipeline stage {rank}: {rec.read_text()}; every stage process was ended"
+            record = json.loads(rec.read_text())
+            err = DivergenceError(
+                f"pipeline stage {rank}: {record['message']}; every stage process was ended"
             )
+            for key in _DIVERGENCE_KEYS:
+                setattr(err, key, record.get(key))
+            err.stage = rank
+            raise err
 
 
 def _failure_message(bad: list[tuple[int, int]], procs: list, out: str) -> str:
@@ -231,7 +241,8 @@ def collect(out_dir: str | Path, n_stages: int) -> list[dict[str, Any]]:
     """Returns each stage's results saved by a torchrun run in ``out_dir``.
 
     Raises:
-        DivergenceError: a stage stopped on a NaN or infinite loss.
+        DivergenceError: a stage stopped on a NaN or infinite loss (``step``, ``subnet``,
+            ``loss`` and ``stage`` attributes as from :func:`launch`).
         WorkerError: a stage left a traceback or no result.
     """
     out = Path(out_dir)
@@ -254,7 +265,6 @@ def _torchrun_main(argv: list[str] | None = None) -> int:
     """
     import argparse
     import importlib
-    import json
 
     ap = argparse.ArgumentParser(prog="python -m nasforge.parallel.launcher")
     ap.add_argument("--space", default="nasforge.parallel.supernet:ChoiceSupernet")

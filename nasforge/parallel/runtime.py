@@ -189,15 +189,17 @@ def check_loss(value: float, seq: int, subnet: Any, cfg: RunConfig) -> None:
 
     Raises:
         DivergenceError: the loss is NaN or infinite; the message names the step, the subnet
-            and the learning rate.
+            and the learning rate, and the error carries ``step``, ``subnet`` and ``loss``.
     """
     if not math.isfinite(value):
-        raise DivergenceError(
+        err = DivergenceError(
             f"training diverged: the loss of step {seq} (subnet {list(subnet)}) is {value}; "
             f"expected a finite loss with lr={cfg.lr}, momentum={cfg.momentum}; lower the "
             f"learning rate (e.g. lr={cfg.lr / 10:g}) and train again: the run stopped and "
             "returns no weights"
         )
+        err.step, err.subnet, err.loss = seq, list(subnet), value  # for a run record's event
+        raise err
 
 
 # -- sequential reference ----------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -124,16 +125,19 @@ _DIVERGED = r"step 12 \(subnet \[1, 2, 2, 2\]\) is nan; expected a finite loss w
 
 def test_nan_loss_stops_sequential_training() -> None:
     """A NaN loss raises DivergenceError naming the step and subnet; nothing is returned."""
-    with pytest.raises(DivergenceError, match=_DIVERGED):
+    with pytest.raises(DivergenceError, match=_DIVERGED) as info:
         train_sequential(_cfg(lr=5.0))
+    assert (info.value.step, info.value.subnet) == (12, [1, 2, 2, 2])
 
 
 def test_nan_loss_stops_every_pipeline_stage() -> None:
     """The last stage's NaN loss ends both stages and the parent raises DivergenceError."""
     with pytest.raises(
         DivergenceError, match="pipeline stage 1: training diverged: the loss of " + _DIVERGED
-    ):
+    ) as info:
         launch(_cfg(lr=5.0, timeout_s=120))
+    err = info.value
+    assert (err.stage, err.step, err.subnet, math.isnan(err.loss)) == (1, 12, [1, 2, 2, 2], True)
     assert not _children()
 
 
