@@ -29,8 +29,8 @@ import torch
 from nasforge.data import load_digits
 from nasforge.engine import Experiment
 from nasforge.engine.classification import ClassificationEvaluator
-from nasforge.engine.cli import print_status
-from nasforge.engine.export import export_top
+from nasforge.run.export import export_top
+from nasforge.run.status import print_status
 from nasforge.spaces import DigitsCNN
 from nasforge.strategy import RegularizedEvolution
 

@@ -1,40 +1,46 @@
 """The ``nasforge`` command line.
 
-Subcommands live beside the code they drive: each module named in :data:`COMMAND_MODULES`
-defines ``register(subparsers)``, which adds its subcommands and sets ``func`` (taking the parsed
-``argparse.Namespace`` and returning an exit code) as each subparser's default.
+The shared commands (``run``, ``resume``, ``status``, ``export``, ``plot``) come from
+:mod:`nasforge.run.cli` and work on every kind of run. ``nasforge ofa ...`` and
+``nasforge train-supernet`` are thin aliases that build a run of their kind from flags.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 from collections.abc import Sequence
 
 from nasforge.errors import NasforgeError
+from nasforge.ofa import cli as ofa_cli
+from nasforge.parallel import cli as parallel_cli
+from nasforge.run import cli as run_cli
 
-__all__ = ["main", "build_parser", "COMMAND_MODULES"]
+__all__ = ["main", "build_parser"]
 
-#: Modules that add subcommands, in the order their commands appear in ``--help``.
-COMMAND_MODULES: list[str] = ["nasforge.engine.cli", "nasforge.parallel.cli", "nasforge.ofa.cli"]
+
+def _load_runners() -> None:
+    """Registers every built-in kind of run (imports the families)."""
+    import nasforge.runners  # noqa: F401
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Returns the parser with every registered subcommand."""
+    """Returns the parser with every subcommand."""
     parser = argparse.ArgumentParser(
         prog="nasforge", description="Neural architecture search on PyTorch."
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    run_cli.register(sub)
+    parallel_cli.register(sub)
+    ofa_cli.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command line; returns the exit code (2 for a usage or nasforge error)."""
+    """Runs the command line; returns the exit code (2 for a usage or nasforge error, 1 when
+    a run failed, 130 when interrupted)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose + 1, 2)
@@ -42,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if getattr(args, "needs_runners", False):
+        _load_runners()
     try:
         return int(args.func(args) or 0)
     except NasforgeError as exc:

@@ -1,6 +1,8 @@
-"""The exploration engine: experiments that ask a strategy for architectures, run them as
-trials on an executor, record everything in an SQLite store, survive crashes, and export the
-best models."""
+"""The multi-trial family: experiments that ask a strategy for architectures, run them as
+trials on an executor (in-process, process pool, Ray), and record everything in a run record.
+
+``Experiment`` is the ``multitrial`` kind of run (see :mod:`nasforge.run`).
+"""
 
 from nasforge.engine.evaluator import BaseEvaluator, FunctionEvaluator, get_evaluator
 from nasforge.engine.executor import (
@@ -10,8 +12,9 @@ from nasforge.engine.executor import (
     get_executor,
 )
 from nasforge.engine.experiment import Experiment
-from nasforge.engine.results import pareto_front, rank_trials
-from nasforge.engine.store import Store, TrialRecord
+from nasforge.engine.trial import TrialResult, TrialTask
+from nasforge.run.results import pareto_front, rank_trials
+from nasforge.run.store import Store, TrialRecord
 
 __all__ = [
     "BaseEvaluator",
@@ -22,6 +25,8 @@ __all__ = [
     "ProcessPoolExecutor",
     "Store",
     "TrialRecord",
+    "TrialResult",
+    "TrialTask",
     "get_evaluator",
     "get_executor",
     "pareto_front",

@@ -71,6 +71,7 @@ class ClassificationEvaluator(BaseEvaluator):
         return {
             "type": "classification",
             "data": self.data if isinstance(self.data, str) else type(self.data).__name__,
+            "rebuildable": isinstance(self.data, str),
             "epochs": self.epochs,
             "batch_size": self.batch_size,
             "optimizer": self.optimizer,

@@ -21,19 +21,17 @@ import pickle
 import signal
 import sys
 import time
-from collections.abc import Mapping
 from multiprocessing.connection import wait
 from typing import Any
 
 from nasforge.engine.evaluator import BaseEvaluator
-from nasforge.engine.trial import run_trial
+from nasforge.engine.trial import TrialResult, TrialTask, failed_result, run_trial
 from nasforge.errors import ConfigError
 
 __all__ = [
     "BaseExecutor",
     "InProcessExecutor",
     "ProcessPoolExecutor",
-    "failed_result",
     "get_executor",
 ]
 
@@ -58,11 +56,11 @@ class BaseExecutor(abc.ABC):
         """Returns the number of trials submitted and not yet returned by poll."""
 
     @abc.abstractmethod
-    def submit(self, task: Mapping[str, Any]) -> None:
+    def submit(self, task: TrialTask) -> None:
         """Starts a trial (may run it to completion right away)."""
 
     @abc.abstractmethod
-    def poll(self, timeout: float) -> list[dict[str, Any]]:
+    def poll(self, timeout: float) -> list[TrialResult]:
         """Returns results of finished trials, waiting up to ``timeout`` s for at least one."""
 
     def shutdown(self) -> None:  # noqa: B027 - optional hook
@@ -75,18 +73,18 @@ class InProcessExecutor(BaseExecutor):
     name = "inprocess"
 
     def __init__(self) -> None:
-        self._done: collections.deque[dict[str, Any]] = collections.deque()
+        self._done: collections.deque[TrialResult] = collections.deque()
 
     @property
     def n_running(self) -> int:
         """Returns the number of finished results not yet polled."""
         return len(self._done)
 
-    def submit(self, task: Mapping[str, Any]) -> None:
+    def submit(self, task: TrialTask) -> None:
         """Runs the trial now; its result waits for the next poll."""
         self._done.append(run_trial(self._space, self._evaluator, task))
 
-    def poll(self, timeout: float) -> list[dict[str, Any]]:
+    def poll(self, timeout: float) -> list[TrialResult]:
         """Returns every result finished since the last poll."""
         out = list(self._done)
         self._done.clear()
@@ -105,7 +103,7 @@ def _die_with_parent() -> None:
 
 
 def _child_main(
-    conn: Any, space: Any, evaluator: BaseEvaluator, task: Mapping[str, Any], threads: int
+    conn: Any, space: Any, evaluator: BaseEvaluator, task: TrialTask, threads: int
 ) -> None:
     # The forked child shares the engine's open SQLite connection; it never touches it, and
     # multiprocessing ends the child with os._exit, so no finaliser closes it from here.
@@ -113,8 +111,7 @@ def _child_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the engine's to handle
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
-    task = dict(task, timeout=None)  # the parent enforces the timeout by killing us
-    result = run_trial(space, evaluator, task)
+    result = run_trial(space, evaluator, task.without_timeout())  # the parent kills on timeout
     conn.send(result)
     conn.close()
 
@@ -152,7 +149,7 @@ class ProcessPoolExecutor(BaseExecutor):
         super().start(space, evaluator)
         if self.start_method == "fork":
             return
-        from nasforge.engine.export import EXPERIMENT_MODULE_PREFIX
+        from nasforge.run.refs import SCRIPT_PREFIX as EXPERIMENT_MODULE_PREFIX
 
         for obj in (space, evaluator, getattr(evaluator, "fn", None)):
             mod = getattr(obj, "__module__", None) or type(obj).__module__
@@ -177,24 +174,24 @@ class ProcessPoolExecutor(BaseExecutor):
         """Returns the number of live trial processes."""
         return len(self._running)
 
-    def submit(self, task: Mapping[str, Any]) -> None:
+    def submit(self, task: TrialTask) -> None:
         """Starts a child process for the trial."""
         assert len(self._running) < self.concurrency
         recv, send = self._ctx.Pipe(duplex=False)
         proc = self._ctx.Process(
             target=_child_main,
-            args=(send, self._space, self._evaluator, dict(task), self.threads_per_trial),
+            args=(send, self._space, self._evaluator, task, self.threads_per_trial),
             daemon=True,
         )
         proc.start()
         send.close()
-        timeout = task.get("timeout")
+        timeout = task.timeout
         deadline = time.monotonic() + timeout if timeout else None
-        self._running[task["trial"]] = (proc, recv, deadline)
+        self._running[task.trial] = (proc, recv, deadline)
         if timeout:
-            self._timeouts[task["trial"]] = timeout
+            self._timeouts[task.trial] = timeout
 
-    def poll(self, timeout: float) -> list[dict[str, Any]]:
+    def poll(self, timeout: float) -> list[TrialResult]:
         """Returns the results of trials that finished, died or timed out."""
         if not self._running:
             return []
@@ -244,19 +241,6 @@ class ProcessPoolExecutor(BaseExecutor):
             proc.join()
             conn.close()
         self._running.clear()
-
-
-def failed_result(trial: int, error: str) -> dict[str, Any]:
-    """Returns the result record of a trial that failed outside its evaluator."""
-    return {
-        "trial": trial,
-        "status": "failed",
-        "metrics": None,
-        "intermediates": [],
-        "error": error,
-        "duration": None,
-        "checkpoint": None,
-    }
 
 
 def get_executor(name_or_obj: str | BaseExecutor, concurrency: int = 2) -> BaseExecutor:

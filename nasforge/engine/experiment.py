@@ -23,19 +23,31 @@ from typing import Any
 
 from nasforge.engine.evaluator import BaseEvaluator, FunctionEvaluator, get_evaluator
 from nasforge.engine.executor import BaseExecutor, get_executor
-from nasforge.engine.progress import Progress
-from nasforge.engine.results import StoredResults, pareto_front, parse_constraints, score
-from nasforge.engine.store import Store, TrialRecord, check_compatible
-from nasforge.errors import ConfigError
+from nasforge.engine.trial import TrialResult, TrialTask
+from nasforge.errors import ConfigError, TrialError
+from nasforge.run.progress import Progress
+from nasforge.run.refs import materialize
+from nasforge.run.results import pareto_front, score
+from nasforge.run.runner import BaseRunner, Objective, find_ref, register_runner
+from nasforge.run.status import failure_summary
+from nasforge.run.store import Store, TrialRecord
+from nasforge.run.threads import set_threads
 from nasforge.space.search_space import SearchSpace, arch_id
-from nasforge.strategy import BaseStrategy, GridStrategy, MedianStopper, get_strategy
+from nasforge.strategy import (
+    BaseStrategy,
+    GridStrategy,
+    MedianStopper,
+    get_strategy,
+    list_strategies,
+)
 
 __all__ = ["Experiment"]
 
 log = logging.getLogger("nasforge.engine")
 
 
-class Experiment(StoredResults):
+@register_runner
+class Experiment(BaseRunner):
     """Returns, after :meth:`run`, the trials of a search of ``space`` with ``strategy`` and
     ``evaluator``, recorded in ``directory``.
 
@@ -47,6 +59,10 @@ class Experiment(StoredResults):
     ``["params <= 1e5"]``; ``second_objective`` e.g. ``("params", "min")`` for a Pareto front;
     ``executor`` ``"pool"`` (default), ``"inprocess"`` or an instance.
 
+    It is the ``multitrial`` kind of run: ``nasforge run FILE`` builds it from a run file whose
+    strategy is a multi-trial one (``random``, ``grid``, ``evolution``, ``tpe``, ``rl``, or any
+    registered with ``register_strategy``).
+
     Invariants: configuration errors are raised before the store is created or any trial runs;
     a finished trial is committed before the strategy hears of it; the same seed with the
     in-process executor gives the same trial list, with or without a crash and resume.
@@ -56,7 +72,10 @@ class Experiment(StoredResults):
             a wrong signature or that never returns a value, no budget, bad metric options.
         StoreError: ``run`` on a directory that already holds an experiment, or ``resume`` on
             one that is missing, foreign, corrupted, or was made with another space/strategy.
+        TrialError: (from ``run``) every trial failed; the message summarises the errors.
     """
+
+    kind = "multitrial"
 
     def __init__(
         self,
@@ -79,7 +98,8 @@ class Experiment(StoredResults):
         save_weights: bool = True,
         max_duplicates: int = 200,
         progress: str = "auto",
-        source: str | None = None,
+        source: dict[str, Any] | None = None,
+        threads: int | None = None,
     ) -> None:
         # -- validate everything here, at the public edge, before any side effect --------------
         if hasattr(space, "search_space"):
@@ -109,24 +129,15 @@ class Experiment(StoredResults):
         self.evaluator.check()
         self.strategy = get_strategy(strategy)
         self.strategy.setup(self.search_space)
-        if mode not in ("max", "min"):
-            raise ConfigError(f"mode must be 'max' or 'min', got {mode!r}")
         if n_trials is not None and (not isinstance(n_trials, int) or n_trials < 1):
             raise ConfigError(f"n_trials must be a positive int or None, got {n_trials!r}")
         if time_budget is not None and not time_budget > 0:
             raise ConfigError(f"time_budget must be > 0 seconds or None, got {time_budget!r}")
         if n_trials is None and time_budget is None and not isinstance(self.strategy, GridStrategy):
             raise ConfigError("give a budget: n_trials=..., time_budget=... (seconds), or both")
-        if second_objective is not None:
-            if len(second_objective) != 2 or second_objective[1] not in ("max", "min"):
-                raise ConfigError(
-                    f"second_objective must be (metric, 'max'|'min'), got {second_objective!r}"
-                )
-            second_objective = (str(second_objective[0]), second_objective[1])
-        self.metric = metric if metric is not None else self.evaluator.default_metric
-        self.mode = mode
-        self.constraints = parse_constraints(constraints)
-        self.second_objective = second_objective
+        metric = metric if metric is not None else self.evaluator.default_metric
+        objective = Objective(metric, mode, constraints, second_objective)
+        self.second_objective = objective.second
         self.n_trials, self.time_budget = n_trials, time_budget
         self.executor = get_executor(executor, concurrency)
         self.trial_timeout = trial_timeout
@@ -135,23 +146,79 @@ class Experiment(StoredResults):
         self.save_weights = save_weights
         self.max_duplicates = max_duplicates
         self.progress_mode = progress
-        self.source = source
-        if directory is None:
-            directory = Path("nasforge-runs") / time.strftime("exp-%Y%m%d-%H%M%S")
-        self.directory = Path(directory)
-        self.store: Store | None = None
+        self.threads = threads
+        super().__init__(objective, directory, source, space)
 
-    # -- configuration as plain data ---------------------------------------------------------
-    def config(self) -> dict[str, Any]:
-        """Returns the experiment's configuration as JSON-able data (stored with it)."""
+    # -- the multitrial kind -------------------------------------------------------------------
+    @classmethod
+    def names(cls) -> list[str]:
+        """Returns the registered multi-trial strategy names."""
+        return list_strategies()
+
+    @classmethod
+    def claims(cls, strategy: Any) -> bool:
+        """Returns whether ``strategy`` is a multi-trial strategy (a name or an object)."""
+        return isinstance(strategy, BaseStrategy) or super().claims(strategy)
+
+    @classmethod
+    def from_section(
+        cls, settings: Any, *, base: Path | None = None, **overrides: Any
+    ) -> Experiment:
+        """Returns an experiment from a run file's settings (``space`` and ``evaluator`` or
+        ``evaluate``, or ``benchmark: {nas_bench_macro: path}``; ``strategy`` a name, mapping
+        or object; any other ``Experiment`` argument) or from a stored section.
+
+        Raises:
+            ConfigError: a missing space or evaluator, a bad reference or setting.
+        """
+        s = {**dict(settings), **overrides}
+        s.pop("data", None) if s.get("data") is None else None
+        bench = s.pop("benchmark", None)
+        if bench:
+            from nasforge.engine.tabular import NasBenchMacro
+
+            where = base or Path.cwd()
+            b = NasBenchMacro((where / bench["nas_bench_macro"]).resolve())
+            s["space"], s["evaluator"] = b.search_space(), b.evaluator()
+        evaluator = s.pop("evaluator", None) or s.pop("evaluate", None)
+        if "space" not in s or evaluator is None:
+            raise ConfigError(
+                "a multi-trial run needs `space` and `evaluator` (or a function `evaluate`, or "
+                "`benchmark`); see docs/engine.md"
+            )
+        space = materialize(s.pop("space"), base)
+        if isinstance(evaluator, dict) and "unrebuildable" in evaluator:
+            raise ConfigError(
+                f"this run was started from Python with an evaluator that cannot be found again "
+                f"({evaluator['unrebuildable']}); resume it from Python with the same "
+                "Experiment(...).resume(), or define the evaluator at module level of a file"
+            )
+        evaluator = _evaluator_from(materialize(evaluator, base))
+        strategy = s.pop("strategy", "evolution")
+        if isinstance(strategy, dict):
+            strategy = dict(strategy)
+            name = strategy.pop("name", None)
+            strategy = get_strategy(name, **strategy.pop("config", {}), **strategy)
+        objective = s.pop("objective", None)
+        if objective is not None:
+            s.setdefault("metric", objective.metric)
+            s.setdefault("mode", objective.mode)
+            s.setdefault("constraints", objective.constraints)
+            s.setdefault("second_objective", objective.second)
+        if isinstance(s.get("stopper"), dict):
+            s["stopper"] = MedianStopper(**s["stopper"])
+        return cls(space, evaluator, strategy, **s)
+
+    def compatible_keys(self) -> tuple[str, ...]:
+        """Returns the settings a resume must keep: the space's decisions and the strategy."""
+        return ("search_space", "strategy")
+
+    def section(self) -> dict[str, Any]:
+        """Returns the experiment's settings as JSON-able data (stored with it)."""
         return {
             "search_space": self.search_space.to_dict(),
             "strategy": {"name": self.strategy.name, "config": self.strategy.config()},
-            "evaluator": self.evaluator.config(),
-            "metric": self.metric,
-            "mode": self.mode,
-            "constraints": self.constraints,
-            "second_objective": list(self.second_objective) if self.second_objective else None,
+            "evaluator": _evaluator_ref(self.evaluator),
             "n_trials": self.n_trials,
             "time_budget": self.time_budget,
             "executor": self.executor.name,
@@ -159,31 +226,24 @@ class Experiment(StoredResults):
             "trial_timeout": self.trial_timeout,
             "stopper": None if self.stopper is None else self.stopper.config(),
             "retrain_duplicates": self.retrain_duplicates,
-            "source": self.source,
-            "space_class": f"{type(self.space).__module__}.{type(self.space).__qualname__}",
+            "save_weights": self.save_weights,
+            "max_duplicates": self.max_duplicates,
+            "threads": self.threads,
         }
 
     # -- the loop ------------------------------------------------------------------------------
-    def run(self, resume: bool = False) -> Experiment:
-        """Returns self after running trials until the budget is spent (or the strategy is
-        exhausted); with ``resume`` continues the experiment recorded in ``directory``."""
-        if self.store is not None:  # a second run of this object: start from a clean state
-            self.store.close()
-            self.store = None
+    def _execute(self, store: Store, resume: bool) -> None:
+        """Runs trials until the budget is spent (or the strategy is exhausted), after
+        replaying the recorded history when resuming.
+
+        Raises:
+            TrialError: every trial trained in this run failed (the message groups the errors).
+        """
+        set_threads(self.threads if self.threads is not None else 1)
         self.strategy.setup(self.search_space)  # replay needs the freshly seeded state
         if self.stopper is not None:
             self.stopper.reset()
-        if resume:
-            self.store = Store.open(self.directory)
-            check_compatible(
-                self.directory,
-                self.store.config(),
-                self.config(),
-                ("search_space", "strategy", "metric", "mode"),
-            )
-        else:
-            self.store = Store.create(self.directory, self.config())
-        store = self.store
+        store.set_plan("trials", self.n_trials)
         self._records: dict[int, TrialRecord] = {}
         self._known: dict[str, int] = {}  # arch id -> trial that evaluated it
         self._running: dict[str, int] = {}  # arch id -> trial now running it
@@ -204,23 +264,17 @@ class Experiment(StoredResults):
                 store.restart_trial(tid)
                 self._launch(tid)
             self._loop()
-        except KeyboardInterrupt:
-            log.warning(
-                "interrupted; finished trials are saved and in-flight ones re-run on resume: "
-                "`nasforge resume %s` or Experiment(...).resume()",
-                self.directory,
-            )
-            raise
         finally:
             self.executor.shutdown()
             store.set_meta("elapsed", repr(self._elapsed()))
             self._show(force=True)
             self._progress.close()
-        return self
-
-    def resume(self) -> Experiment:
-        """Returns self after continuing the experiment recorded in ``directory``."""
-        return self.run(resume=True)
+        trained = [t for t in store.trials() if t.status not in ("running", "cached")]
+        if trained and all(t.status == "failed" for t in trained):
+            raise TrialError(
+                f"all {len(trained)} trials failed: {failure_summary(trained)}; fix the "
+                f"evaluator (`nasforge status {self.directory}` lists each error)"
+            )
 
     def _elapsed(self) -> float:
         return self._elapsed0 + time.monotonic() - self._t0
@@ -324,19 +378,19 @@ class Experiment(StoredResults):
         self._running[aid] = tid
         checkpoint = None
         if self.save_weights and hasattr(self.space, "freeze"):
-            ckpt_dir = self.directory / "checkpoints"
+            ckpt_dir = self.directory.resolve() / "checkpoints"
             ckpt_dir.mkdir(exist_ok=True)
             checkpoint = str(ckpt_dir / f"trial_{tid}.pt")
         self.executor.submit(
-            {
-                "trial": tid,
-                "arch": rec.arch,
-                "metric": self.metric,
-                "sign": 1 if self.mode == "max" else -1,
-                "stopper": None if self.stopper is None else self.stopper.snapshot(),
-                "timeout": self.trial_timeout,
-                "checkpoint": checkpoint,
-            }
+            TrialTask(
+                trial=tid,
+                arch=rec.arch,
+                metric=self.metric,
+                sign=1 if self.mode == "max" else -1,
+                stopper=None if self.stopper is None else self.stopper.snapshot(),
+                timeout=self.trial_timeout,
+                checkpoint=checkpoint,
+            )
         )
 
     def _resolve_cached(self, tid: int, source: int) -> None:
@@ -358,22 +412,25 @@ class Experiment(StoredResults):
         self._dups_in_row += 1
         self._after_finish(rec)
 
-    def _record(self, result: dict[str, Any]) -> None:
+    def _record(self, result: TrialResult) -> None:
         assert self.store is not None
-        tid = result["trial"]
-        if result["status"] == "failed":
-            log.warning("trial %d failed: %s", tid, (result["error"] or "").strip()[-500:])
-        metrics = result["metrics"]
+        tid = result.trial
+        if result.status == "failed":
+            log.warning("trial %d failed: %s", tid, (result.error or "").strip()[-500:])
+        metrics = result.metrics
         if metrics is not None and any(not math.isfinite(v) for v in metrics.values()):
             metrics = None
+        checkpoint = result.checkpoint
+        if checkpoint is not None and Path(checkpoint).is_relative_to(self.directory.resolve()):
+            checkpoint = str(Path(checkpoint).relative_to(self.directory.resolve()))
         self.store.finish_trial(
             tid,
-            result["status"],
+            result.status,
             metrics,
-            result["intermediates"],
-            result["error"],
-            result["duration"],
-            result["checkpoint"],
+            result.intermediates,
+            result.error,
+            result.duration,
+            checkpoint,
         )
         self.store.set_meta("elapsed", repr(self._elapsed()))
         rec = self.store.trial(tid)
@@ -395,7 +452,7 @@ class Experiment(StoredResults):
             self._n_cached,
         )
 
-    # -- results (trials() and best() come from StoredResults) ------------------------------
+    # -- results (trials() and best() come from BaseRunner) ----------------------------------
     def pareto_front(self) -> list[TrialRecord]:
         """Returns the Pareto front of (metric, second_objective).
 
@@ -407,3 +464,33 @@ class Experiment(StoredResults):
         return pareto_front(
             self.trials(), (self.metric, self.mode), self.second_objective, self.constraints
         )
+
+
+def _evaluator_from(spec: Any) -> Any:
+    """Returns an evaluator from a run file's value: an object or function passes through, a
+    mapping ``{type: classification, ...}`` builds the built-in classification evaluator."""
+    if isinstance(spec, dict):
+        spec = dict(spec)
+        kind = spec.pop("type", None)
+        if kind == "classification":
+            from nasforge.engine.classification import ClassificationEvaluator
+
+            return ClassificationEvaluator(**spec)
+        raise ConfigError(
+            f"evaluator type {kind!r} is unknown; use 'classification' or a 'module:function' "
+            "reference"
+        )
+    return spec
+
+
+def _evaluator_ref(evaluator: BaseEvaluator) -> Any:
+    """Returns what the record keeps of an evaluator: a reference that rebuilds it when one
+    exists (a module-level function, a script's global, a built-in evaluator's settings), else
+    its description (a run started from Python with such an evaluator cannot be resumed from
+    the command line)."""
+    target = evaluator.fn if isinstance(evaluator, FunctionEvaluator) else evaluator
+    described = evaluator.config()
+    if described.get("type") == "classification" and described.get("rebuildable"):
+        return {k: v for k, v in described.items() if k != "rebuildable"}
+    ref = find_ref(target)
+    return ref if ref is not None else {"unrebuildable": described}

@@ -11,22 +11,21 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from nasforge.engine.evaluator import BaseEvaluator
-from nasforge.engine.executor import BaseExecutor, failed_result
-from nasforge.engine.trial import run_trial
+from nasforge.engine.executor import BaseExecutor
+from nasforge.engine.trial import TrialResult, TrialTask, failed_result, run_trial
 from nasforge.errors import ConfigError
 
 __all__ = ["RayExecutor"]
 
 
-def _ray_trial(payload: tuple[Any, BaseEvaluator], task: Mapping[str, Any], threads: int) -> Any:
+def _ray_trial(payload: tuple[Any, BaseEvaluator], task: TrialTask, threads: int) -> Any:
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
     space, evaluator = payload
-    return run_trial(space, evaluator, dict(task, timeout=None))
+    return run_trial(space, evaluator, task.without_timeout())
 
 
 class RayExecutor(BaseExecutor):
@@ -89,14 +88,14 @@ class RayExecutor(BaseExecutor):
         """Returns the number of submitted Ray tasks not yet polled."""
         return len(self._running)
 
-    def submit(self, task: Mapping[str, Any]) -> None:
+    def submit(self, task: TrialTask) -> None:
         """Starts the trial as a Ray task."""
-        ref = self._remote.remote(self._payload, dict(task), self.threads_per_trial)
-        timeout = task.get("timeout")
+        ref = self._remote.remote(self._payload, task, self.threads_per_trial)
+        timeout = task.timeout
         deadline = time.monotonic() + timeout if timeout else None
-        self._running[ref] = (task["trial"], deadline, timeout)
+        self._running[ref] = (task.trial, deadline, timeout)
 
-    def poll(self, timeout: float) -> list[dict[str, Any]]:
+    def poll(self, timeout: float) -> list[TrialResult]:
         """Returns the results of tasks that finished, failed or timed out."""
         if not self._running:
             return []
@@ -139,7 +138,7 @@ class RayExecutor(BaseExecutor):
 def _send_experiment_files_by_value(ray: Any, *objs: Any) -> None:
     """Makes cloudpickle send experiment files (imported by ``nasforge run`` under a private
     module name that workers cannot import) by value, as it does for ``__main__``."""
-    from nasforge.engine.export import EXPERIMENT_MODULE_PREFIX
+    from nasforge.run.refs import SCRIPT_PREFIX as EXPERIMENT_MODULE_PREFIX
 
     seen = set()
     for obj in (*objs, *(getattr(o, "fn", None) for o in objs)):

@@ -13,19 +13,16 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
-import nasforge as nf
 from nasforge.errors import ConfigError, StoreError
-from nasforge.ofa.evolution import SearchResult
 from nasforge.ofa.latency import LatencyTable, MemoizedCost, count_macs
 from nasforge.ofa.measure import layer_latency, network_latency
-from nasforge.ofa.mobilenet import OFAMobileNetV3, extract
+from nasforge.ofa.mobilenet import OFAMobileNetV3
 from nasforge.ofa.predictor import AccuracyPredictor
 from nasforge.ofa.spaces import OFASpec
 from nasforge.ofa.train import evaluate
@@ -35,8 +32,6 @@ __all__ = [
     "ACCURACY_MODES",
     "make_latency",
     "make_accuracy",
-    "export_results",
-    "load_exported",
     "save_supernet",
     "load_supernet",
 ]
@@ -120,36 +115,32 @@ def save_supernet(net: OFAMobileNetV3, directory: str | Path) -> Path:
 
 
 def load_supernet(directory: str | Path) -> OFAMobileNetV3:
-    """Returns the trained supernet of a run: one that ``train(..., directory=...)`` recorded in
-    an experiment store (spec from the store's config, weights from the file it names), or a
-    folder that :func:`save_supernet` wrote.
+    """Returns the trained supernet of a run: one whose record holds a ``supernet`` artifact
+    (spec from its config), or a folder that :func:`save_supernet` wrote.
 
     Raises:
-        StoreError: no trained supernet there (no store or a store whose training has not
-            finished, and no ``spec.json`` + ``supernet.pt``), a foreign or corrupted store, or
-            unreadable weights.
+        StoreError: no trained supernet there (no record, or a record whose training has not
+            finished, and no ``spec.json`` + ``supernet.pt``), a foreign or corrupted record,
+            or unreadable weights.
     """
-    from nasforge.ofa.record import SUPERNET_KEY, has_experiment, open_ofa_store
+    from nasforge.ofa.record import KIND, open_ofa_store
+    from nasforge.run.store import is_run
 
     d = Path(directory)
-    if has_experiment(d):
-        store = open_ofa_store(d)
-        try:
-            spec_data, weights = store.config()["spec"], store.get_meta(SUPERNET_KEY)
-        finally:
-            store.close()
-        if weights is None:
+    if is_run(d):
+        with open_ofa_store(d) as store:
+            spec_data, path = store.config()[KIND]["spec"], store.artifact("supernet")
+        if path is None:
             raise StoreError(
                 f"the training recorded in {d} has not finished; continue it with "
-                f"`nasforge ofa train --resume {d}`"
+                f"`nasforge resume {d}`"
             )
-        path = d / weights
     elif (d / "spec.json").exists() and (d / "supernet.pt").exists():
         spec_data, path = json.loads((d / "spec.json").read_text()), d / "supernet.pt"
     else:
         raise StoreError(
-            f"{d} holds no trained supernet (no experiment store, nor spec.json and "
-            f"supernet.pt); run `nasforge ofa train --out {d}` first"
+            f"{d} holds no trained supernet (no run record, nor spec.json and supernet.pt); "
+            f"run `nasforge ofa train --out {d}` first"
         )
     net = OFAMobileNetV3(OFASpec.from_dict(spec_data))
     try:
@@ -158,31 +149,3 @@ def load_supernet(directory: str | Path) -> OFAMobileNetV3:
         raise StoreError(f"cannot read supernet weights {path}: {exc}") from exc
     net.load_state_dict(state)
     return net
-
-
-def export_results(
-    net: OFAMobileNetV3, results: Sequence[SearchResult], directory: str | Path
-) -> list[Path]:
-    """Writes each result's sub-network as ``<dir>/<target>/{model.pt, arch.json}`` (frozen
-    weights as a state dict, architecture and spec); returns the folders."""
-    out = []
-    for r in results:
-        d = Path(directory) / f"target_{r.target:g}"
-        d.mkdir(parents=True, exist_ok=True)
-        model = extract(net, r.arch)
-        torch.save(model.state_dict(), d / "model.pt")
-        meta = {"arch": r.arch, "accuracy": r.accuracy, "cost": r.cost, "target": r.target,
-                "spec": net.spec.to_dict(), "arch_id": nf.arch_id(r.arch)}  # fmt: skip
-        (d / "arch.json").write_text(json.dumps(meta, indent=1))
-        out.append(d)
-    return out
-
-
-def load_exported(directory: str | Path) -> nn.Module:
-    """Returns the frozen sub-network that :func:`export_results` wrote to ``directory``."""
-    d = Path(directory)
-    meta = json.loads((d / "arch.json").read_text())
-    space = OFAMobileNetV3(OFASpec.from_dict(meta["spec"]))
-    model = nf.freeze(space, meta["arch"])
-    model.load_state_dict(torch.load(d / "model.pt", weights_only=True))
-    return model.eval()

@@ -35,11 +35,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nasforge.engine.store import Store
-from nasforge.errors import ConfigError, StoreError
+from nasforge.errors import ConfigError, DivergenceError, StoreError
 from nasforge.ofa.mobilenet import OFAMobileNetV3, extract, sort_channels
-from nasforge.ofa.record import EPOCH, SUPERNET_KEY, open_run, run_config
+from nasforge.ofa.record import open_run, run_config
 from nasforge.ofa.spaces import Phase, compofa_phases, progressive_phases
+from nasforge.run.store import Store
 
 __all__ = [
     "TrainConfig",
@@ -53,7 +53,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SUPERNET_FILE = "supernet.pt"
+SUPERNET_FILE = "artifacts/supernet.pt"
 
 
 @dataclass(frozen=True)
@@ -162,9 +162,10 @@ def train(
     probe_data: tuple[torch.Tensor, torch.Tensor] | None = None,
     probes: Mapping[str, Mapping[str, Any]] | None = None,
     run: Mapping[str, Any] | None = None,
+    store: Store | None = None,
 ) -> list[dict[str, Any]]:
     """Trains ``supernet`` in place through the stages of ``plan``; returns one row per epoch
-    (stage, stage_index, epoch, loss, probes, checkpoint, seconds).
+    (stage, stage_index, epoch, loss, ``acc_<probe>``, checkpoint, seconds).
 
     ``data`` is ``(images, labels)``. ``progress(stage, epoch, step, n_steps, loss)`` is called
     after every step. With ``probe_data`` the accuracy of each of ``probes`` (name -> arch;
@@ -173,7 +174,8 @@ def train(
     engine experiment there (see :mod:`nasforge.ofa.record`): config, epoch rows, checkpoints,
     final weights; a directory that already holds the run resumes after its last checkpoint.
     ``run`` is free JSON-able data stored with the config (the command line keeps its data
-    source there).
+    source there). ``store`` (instead of ``directory``) is the writer store of a run that a
+    runner created.
 
     Invariants: a run resumed from its directory ends with the same weights as an unbroken run
     (same thread count); the teacher is a frozen copy of the full network as it is when the
@@ -187,14 +189,14 @@ def train(
     x_all, y_all = data
     if len(x_all) == 0 or len(x_all) != len(y_all):
         raise ConfigError(f"need equal, non-zero numbers of images and labels, got {len(x_all)}")
-    store = None
-    if directory is not None:
-        store = open_run(directory, run_config(supernet.spec, plan, config, run))
+    own = None
+    if store is None and directory is not None:
+        store = own = open_run(directory, run_config(supernet.spec, plan, config, run))
     try:
         return _train(supernet, x_all, y_all, plan, config, store, progress, probe_data, probes)
     finally:
-        if store is not None:
-            store.close()
+        if own is not None:
+            own.close()
 
 
 def _train(
@@ -213,7 +215,9 @@ def _train(
         probes = {"largest": space.largest(), "smallest": space.smallest()}
     teacher: nn.Module | None = None
     done = (0, 0)  # (stage index, epochs finished in it)
-    logs: list[dict[str, Any]] = store.records(EPOCH) if store is not None else []
+    logs: list[dict[str, Any]] = store.progress() if store is not None else []
+    if store is not None:
+        store.set_plan("epochs", sum(s.epochs for s in plan))
     state = None
     if logs:
         last = logs[-1]
@@ -255,10 +259,16 @@ def _train(
                               sched, config, progress, n_steps)  # fmt: skip
             row: dict[str, Any] = {"stage": stage.name, "stage_index": si, "epoch": epoch,
                                    "loss": loss_sum / n_steps}  # fmt: skip
+            if not math.isfinite(row["loss"]):
+                raise DivergenceError(
+                    f"OFA training: the loss became {row['loss']} in stage {stage.name!r} epoch "
+                    f"{epoch + 1}; lower the learning rate (lr={config.lr}) or check the data"
+                )
             if probe_data is not None:
-                row["probes"] = _probe(supernet, probes, probe_data, x_all[:256])
+                accs = _probe(supernet, probes, probe_data, x_all[:256])
+                row.update({f"acc_{name}": acc for name, acc in accs.items()})
             logger.info("stage %s epoch %d loss %.4f %s", stage.name, epoch, row["loss"],
-                        row.get("probes", ""))  # fmt: skip
+                        {k: v for k, v in row.items() if k.startswith("acc_")})  # fmt: skip
             if store is not None:
                 rel = f"checkpoints/{si:02d}-{stage.name}-e{epoch + 1:03d}.pt"
                 _save(store.directory / rel, {
@@ -268,13 +278,15 @@ def _train(
                 })  # fmt: skip
                 row["checkpoint"] = rel
                 row["seconds"] = time.perf_counter() - t0
-                store.add_record(EPOCH, row)  # committed after the file: resume point moves
+                step = sum(s.epochs for s in plan[:si]) + epoch + 1
+                store.add_progress(step, row)  # committed after the file: resume point moves
                 _drop_superseded(store.directory, logs, plan)
+                row = dict(row, step=step)
             logs.append(row)
     supernet.set_active(space.largest())
     if store is not None:
         _save(store.directory / SUPERNET_FILE, supernet.state_dict())
-        store.set_meta(SUPERNET_KEY, SUPERNET_FILE)
+        store.add_artifact("supernet", SUPERNET_FILE, "supernet")
     return logs
 
 

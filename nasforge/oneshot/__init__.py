@@ -4,12 +4,13 @@
 :class:`SearchResult` whose ``arch`` freezes with ``nf.freeze(space, arch)``. One algorithm per
 module: :mod:`~nasforge.oneshot.supernet` (conversion, export, weight inheritance),
 :mod:`~nasforge.oneshot.darts`, :mod:`~nasforge.oneshot.nasb`, :mod:`~nasforge.oneshot.spos`;
-:mod:`~nasforge.oneshot.experiment` runs a search as an engine experiment (``nasforge run``).
+:mod:`~nasforge.oneshot.runner` runs a search as a recorded run (``nasforge run``, kind
+``oneshot``).
 """
 
 from nasforge.oneshot._loop import SearchConfig, SearchResult
-from nasforge.oneshot.experiment import OneShot, OneShotExperiment
-from nasforge.oneshot.search import ALGORITHMS, search, supernet
+from nasforge.oneshot.runner import OneShot, OneShotExperiment, OneShotSearch
+from nasforge.oneshot.search import ALGORITHMS, SearchState, get_algorithm, search, supernet
 from nasforge.oneshot.spos import activate, recalibrate_bn
 from nasforge.oneshot.supernet import Algorithm, Supernet, inherit_weights
 
@@ -18,10 +19,13 @@ __all__ = [
     "Algorithm",
     "OneShot",
     "OneShotExperiment",
+    "OneShotSearch",
     "SearchConfig",
     "SearchResult",
+    "SearchState",
     "Supernet",
     "activate",
+    "get_algorithm",
     "inherit_weights",
     "recalibrate_bn",
     "search",

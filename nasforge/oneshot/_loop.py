@@ -56,11 +56,13 @@ class SearchConfig:
     sample_size: int = 5
     bn_batches: int = 4  # training batches used to recalibrate batch norm before each evaluation
 
-    def check(self) -> None:
-        """Raises ConfigError on an impossible setting."""
-        if self.epochs < 1 or self.batch_size < 1:
+    def check(self, allow_no_epochs: bool = False) -> None:
+        """Raises ConfigError on an impossible setting (``epochs=0`` is allowed only when the
+        supernet starts from trained weights)."""
+        if self.epochs < (0 if allow_no_epochs else 1) or self.batch_size < 1:
             raise ConfigError(
                 f"epochs and batch_size must be >= 1, got {self.epochs} and {self.batch_size}"
+                + ("" if allow_no_epochs else "; epochs=0 needs trained supernet weights")
             )
         if self.order not in ("consecutive", "alternate"):
             raise ConfigError(
@@ -77,11 +79,13 @@ class SearchConfig:
 @dataclass
 class SearchResult:
     """Returns nothing; the outcome of a one-shot search: the architecture found (an arch dict
-    ``nf.freeze`` accepts), one history row per epoch, and the trained supernet."""
+    ``nf.freeze`` accepts), one history row per epoch, the trained supernet, and every
+    architecture scored on the way (SPOS's evolution: architecture, validation accuracy)."""
 
     arch: Arch
     history: list[dict[str, Any]] = field(default_factory=list)
     supernet: nn.Module | None = None
+    evaluated: list[tuple[Arch, float]] = field(default_factory=list)
 
 
 @dataclass

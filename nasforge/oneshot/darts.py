@@ -56,12 +56,19 @@ class DartsRepeat(MixedRepeat):
 
 
 class Darts(Algorithm):
-    """The DARTS mixed ops."""
+    """The DARTS mixed ops; a step updates alpha on a validation batch, then the weights."""
 
     name = "darts"
     layer = DartsLayer
     input = DartsInput
     repeat = DartsRepeat
+
+    @classmethod
+    def step(
+        cls, net: Supernet, state: Any, train: Any, val: Any, cfg: SearchConfig
+    ) -> tuple[float, float | None]:
+        """Returns (train loss, val loss) of one first-order DARTS step."""
+        return darts_step(net, state.opt_w, state.opt_a, train, val, cfg)
 
 
 def darts_step(

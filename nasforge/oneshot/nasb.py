@@ -255,7 +255,7 @@ class NaspRepeat(NasbRepeat):
 
 
 class Nasb(Algorithm):
-    """The NASB binary mixed ops."""
+    """The NASB binary mixed ops; a step follows ``cfg.order`` (Algorithm 1 or 2)."""
 
     name = "nasb"
     layer = NasbLayer
@@ -266,6 +266,19 @@ class Nasb(Algorithm):
     def strength(a: torch.Tensor) -> torch.Tensor:
         """Returns A itself: NASB binarises A directly, so export ranks raw entries."""
         return a
+
+    @classmethod
+    def step(
+        cls, net: Supernet, state: Any, train: Any, val: Any, cfg: SearchConfig
+    ) -> tuple[float, float | None]:
+        """Returns (train loss, val loss) of one NASB step."""
+        return nasb_step(net, state.opt_w, state.opt_a, train, val, cfg)
+
+    @classmethod
+    def current_arch(cls, net: Supernet) -> Any:
+        """Returns the argmax architecture, after binarising G so the supernet computes it."""
+        binarize(net)
+        return net.export()
 
 
 class Nasp(Nasb):

@@ -1,9 +1,16 @@
 """``search(space, "darts" | "nasb" | "spos", data)``: one line from a space to an architecture.
 
+The loop is the same for every algorithm; what differs is a method of the algorithm's class
+(:class:`~nasforge.oneshot.supernet.Algorithm`): its training step, the architecture it points
+to after an epoch, and how the search ends (argmax export, or SPOS's evolution). Adding an
+algorithm touches its own module and :data:`ALGORITHMS`, nothing here.
+
 Each epoch logs (``logging``, logger ``nasforge.oneshot.search``) the mean training and
 validation losses, the validation accuracy of the supernet, and the current argmax architecture;
-the same numbers form one row of ``SearchResult.history``, and ``on_epoch`` (if given) receives
-each row, so that an engine can show and record progress.
+the same numbers form one row of ``SearchResult.history``; ``on_epoch(row)`` (if given) receives
+each row, and ``checkpoint(row, state)`` the :class:`SearchState` too, whose ``state_dict()``
+resumes the search bitwise from that epoch (weights, architecture parameters, optimizers,
+schedule, generators).
 """
 
 from __future__ import annotations
@@ -11,16 +18,18 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from nasforge.errors import ConfigError
+from nasforge.errors import ConfigError, DivergenceError
 from nasforge.oneshot import darts, nasb, spos
 from nasforge.oneshot._loop import (
     SearchConfig,
     SearchResult,
+    Split,
     accuracy,
     arch_optimizer,
     batches,
@@ -31,7 +40,7 @@ from nasforge.oneshot._loop import (
 from nasforge.oneshot.supernet import Algorithm, Supernet
 from nasforge.space import ModelSpace, arch_id
 
-__all__ = ["ALGORITHMS", "search", "supernet"]
+__all__ = ["ALGORITHMS", "SearchState", "search", "supernet", "get_algorithm"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +53,12 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
 }
 
 
-def _algorithm(name: str | type[Algorithm]) -> type[Algorithm]:
+def get_algorithm(name: str | type[Algorithm]) -> type[Algorithm]:
+    """Returns the algorithm class of ``name`` (classes pass through).
+
+    Raises:
+        ConfigError: unknown algorithm.
+    """
     if isinstance(name, type) and issubclass(name, Algorithm):
         return name
     if name not in ALGORITHMS:
@@ -62,10 +76,50 @@ def supernet(space: ModelSpace, algorithm: str | type[Algorithm], example: Any =
         ConfigError: unknown algorithm.
         SpaceError: see :class:`~nasforge.oneshot.supernet.Supernet`.
     """
-    net = Supernet(space, _algorithm(algorithm))
+    net = Supernet(space, get_algorithm(algorithm))
     if example is not None:
         net.find_nodes(example)
     return net
+
+
+@dataclass
+class SearchState:
+    """Returns nothing; everything a search carries from one epoch to the next."""
+
+    net: Supernet
+    opt_w: torch.optim.Optimizer
+    sched: Any
+    opt_a: torch.optim.Optimizer
+    g: torch.Generator  # data order
+    rng: random.Random  # architecture sampling (SPOS)
+    epoch: int = 0  # epochs finished
+
+    def state_dict(self) -> dict[str, Any]:
+        """Returns the state as tensors and plain data (``torch.save``-able, and loadable with
+        ``weights_only=True``)."""
+        version, internal, gauss = self.rng.getstate()
+        return {
+            "epoch": self.epoch,
+            "net": self.net.state_dict(),
+            "opt_w": self.opt_w.state_dict(),
+            "sched": self.sched.state_dict(),
+            "opt_a": self.opt_a.state_dict(),
+            "g": self.g.get_state(),
+            "rng": [version, list(internal), gauss],
+            "torch_rng": torch.get_rng_state(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restores what :meth:`state_dict` returned."""
+        self.epoch = int(state["epoch"])
+        self.net.load_state_dict(state["net"])
+        self.opt_w.load_state_dict(state["opt_w"])
+        self.sched.load_state_dict(state["sched"])
+        self.opt_a.load_state_dict(state["opt_a"])
+        self.g.set_state(state["g"])
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
+        torch.set_rng_state(state["torch_rng"])
 
 
 def search(
@@ -77,6 +131,9 @@ def search(
     batch_size: int = 64,
     config: SearchConfig | None = None,
     on_epoch: Callable[[dict[str, Any]], None] | None = None,
+    checkpoint: Callable[[dict[str, Any], SearchState], None] | None = None,
+    resume_from: Mapping[str, Any] | None = None,
+    weights: Mapping[str, torch.Tensor] | None = None,
     **settings: Any,
 ) -> SearchResult:
     """Returns the architecture a one-shot search of ``space`` finds on ``data``, the per-epoch
@@ -85,126 +142,105 @@ def search(
     ``data`` is ``(X, y)`` (split evenly into a training half for weights and a validation half
     for architecture choice) or ``{"train": (X, y), "val": (X, y)}``. ``settings`` override
     :class:`~nasforge.oneshot._loop.SearchConfig` fields (``order="alternate"`` for NASB's
-    Algorithm 2, ``cycles=...`` for SPOS's evolution).
+    Algorithm 2, ``cycles=...`` for SPOS's evolution). ``resume_from`` is a
+    :meth:`SearchState.state_dict` saved by ``checkpoint``: the search goes on after that epoch.
+    ``weights`` (a state dict of the space, e.g. a supernet trained by the pipeline) start the
+    supernet; with ``epochs=0`` the search goes straight to its finish.
 
     Invariants: the result's ``arch`` is valid for ``space`` (``nf.freeze(space, arch)`` builds
-    it); the same seed and thread count give the same result.
+    it); the supernet's weights start from ``cfg.seed`` (every module's ``reset_parameters``),
+    so the same seed and thread count give the same result in any process, with or without a
+    resume.
 
     Raises:
         ConfigError: unknown algorithm or setting, malformed data.
         SpaceError: the space cannot be made a supernet (the message names the label).
+        DivergenceError: a loss became NaN or infinite.
     """
-    algo = _algorithm(algorithm)
+    algo = get_algorithm(algorithm)
     try:
         cfg = config or SearchConfig(epochs=epochs, batch_size=batch_size, **settings)
     except TypeError as exc:
         raise ConfigError(
             f"unknown search setting: {exc}; see nasforge.oneshot.SearchConfig"
         ) from exc
-    cfg.check()
+    cfg.check(allow_no_epochs=weights is not None)
     torch.manual_seed(cfg.seed)
     split = split_data(data, cfg.seed)
     net = Supernet(space, algo)
     net.find_nodes(split.train[0][: min(2, len(split.train[0]))])
+    if weights is not None:
+        net.model.load_state_dict(dict(weights))
+    else:  # start from the seed, not from whatever generator state built the space
+        for m in net.model.modules():
+            if hasattr(m, "reset_parameters"):
+                m.reset_parameters()
     opt_w, sched = weight_optimizer(net.weights(), cfg, n_steps(split, cfg))
-    opt_a = arch_optimizer(net.arch_parameters(), cfg)
-    g = torch.Generator().manual_seed(cfg.seed)
-    rng_arch = random.Random(cfg.seed)
-    ss = space.search_space()
+    state = SearchState(
+        net,
+        opt_w,
+        sched,
+        arch_optimizer(net.arch_parameters(), cfg),
+        torch.Generator().manual_seed(cfg.seed),
+        random.Random(cfg.seed),
+    )
+    if resume_from is not None:
+        state.load_state_dict(resume_from)
+        logger.info("%s: resuming after epoch %d of %d", algo.name, state.epoch, cfg.epochs)
     history: list[dict[str, Any]] = []
-    for epoch in range(cfg.epochs):
-        t0 = time.perf_counter()
-        losses_t: list[float] = []
-        losses_v: list[float] = []
-        val_iter = batches(split.val, cfg.batch_size, g)
-        for train_batch in batches(split.train, cfg.batch_size, g):
-            if algo is spos.Spos:
-                spos.activate(net, ss.sample(rng_arch))
-                losses_t.append(_spos_step(net, opt_w, train_batch, cfg))
-            else:
-                val_batch = next(val_iter, None)
-                if val_batch is None:
-                    val_iter = batches(split.val, cfg.batch_size, g)
-                    val_batch = next(val_iter)
-                step = nasb.nasb_step if issubclass(algo, nasb.Nasb) else darts.darts_step
-                lt, lv = step(net, opt_w, opt_a, train_batch, val_batch, cfg)
-                losses_t.append(lt)
-                losses_v.append(lv)
-            sched.step()
-        row = _epoch_row(net, algo, split, epoch, losses_t, losses_v, time.perf_counter() - t0)
+    while state.epoch < cfg.epochs:
+        row = _epoch(algo, state, split, cfg)
         history.append(row)
         val_loss = "n/a" if row["val_loss"] is None else f"{row['val_loss']:.4f}"
         logger.info(
             "%s epoch %d/%d: train loss %.4f, val loss %s, val acc %.4f, %.1fs, arch %s %s",
-            algo.name,
-            epoch + 1,
-            cfg.epochs,
-            row["train_loss"],
-            val_loss,
-            row["val_acc"],
-            row["seconds"],
-            row["arch_id"],
-            row["arch"],
-        )
+            algo.name, row["epoch"], cfg.epochs, row["train_loss"], val_loss, row["val_acc"],
+            row["seconds"], row["arch_id"], row["arch"],
+        )  # fmt: skip
+        if checkpoint is not None:
+            checkpoint(row, state)
         if on_epoch is not None:
             on_epoch(row)
-    if algo is spos.Spos:
-        arch, score, _ = spos.evolve(
-            net,
-            split.train,
-            split.val,
-            population=cfg.population,
-            cycles=cfg.cycles,
-            sample_size=cfg.sample_size,
-            batch_size=cfg.batch_size,
-            bn_batches=cfg.bn_batches,
-            seed=cfg.seed,
-        )
-        history.append(
-            {
-                "epoch": cfg.epochs,
-                "evolution_best_val_acc": score,
-                "arch": arch,
-                "arch_id": arch_id(arch),
-            }
-        )
-    else:
-        arch = net.export()
-    return SearchResult(arch=arch, history=history, supernet=net)
+    arch, evaluated = algo.finish(net, split, cfg)
+    return SearchResult(arch=arch, history=history, supernet=net, evaluated=evaluated)
 
 
-def _spos_step(net: Supernet, opt: torch.optim.Optimizer, batch: Any, cfg: SearchConfig) -> float:
-    x, y = batch
-    loss = torch.nn.functional.cross_entropy(net(x), y)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(net.weights(), cfg.grad_clip)
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    return float(loss.detach())
+def _epoch(algo: type[Algorithm], state: SearchState, split: Split, cfg: SearchConfig) -> dict:
+    """Returns the progress row of one epoch of search steps (and advances ``state``).
 
-
-def _epoch_row(
-    net: Supernet,
-    algo: type[Algorithm],
-    split: Any,
-    epoch: int,
-    lt: list[float],
-    lv: list[float],
-    seconds: float,
-) -> dict[str, Any]:
-    if algo is spos.Spos:
-        arch = net.space.search_space().default()
-        spos.activate(net, arch)
-    else:
-        if issubclass(algo, nasb.Nasb):
-            nasb.binarize(net)
-        arch = net.export()
+    Raises:
+        DivergenceError: a loss became NaN or infinite.
+    """
+    t0 = time.perf_counter()
+    losses_t: list[float] = []
+    losses_v: list[float] = []
+    val_iter = batches(split.val, cfg.batch_size, state.g) if algo.uses_val else None
+    for i, train_batch in enumerate(batches(split.train, cfg.batch_size, state.g)):
+        val_batch = None
+        if val_iter is not None:
+            val_batch = next(val_iter, None)
+            if val_batch is None:
+                val_iter = batches(split.val, cfg.batch_size, state.g)
+                val_batch = next(val_iter)
+        lt, lv = algo.step(state.net, state, train_batch, val_batch, cfg)
+        if not (torch.isfinite(torch.tensor(lt)) and (lv is None or abs(lv) < float("inf"))):
+            raise DivergenceError(
+                f"{algo.name}: the loss became {lt if lv is None else (lt, lv)} at epoch "
+                f"{state.epoch + 1}, step {i + 1}; lower the learning rate (w_lr={cfg.w_lr}, "
+                f"a_lr={cfg.a_lr}) or check the data"
+            )
+        losses_t.append(lt)
+        if lv is not None:
+            losses_v.append(lv)
+        state.sched.step()
+    state.epoch += 1
+    arch = algo.current_arch(state.net)
     return {
-        "epoch": epoch + 1,
-        "train_loss": sum(lt) / max(1, len(lt)),
-        "val_loss": sum(lv) / len(lv) if lv else None,
-        "val_acc": accuracy(net, split.val),
+        "epoch": state.epoch,
+        "train_loss": sum(losses_t) / max(1, len(losses_t)),
+        "val_loss": sum(losses_v) / len(losses_v) if losses_v else None,
+        "val_acc": accuracy(state.net, split.val),
         "arch": arch,
         "arch_id": arch_id(arch),
-        "seconds": seconds,
+        "seconds": time.perf_counter() - t0,
     }

@@ -70,12 +70,52 @@ class SposRepeat(MixedRepeat):
 
 
 class Spos(Algorithm):
-    """The single-path mixed ops."""
+    """The single-path mixed ops; a step trains one uniformly sampled path, and the search
+    ends with an evolution over the trained supernet."""
 
     name = "spos"
+    uses_val = False
     layer = SposLayer
     input = SposInput
     repeat = SposRepeat
+
+    @classmethod
+    def step(
+        cls, net: Supernet, state: Any, train: Batch, val: Any, cfg: Any
+    ) -> tuple[float, float | None]:
+        """Returns (train loss, None) after one weight step of a sampled path."""
+        activate(net, net.space.search_space().sample(state.rng))
+        x, y = train
+        loss = nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        nn.utils.clip_grad_norm_(net.weights(), cfg.grad_clip)
+        state.opt_w.step()
+        state.opt_w.zero_grad(set_to_none=True)
+        return float(loss.detach()), None
+
+    @classmethod
+    def current_arch(cls, net: Supernet) -> Arch:
+        """Returns the space's default architecture, activated (SPOS has no argmax)."""
+        arch = net.space.search_space().default()
+        activate(net, arch)
+        return arch
+
+    @classmethod
+    def finish(cls, net: Supernet, split: Any, cfg: Any) -> tuple[Arch, list[tuple[Arch, float]]]:
+        """Returns the best architecture of an evolution over the trained supernet, and every
+        architecture it scored."""
+        arch, _, history = evolve(
+            net,
+            split.train,
+            split.val,
+            population=cfg.population,
+            cycles=cfg.cycles,
+            sample_size=cfg.sample_size,
+            batch_size=cfg.batch_size,
+            bn_batches=cfg.bn_batches,
+            seed=cfg.seed,
+        )
+        return arch, history
 
 
 def activate(net: Supernet, arch: Mapping[str, Any]) -> None:

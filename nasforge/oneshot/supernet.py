@@ -220,9 +220,14 @@ class MixedRepeat(_Mixed):
 
 
 class Algorithm:
-    """What a one-shot algorithm supplies: one mixed op class per kind of choice."""
+    """What a one-shot algorithm supplies: one mixed op class per kind of choice, and its
+    behaviour in a search (one training step, the architecture it points to after an epoch,
+    and how the search ends). ``search()`` calls these and never asks which algorithm it runs.
+    """
 
     name = ""
+    #: whether a step takes a validation batch (for the architecture parameters)
+    uses_val: bool = True
 
     @staticmethod
     def strength(a: torch.Tensor) -> torch.Tensor:
@@ -232,6 +237,26 @@ class Algorithm:
     layer: type[MixedLayer] = MixedLayer
     input: type[MixedInput] = MixedInput
     repeat: type[MixedRepeat] = MixedRepeat
+
+    @classmethod
+    def step(
+        cls, net: Supernet, state: Any, train: Any, val: Any, cfg: Any
+    ) -> tuple[float, float | None]:
+        """Returns (train loss, val loss or None) after one search step on the batches;
+        ``state`` holds the optimizers and the architecture sampler's generator."""
+        raise NotImplementedError(f"{cls.__name__} does not define a search step")
+
+    @classmethod
+    def current_arch(cls, net: Supernet) -> Arch:
+        """Returns the architecture the supernet points to now (its argmax), and makes the
+        supernet compute it for the epoch's validation accuracy."""
+        return net.export()
+
+    @classmethod
+    def finish(cls, net: Supernet, split: Any, cfg: Any) -> tuple[Arch, list[tuple[Arch, float]]]:
+        """Returns the architecture the search found and every architecture it scored on the
+        way (architecture, validation accuracy with inherited weights)."""
+        return net.export(), []
 
 
 def _check_space(space: ModelSpace) -> None:

@@ -1,14 +1,18 @@
-"""``nasforge train-supernet``: train a supernet of choice blocks, optionally in a pipeline."""
+"""``nasforge train-supernet``: a thin alias that builds a ``pipeline`` run from flags.
+
+The same run can start from a run file (``kind: pipeline``) with ``nasforge run FILE``; either
+way it is recorded in a run directory that ``nasforge status|export|plot|resume`` read.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
+import shutil
+import sys
+from pathlib import Path
 
 __all__ = ["register"]
-
-log = logging.getLogger(__name__)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,8 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "train-supernet",
         help="train a supernet of m choice blocks x n candidates (NASPipe pipeline with -p N)",
         description=(
-            "Train a supernet of choice blocks on sklearn digits, sequentially or in a pipeline "
-            "of N stage processes, and export weights (.safetensors) plus the space (.json)."
+            "Train a supernet of choice blocks on the digits, sequentially or in a pipeline of N "
+            "stage processes, recorded as a run in --out (kind 'pipeline')."
         ),
     )
     p.add_argument("--blocks", type=int, default=4, help="choice blocks m")
@@ -32,36 +36,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache-subnets", type=float, default=3.0, help="device cache budget")
-    p.add_argument("--out", default="supernet", help="export path (no suffix)")
-    p.set_defaults(func=_run)
+    p.add_argument("--out", required=True, help="run directory (must not hold a run)")
+    p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
+    p.set_defaults(func=_run, needs_runners=True)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from nasforge.parallel.train import train_supernet
+    from nasforge.errors import ConfigError
+    from nasforge.parallel.runner import PipelineTraining
+    from nasforge.run.store import Store, is_run
 
-    result = train_supernet(
-        {"n_blocks": args.blocks, "n_candidates": args.candidates, "hidden": args.hidden},
-        steps=args.steps,
-        pipeline=args.pipeline,
-        policy=args.policy,
-        sampler=args.sampler,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        seed=args.seed,
-        cache_subnets=args.cache_subnets,
-    )
-    wpath, jpath = result.export(args.out)
+    out = Path(args.out)
+    if is_run(out):
+        if not args.overwrite:
+            raise ConfigError(
+                f"{out} already holds a run; choose a new --out, or pass --overwrite to "
+                "replace it (nothing was written)"
+            )
+        with Store.open(out, readonly=False):  # refuses while another process writes it
+            pass
+        shutil.rmtree(out)
+    runner = PipelineTraining(
+        space_kwargs={"n_blocks": args.blocks, "n_candidates": args.candidates,
+                      "hidden": args.hidden},
+        steps=args.steps, pipeline=args.pipeline, policy=args.policy, sampler=args.sampler,
+        batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+        cache_subnets=args.cache_subnets, directory=out,
+    )  # fmt: skip
+    runner.run()
+    with Store.open(out) as store:
+        rows = store.progress(last=1)
+        stats = json.loads(store.get_meta("pipeline.stats") or "{}")
+        best = runner.best(1)
     summary = {
-        "steps": args.steps,
-        "pipeline": args.pipeline,
-        "policy": args.policy,
-        "final_loss": result.losses[-1] if result.losses else None,
-        "samples_per_s": round(result.samples_per_s, 2),
-        "bubble_ratio": round(result.bubble_ratio, 4),
-        "cache_hit_rate": [round(c["hit_rate"], 4) for c in result.cache],
-        "weights": str(wpath),
-        "space": str(jpath),
+        "run": str(out),
+        "final_loss": rows[-1]["loss"] if rows else None,
+        "best_subnet_accuracy": best[0].metrics["accuracy"] if best else None,
+        **stats,
     }
-    log.info("exported %s and %s", wpath, jpath)
-    print(json.dumps(summary))  # the command's output (CLI, not library code)
+    sys.stdout.write(json.dumps(summary) + "\n")  # the command's output
     return 0

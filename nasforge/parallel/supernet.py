@@ -98,6 +98,14 @@ class ChoiceSupernet(nf.ModelSpace):
             blocks.append(nf.LayerChoice(cands, label=f"block{b}"))
         self.blocks = nn.ModuleList(blocks)
 
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Returns the logits of a frozen subnet (or a one-shot supernet) for ``x``, flattened
+        to ``(N, d_in)`` first (8x8 digits become 64 features)."""
+        x = x.flatten(1)
+        for block in self.blocks:
+            x = block(x)
+        return x
+
 
 def choice_blocks(space: nn.Module) -> list[nn.Module]:
     """Returns the space's ``LayerChoice`` blocks in declaration (= execution) order.

@@ -1,32 +1,31 @@
-"""The user entry point: train a supernet of choice blocks, sequentially or in a pipeline of N
-processes, and export its weights plus the space description for a later search.
+"""Training a supernet of choice blocks, sequentially or in a pipeline of N processes.
 
     result = train_supernet(ChoiceSupernet(n_blocks=8, n_candidates=4), steps=200, pipeline=4)
-    result.export("runs/supernet")      # runs/supernet.safetensors + runs/supernet.json
-    space, weights = load_supernet("runs/supernet")   # space with trained weights loaded
+    space.load_state_dict(result.space_state_dict())    # the trained weights, keyed as the space
     model = subnet_model(space, space.search_space().sample(0))  # one subnet, trained weights
+
+To record the training as a run (progress rows, the supernet as an artifact, evaluated
+subnets as trials), use :class:`nasforge.parallel.runner.PipelineTraining` or ``nasforge
+train-supernet --out DIR``.
 """
 
 from __future__ import annotations
 
-import importlib
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
 import nasforge as nf
-from nasforge.errors import ConfigError, StoreError
+from nasforge.errors import ConfigError
 from nasforge.parallel.launcher import launch
-from nasforge.parallel.runtime import RunConfig, config_dict, train_sequential
+from nasforge.parallel.runtime import RunConfig, train_sequential
 from nasforge.parallel.supernet import ChoiceSupernet, choice_blocks
 
-__all__ = ["TrainResult", "train_supernet", "load_supernet", "subnet_model"]
+__all__ = ["TrainResult", "train_supernet", "subnet_model"]
 
 log = logging.getLogger(__name__)
 
@@ -56,39 +55,6 @@ class TrainResult:
             for key, t in self.state.items()
             for b, c, name in [key.split(".", 2)]
         }
-
-    def export(self, path: str | Path) -> tuple[Path, Path]:
-        """Returns the (weights, description) files written for ``path``.
-
-        Weights: safetensors (``torch.save`` of the dict if safetensors is missing), keyed like
-        the space's state_dict. Description: JSON with the space class, its arguments, the
-        search space, the training config and the per-step losses.
-        """
-        base = Path(path)
-        base.parent.mkdir(parents=True, exist_ok=True)
-        weights = {k: v.contiguous() for k, v in self.space_state_dict().items()}
-        try:
-            from safetensors.torch import save_file
-
-            wpath = base.with_suffix(".safetensors")
-            save_file(weights, str(wpath))
-        except ImportError:  # pragma: no cover - safetensors is installed in CI
-            wpath = base.with_suffix(".pt")
-            torch.save(weights, wpath)
-        cls = self.config.space_cls
-        space = cls(**self.config.space_kwargs)
-        meta = {
-            "format": "nasforge.supernet/1",
-            "weights": wpath.name,
-            "space_class": f"{cls.__module__}:{cls.__qualname__}",
-            "space_kwargs": self.config.space_kwargs,
-            "search_space": space.search_space().to_dict(),
-            "train": config_dict(self.config),
-            "losses": self.losses,
-        }
-        jpath = base.with_suffix(".json")
-        jpath.write_text(json.dumps(meta, indent=1))
-        return wpath, jpath
 
 
 def _layer_prefixes(space: nn.Module) -> dict[tuple[int, int], str]:
@@ -176,35 +142,6 @@ def train_supernet(
     losses = [results[-1]["losses"][i] for i in range(cfg.steps)]
     log.info("trained %d steps on %d stages (%s): %.1fs", steps, pipeline, policy, wall)
     return TrainResult(cfg, losses, state, wall, bubble, [r["stats"] for r in results])
-
-
-def load_supernet(path: str | Path) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    """Returns ``(space, weights)`` from :meth:`TrainResult.export` files, weights loaded.
-
-    Raises:
-        StoreError: a file is missing or not a nasforge supernet export.
-    """
-    base = Path(path)
-    jpath = base.with_suffix(".json")
-    if not jpath.exists():
-        raise StoreError(f"no supernet description at {jpath}; pass the path given to export()")
-    meta = json.loads(jpath.read_text())
-    if meta.get("format") != "nasforge.supernet/1":
-        raise StoreError(f"{jpath} is not a nasforge supernet export (format {meta.get('format')})")
-    wpath = jpath.parent / meta["weights"]
-    if wpath.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
-        weights = load_file(str(wpath))
-    else:
-        weights = torch.load(wpath)
-    module, qual = meta["space_class"].split(":")
-    cls = importlib.import_module(module)
-    for part in qual.split("."):
-        cls = getattr(cls, part)
-    space = cls(**meta["space_kwargs"])
-    space.load_state_dict(weights)
-    return space, weights
 
 
 def subnet_model(space: nn.Module, arch: Mapping[str, Any]) -> nn.Sequential:

@@ -10,8 +10,8 @@ from torch.utils.data import TensorDataset
 import nasforge as nf
 from nasforge.engine import Experiment
 from nasforge.engine.classification import ClassificationEvaluator
-from nasforge.engine.export import export_top, load_model
 from nasforge.errors import ConfigError
+from nasforge.run.export import export_top, load_model
 
 
 @dataclass

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from nasforge.cli import main
 from nasforge.engine import Store
-from nasforge.engine.export import load_model
+from nasforge.run.export import load_model
 
 ROOT = Path(__file__).parent.parent.parent
 

@@ -9,6 +9,7 @@ import pytest
 
 from nasforge.engine.evaluator import FunctionEvaluator
 from nasforge.engine.executor import InProcessExecutor, ProcessPoolExecutor, get_executor
+from nasforge.engine.trial import TrialTask
 from nasforge.errors import ConfigError
 from nasforge.space.search_space import Decision, SearchSpace
 
@@ -22,16 +23,8 @@ def _ev(arch, report):
     return float(arch["x"])
 
 
-def _task(i: int, x: int) -> dict:
-    return {
-        "trial": i,
-        "arch": {"x": x},
-        "metric": "default",
-        "sign": 1,
-        "stopper": None,
-        "timeout": None,
-        "checkpoint": None,
-    }
+def _task(i: int, x: int) -> TrialTask:
+    return TrialTask(trial=i, arch={"x": x}, metric="default")
 
 
 def _drain(ex, n, timeout=60.0):
@@ -59,11 +52,11 @@ def test_one_result_per_task(executor):
         while pending and executor.n_running < executor.concurrency:
             executor.submit(_task(*pending.pop(0)))
         results += executor.poll(0.2)
-    by_id = {r["trial"]: r for r in results}
+    by_id = {r.trial: r for r in results}
     assert sorted(by_id) == [1, 2, 3, 4, 5, 6] and len(results) == 6
-    assert by_id[3]["status"] == "failed" and "three is bad" in by_id[3]["error"]
-    assert by_id[6]["metrics"] == {"default": 6.0}
-    assert by_id[6]["intermediates"] == [{"default": 3.0}]
+    assert by_id[3].status == "failed" and "three is bad" in by_id[3].error
+    assert by_id[6].metrics == {"default": 6.0}
+    assert by_id[6].intermediates == [{"default": 3.0}]
 
 
 def test_shutdown_leaves_no_process():
@@ -85,7 +78,7 @@ def test_spawn_refuses_unpicklable_evaluator_up_front():
 
 def test_spawn_refuses_objects_of_an_experiment_file(tmp_path):
     """Without fork, a space class from a file imported by `nasforge run` is refused up front."""
-    from nasforge.engine.export import load_experiment_file
+    from nasforge.run.refs import load_script as load_experiment_file
 
     f = tmp_path / "exp.py"
     f.write_text("def evaluate(arch, report):\n    return 1.0\n")

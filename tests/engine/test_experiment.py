@@ -16,7 +16,8 @@ import torch.nn as nn
 
 import nasforge as nf
 from nasforge.engine import Experiment, Store
-from nasforge.errors import ConfigError, StoreError
+from nasforge.errors import ConfigError, StoreError, TrialError
+from nasforge.run.store import DB_NAME
 from nasforge.space.search_space import Decision, SearchSpace
 from nasforge.strategy import MedianStopper
 
@@ -41,7 +42,7 @@ def _wait_for(pred, timeout=60.0):
 
 
 def _n_finished(directory):
-    db = Path(directory) / "experiment.db"
+    db = Path(directory) / DB_NAME
     if not db.exists():
         return 0
     try:
@@ -360,14 +361,18 @@ def test_evaluator_returning_none_at_runtime_is_a_failed_trial(tmp_path):
         n_trials=1,
         executor="inprocess",
         progress="off",
-    ).run()
+    )
+    with pytest.raises(TrialError, match="all 1 trials failed: 1 x ValueError: the evaluator"):
+        exp.run()  # every trial failed: the run fails too, with the errors summarised
     assert "returned None" in exp.trials()[0].error
+    with Store.open(tmp_path / "x") as store:
+        assert store.state() == "failed"
 
 
 def test_run_refuses_an_existing_experiment_and_resume_checks_the_space(tmp_path):
     """run() never overwrites a store; resume with another strategy is a StoreError."""
     kx.make(tmp_path / "x", n_trials=2).run()
-    with pytest.raises(StoreError, match="already exists"):
+    with pytest.raises(StoreError, match="already holds a run"):
         kx.make(tmp_path / "x", n_trials=2).run()
     other = Experiment(
         kx.TinyNet(),

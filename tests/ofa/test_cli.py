@@ -7,9 +7,10 @@ import torch
 
 from nasforge.cli import main
 from nasforge.ofa import train as train_module
-from nasforge.ofa.deploy import load_exported, load_supernet
+from nasforge.ofa.deploy import load_supernet
 from nasforge.ofa.mobilenet import extract
-from nasforge.ofa.record import SEARCH, open_ofa_store
+from nasforge.ofa.record import open_ofa_store
+from nasforge.run.export import load_model
 
 
 @pytest.mark.slow
@@ -28,7 +29,7 @@ def test_train_search_export(tmp_path):
                 "--full-epochs", "1", "--shrink-epochs", "5" if space == "ofa" else "1",
                 "--width-mult", "0.25", "--n-subnets", "1", "--batch-size", "40"]  # fmt: skip
         assert main(argv) == 0
-        assert (run / "supernet.pt").exists() and (run / "experiment.db").exists()
+        assert (run / "artifacts" / "supernet.pt").exists() and (run / "run.db").exists()
         runs.append(str(run))
     png = tmp_path / "front.png"
     argv = ["ofa", "search", *runs, "--targets", "0.7", "2", "--latency", "flops",
@@ -36,16 +37,16 @@ def test_train_search_export(tmp_path):
             "--generations", "2", "--data", str(data), "--png", str(png)]  # fmt: skip
     assert main(argv) == 0
     assert png.stat().st_size > 1000
-    store = open_ofa_store(tmp_path / "compofa")
-    (front,) = store.records(SEARCH)
-    store.close()
-    assert [r["target"] for r in front["results"]] == [0.7, 2.0]
-    assert all(r["cost"] <= r["target"] for r in front["results"])
+    with open_ofa_store(tmp_path / "compofa") as store:
+        front = store.trials()
+    assert [t.metrics["target"] for t in front] == [0.7, 2.0]
+    assert all(t.metrics["cost"] <= t.metrics["target"] for t in front)
+    assert {t.evaluation for t in front} == {"predicted"}
     assert main(["ofa", "export", runs[0], "--out", str(tmp_path / "exp")]) == 0
-    model = load_exported(tmp_path / "exp" / "target_2")
+    (folder,) = (tmp_path / "exp").glob(f"rank*_trial{front[1].id}")
+    model = load_model(folder)  # the space is rebuilt from the reference the export carries
     net = load_supernet(runs[0]).eval()
-    arch = front["results"][1]["arch"]
-    expected = extract(net, arch).eval()(x[:4])
+    expected = extract(net, front[1].arch).eval()(x[:4])
     assert torch.equal(model(x[:4]), expected)
 
 
@@ -83,7 +84,7 @@ def test_killed_training_resumes_to_the_same_supernet(tmp_path, monkeypatch, cap
     monkeypatch.setattr(train_module, "_epoch", real_epoch)
     assert main(["status", str(broken)]) == 0
     out = capsys.readouterr().out
-    assert "compound 1/2" in out and "--resume" in out
+    assert "interrupted: 2 of 3 epochs done" in out and f"nasforge resume {broken}" in out
     assert main(["ofa", "train", "--out", str(broken), *argv]) == 2  # never overwritten
     assert main(["resume", str(broken)]) == 0
     a, b = load_supernet(whole).state_dict(), load_supernet(broken).state_dict()
@@ -92,14 +93,14 @@ def test_killed_training_resumes_to_the_same_supernet(tmp_path, monkeypatch, cap
     capsys.readouterr()
     assert main(["ofa", "status", str(broken)]) == 0
     out = capsys.readouterr().out
-    assert "compound 2/2" in out and "trained" in out and "acc largest" in out
+    assert "finished: 3 of 3 epochs done" in out and "acc_largest" in out
 
 
 def test_foreign_and_corrupted_directories_are_clear_errors(tmp_path):
     """Resuming or exporting a multi-trial experiment or a corrupted store exits with code 2."""
-    from nasforge.engine.store import DB_NAME, Store
+    from nasforge.run.store import DB_NAME, Store
 
-    Store.create(tmp_path / "trials", {"metric": "accuracy"}).close()
+    Store.create(tmp_path / "trials", {"kind": "multitrial"}).close()
     assert main(["ofa", "train", "--resume", str(tmp_path / "trials")]) == 2
     assert main(["ofa", "export", str(tmp_path / "trials")]) == 2
     (tmp_path / "bad").mkdir()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nasforge.engine.store import DB_NAME, Store
 from nasforge.errors import ConfigError, StoreError
 from nasforge.ofa.mobilenet import OFAMobileNetV3
-from nasforge.ofa.record import EPOCH, SUPERNET_KEY, open_ofa_store, stage_from_dict
+from nasforge.ofa.record import open_ofa_store, stage_from_dict
 from nasforge.ofa.train import Stage, TrainConfig, evaluate, train, training_plan
+from nasforge.run.store import DB_NAME, Store
 from tests.ofa.conftest import tiny_spec
 
 
@@ -73,7 +73,7 @@ def test_resume_gives_the_same_weights(tmp_path):
     with pytest.raises(_Crash):  # killed during the second epoch of the compound stage
         train(b, data, plan, cfg, directory=tmp_path, progress=_crash_at("compound", 1))
     store = open_ofa_store(tmp_path)
-    assert [(r["stage"], r["epoch"]) for r in store.records(EPOCH)] == [
+    assert [(r["stage"], r["epoch"]) for r in store.progress()] == [
         ("full", 0),
         ("compound", 0),
     ]
@@ -89,10 +89,10 @@ def test_resume_gives_the_same_weights(tmp_path):
     for k, v in a.state_dict().items():
         assert torch.equal(v, c.state_dict()[k]), k
     store = open_ofa_store(tmp_path)
-    assert store.records(EPOCH) == logs
-    final = torch.load(tmp_path / store.get_meta(SUPERNET_KEY), weights_only=True)
+    assert store.progress() == logs
+    final = torch.load(store.artifact("supernet"), weights_only=True)
     assert all(torch.equal(v, final[k]) for k, v in a.state_dict().items())
-    assert [stage_from_dict(d) for d in store.config()["plan"]] == plan
+    assert [stage_from_dict(d) for d in store.config()["ofa"]["plan"]] == plan
     store.close()
     # superseded checkpoints are dropped; the last of each stage stays
     kept = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
@@ -114,8 +114,8 @@ def test_probes_are_recorded_and_do_not_change_training(tmp_path):
         d = tmp_path / ("p" if probe else "n")
         logs = train(net, data, plan, cfg, directory=d, probe_data=probe)
         nets.append(net)
-    assert set(logs[-1]["probes"]) == {"largest", "smallest"}
-    assert all(0.0 <= v <= 1.0 for r in logs for v in r["probes"].values())
+    assert {k for k in logs[-1] if k.startswith("acc_")} == {"acc_largest", "acc_smallest"}
+    assert all(0.0 <= v <= 1.0 for r in logs for k, v in r.items() if k.startswith("acc_"))
     for k, v in nets[0].state_dict().items():
         assert torch.equal(v, nets[1].state_dict()[k]), k
 
@@ -127,7 +127,7 @@ def test_foreign_changed_or_corrupted_directories(tmp_path):
     cfg = TrainConfig(batch_size=12, n_subnets=1)
     net = OFAMobileNetV3(tiny_spec("compofa"))
     plan = [Stage("full", None, 1)]
-    Store.create(tmp_path / "trials", {"metric": "accuracy"}).close()
+    Store.create(tmp_path / "trials", {"kind": "multitrial"}).close()
     with pytest.raises(StoreError, match="not an OFA run"):
         train(net, data, plan, cfg, directory=tmp_path / "trials")
     train(net, data, plan, cfg, directory=tmp_path / "run")

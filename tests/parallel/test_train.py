@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,21 +12,17 @@ import torch
 from nasforge.cli import main
 from nasforge.errors import ConfigError, ScheduleError
 from nasforge.parallel.supernet import ChoiceSupernet
-from nasforge.parallel.train import load_supernet, subnet_model, train_supernet
+from nasforge.parallel.train import subnet_model, train_supernet
 
 
-def test_sequential_train_export_and_load(tmp_path: Path) -> None:
-    """Trained weights round-trip through export into the space, and a subnet uses them."""
+def test_sequential_training_weights_load_into_the_space() -> None:
+    """Trained weights load into the space under its own keys, and a subnet uses them."""
     space = ChoiceSupernet(n_blocks=3, n_candidates=2, hidden=8)
     result = train_supernet(space, steps=6, pipeline=1, batch_size=4)
     assert len(result.losses) == 6
-    wpath, jpath = result.export(tmp_path / "sn")
-    loaded, weights = load_supernet(tmp_path / "sn")
-    assert wpath.suffix == ".safetensors"
-    meta = json.loads(jpath.read_text())
-    assert [d["label"] for d in meta["search_space"]["decisions"]] == ["block0", "block1", "block2"]
-    for key, tensor in loaded.state_dict().items():
-        assert torch.equal(tensor, weights[key])
+    weights = result.space_state_dict()
+    loaded = ChoiceSupernet(n_blocks=3, n_candidates=2, hidden=8)
+    loaded.load_state_dict(weights)
     assert torch.equal(loaded.blocks[1].candidate(0)[0].weight, result.state["1.0.0.weight"])
     model = subnet_model(loaded, {"block0": 1, "block1": 0, "block2": 1})
     assert model(torch.zeros(2, 64)).shape == (2, 10)
@@ -41,23 +38,28 @@ def test_entry_point_rejects_bad_arguments() -> None:
         train_supernet(3)
 
 
-def test_cli_pipeline_flag(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """`nasforge train-supernet --pipeline 2` trains on two stages and exports both files."""
-    out = tmp_path / "run" / "sn"
+def test_cli_pipeline_flag_records_a_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`nasforge train-supernet --pipeline 2` trains on two stages into a run directory that
+    the shared commands read; a second run into it is refused unless --overwrite."""
+    out = tmp_path / "sn_0.05"
     argv = ["train-supernet", "--blocks", "3", "--candidates", "2", "--steps", "4"]
-    assert main([*argv, "--pipeline", "2", "--batch-size", "4", "--out", str(out)]) == 0
+    argv += ["--pipeline", "2", "--batch-size", "4", "--out", str(out)]
+    assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert summary["pipeline"] == 2 and summary["steps"] == 4
-    assert out.with_suffix(".safetensors").exists() and out.with_suffix(".json").exists()
+    assert summary["run"] == str(out) and summary["final_loss"] is not None
+    assert (out / "artifacts" / "supernet.safetensors").exists()
+    assert not (tmp_path / "sn_0.safetensors").exists()  # the suffix is part of the name
+    assert main(argv) == 2  # never overwritten silently
+    assert main([*argv, "--overwrite"]) == 0
 
 
 def test_cli_diverging_pipeline_exports_nothing(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """`--lr 5 --pipeline 2` stops on the NaN loss with exit code 2 and writes no files."""
-    out = tmp_path / "run" / "sn"
+    """`--lr 5 --pipeline 2` stops on the NaN loss with exit code 2 and writes no weights."""
+    out = tmp_path / "diverging"
     argv = ["train-supernet", "--blocks", "4", "--candidates", "3", "--hidden", "16"]
     argv += ["--steps", "32", "--batch-size", "8", "--lr", "5", "--pipeline", "2"]
     assert main([*argv, "--out", str(out)]) == 2
-    assert "step 12 (subnet [1, 2, 2, 2]) is nan" in caplog.text
-    assert not out.with_suffix(".safetensors").exists() and not out.with_suffix(".json").exists()
+    assert re.search(r"training diverged: the loss of step \d+ \(subnet \[[\d, ]+\]\)", caplog.text)
+    assert not list(out.rglob("*.safetensors")) and not (out / "checkpoints").exists()

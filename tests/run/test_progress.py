@@ -2,7 +2,7 @@
 
 import logging
 
-from nasforge.engine.progress import Progress
+from nasforge.run.progress import Progress
 
 
 def test_line_shows_counts_best_and_eta():

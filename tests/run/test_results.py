@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nasforge.engine.results import feasible, pareto_front, parse_constraints, rank_trials
-from nasforge.engine.store import TrialRecord
 from nasforge.errors import ConfigError
+from nasforge.run.results import feasible, pareto_front, parse_constraints, rank_trials
+from nasforge.run.store import TrialRecord
 
 
 def _rec(i: int, acc: float, params: float, status: str = "done") -> TrialRecord:

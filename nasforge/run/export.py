@@ -1,0 +1,139 @@
+"""Export of a run's best trials, and loading an export back as a ready model in one call.
+
+One layout for every kind of run: ``<out>/rank<r>_trial<id>/`` holds
+
+    arch.json   format, rank, trial id, arch id, the architecture, its metrics and how they
+                were measured (trained, inherited, predicted), the run's kind and objective,
+                and a reference that rebuilds the model space (class and constructor
+                arguments, see :mod:`nasforge.run.refs`)
+    weights.pt  when the trial saved weights: a dict of tensors written by ``torch.save``,
+                read back with ``weights_only=True``
+
+:func:`load_model` needs nothing but that folder.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from nasforge.errors import ConfigError, StoreError
+from nasforge.run.refs import from_ref
+from nasforge.run.results import rank_trials
+from nasforge.run.store import Store, TrialRecord
+
+__all__ = ["export_top", "load_model", "EXPORT_FORMAT"]
+
+EXPORT_FORMAT = "nasforge-export/2"
+
+
+def _checkpoint(directory: Path, t: TrialRecord) -> Path | None:
+    if not t.checkpoint:
+        return None
+    p = Path(t.checkpoint)
+    p = p if p.is_absolute() else directory / p
+    return p if p.exists() else None
+
+
+def export_top(
+    directory: str | Path, k: int = 1, out: str | Path | None = None, per: str | None = None
+) -> list[Path]:
+    """Returns the folders written for the ``k`` best feasible trials of the run in
+    ``directory``, best first (with ``per``: the ``k`` best for each value of that metric,
+    e.g. each latency target of a once-for-all search).
+
+    Raises:
+        StoreError: the run cannot be read, or it has no ranked trial to export.
+        ConfigError: ``k`` < 1.
+    """
+    if not isinstance(k, int) or k < 1:
+        raise ConfigError(f"k must be a positive int, got {k!r}")
+    directory = Path(directory)
+    with Store.open(directory) as store:
+        cfg, obj = store.config(), store.objective()
+        trials = store.trials()
+    ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"])
+    if per is not None:
+        groups: dict[Any, list[TrialRecord]] = {}
+        for t in ranked:
+            groups.setdefault((t.metrics or {}).get(per), []).append(t)
+        chosen = [t for g in groups.values() for t in g[:k]]
+    else:
+        chosen = ranked[:k]
+    if not chosen:
+        raise StoreError(
+            f"{directory} has no finished trial ranked by {obj['metric']!r} to export "
+            f"({len(trials)} trials; `nasforge status {directory}` shows them)"
+        )
+    out = Path(out) if out is not None else directory / "export"
+    written = []
+    for rank, t in enumerate(chosen, 1):
+        d = out / f"rank{rank}_trial{t.id}"
+        d.mkdir(parents=True, exist_ok=True)
+        weights = None
+        ckpt = _checkpoint(directory, t)
+        if ckpt is not None:
+            shutil.copyfile(ckpt, d / "weights.pt")
+            weights = "weights.pt"
+        meta = {
+            "format": EXPORT_FORMAT,
+            "rank": rank,
+            "trial": t.id,
+            "arch_id": t.arch_id,
+            "arch": t.arch,
+            "metrics": t.metrics,
+            "evaluation": t.evaluation,
+            "kind": cfg.get("kind"),
+            "objective": obj,
+            "space": cfg.get("space"),
+            "run": str(directory.resolve()),
+            "weights": weights,
+        }
+        (d / "arch.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
+        written.append(d)
+    return written
+
+
+def _read_meta(path: Path) -> tuple[Path, dict[str, Any]]:
+    meta_path = path / "arch.json" if path.is_dir() else path
+    if not meta_path.exists():
+        raise StoreError(f"{meta_path} not found; pass a folder written by `nasforge export`")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except ValueError as exc:
+        raise StoreError(f"{meta_path} is not an export's arch.json: {exc}") from exc
+    if not isinstance(meta, Mapping) or "arch" not in meta:
+        raise StoreError(f"{meta_path} is not an export's arch.json (no architecture)")
+    return meta_path, dict(meta)
+
+
+def load_model(path: str | Path, space: Any = None) -> Any:
+    """Returns the exported architecture as a frozen ``nn.Module`` with its weights, in eval
+    mode. ``path`` is an export folder (or its ``arch.json``); the space is rebuilt from the
+    reference the export carries unless ``space`` is given.
+
+    Raises:
+        StoreError: ``path`` is not an export.
+        ConfigError: the space cannot be rebuilt (its module is gone: pass ``space=``).
+    """
+    import torch
+
+    from nasforge.space import freeze
+
+    meta_path, meta = _read_meta(Path(path))
+    if space is None:
+        ref = meta.get("space")
+        if not ref:
+            raise ConfigError(
+                f"{meta_path} carries no reference to its model space; pass space=YourSpace()"
+            )
+        space = from_ref(ref)
+    model = freeze(space, meta["arch"])
+    if meta.get("weights"):
+        state = torch.load(meta_path.parent / meta["weights"], weights_only=True)
+        model.load_state_dict(state)
+    model.eval()
+    return model

@@ -1,0 +1,126 @@
+"""Run files: how ``nasforge run FILE`` turns a file into a runner of the right kind.
+
+A run file is Python (``.py``), YAML (``.yaml``/``.yml``) or TOML (``.toml``). It names the
+kind of run with ``kind`` or, when it has none, with ``strategy``: every registered runner says
+which strategy or algorithm names it accepts (``evolution`` is a multi-trial strategy, ``nasb``
+a one-shot algorithm), so the kind is never guessed. The rest of the file is the kind's
+settings; see each kind's documentation (docs/engine.md, docs/oneshot.md, docs/ofa.md,
+docs/naspipe.md).
+
+A Python file is imported, not run as ``__main__`` (guard your own ``.run()`` with ``if
+__name__ == "__main__"``); its module-level names are the settings (``space``, ``evaluator`` or
+a function ``evaluate``, ``strategy``, ``data``, ``kind``), and a dict ``config`` adds more. In
+YAML and TOML, objects are ``module:attribute`` references::
+
+    space: mypkg.spaces:Net                          # a class is instantiated
+    evaluator: {type: classification, epochs: 3}     # or mypkg.train:evaluate
+    strategy: {name: evolution, population_size: 20}
+    n_trials: 50
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nasforge.errors import ConfigError
+from nasforge.run.refs import load_script
+from nasforge.run.runner import BaseRunner, get_runner, runner_for_strategy
+
+__all__ = ["read_run_file", "load_run_file", "rebuild_runner", "PY_NAMES"]
+
+#: Module-level names a Python run file may define (besides ``config``).
+PY_NAMES = ("kind", "space", "evaluator", "evaluate", "strategy", "data", "benchmark")
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    text = path.read_text()
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            try:
+                import tomllib
+            except ImportError:  # Python 3.10
+                import tomli as tomllib
+
+            data = tomllib.loads(text)
+    except Exception as exc:  # noqa: BLE001 - a parse error of either format
+        raise ConfigError(f"{path} does not parse: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping at top level, got {type(data).__name__}")
+    return data
+
+
+def read_run_file(path: str | Path) -> dict[str, Any]:
+    """Returns the settings a run file holds, as one mapping (objects for a Python file).
+
+    Raises:
+        ConfigError: no such file, an unknown suffix, or a file that does not parse or import.
+    """
+    path = Path(path).resolve()
+    if path.suffix not in (".py", ".yaml", ".yml", ".toml"):
+        raise ConfigError(f"{path}: a run file ends in .py, .yaml, .yml or .toml")
+    if not path.exists():
+        raise ConfigError(f"run file {path} not found")
+    if path.suffix != ".py":
+        return _read_mapping(path)
+    module = load_script(path)
+    settings = {name: getattr(module, name) for name in PY_NAMES if hasattr(module, name)}
+    extra = getattr(module, "config", None) or {}
+    if not isinstance(extra, dict):
+        raise ConfigError(f"{path}: `config` must be a dict, got {type(extra).__name__}")
+    clash = sorted(set(extra) & set(settings))
+    if clash:
+        raise ConfigError(f"{path}: {clash} are given both at module level and in `config`")
+    settings.update(extra)
+    return settings
+
+
+def load_run_file(path: str | Path, **overrides: Any) -> BaseRunner:
+    """Returns the runner a run file describes, its settings replaced by ``overrides`` (None
+    values ignored). Its directory defaults to ``runs/<file stem>``.
+
+    Raises:
+        ConfigError: see :func:`read_run_file`; no ``kind`` and a ``strategy`` no runner
+            accepts (the message suggests the closest names); a bad setting of the kind.
+    """
+    path = Path(path).resolve()
+    settings = read_run_file(path)
+    kind = settings.pop("kind", None)
+    if kind is not None:
+        runner = get_runner(kind)
+    elif "strategy" in settings:
+        runner = runner_for_strategy(settings["strategy"])
+    else:
+        runner = get_runner("multitrial")  # a file with a space and an evaluator
+    settings.setdefault("directory", str(Path("runs") / path.stem))
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return runner.from_section(
+            settings, base=path.parent, source={"file": str(path)}, **overrides
+        )
+    except TypeError as exc:
+        raise ConfigError(f"{path}: bad setting for a {runner.kind!r} run: {exc}") from exc
+
+
+def rebuild_runner(directory: str | Path, **overrides: Any) -> BaseRunner:
+    """Returns the runner that wrote the run in ``directory``, rebuilt to resume it: from its
+    run file when it was started from one, else from the references its record holds.
+
+    Raises:
+        StoreError: no readable run there.
+        ConfigError: the run cannot be rebuilt (the message says what is missing).
+    """
+    from nasforge.run.store import Store
+
+    with Store.open(directory) as store:
+        config = store.config()
+    source = config.get("source") or {}
+    if set(source) == {"file"}:
+        return load_run_file(source["file"], directory=str(directory), **overrides)
+    runner = get_runner(config["kind"])
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    return runner.from_record(config, Path(directory), **overrides)

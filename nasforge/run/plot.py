@@ -1,0 +1,99 @@
+"""PNG plots of any run (matplotlib, Agg backend), drawn from the record alone:
+
+progress    every numeric series of the progress rows against the step (losses,
+            accuracies per epoch or step), when the run has progress rows
+trials      the metric of every trial with the running best, when it has two or more
+front       the Pareto front, when the objective has a second metric
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nasforge.run.results import pareto_front, score
+from nasforge.run.store import Store
+
+__all__ = ["plot_run"]
+
+
+def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
+    """Returns the path of the PNG written for the run in ``directory``.
+
+    Raises:
+        StoreError: the record cannot be read, or it holds nothing to plot.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from nasforge.errors import StoreError
+
+    directory = Path(directory)
+    with Store.open(directory) as store:
+        obj, trials, rows = store.objective(), store.trials(), store.progress()
+    metric, mode, cons, second = obj["metric"], obj["mode"], obj["constraints"], obj["second"]
+    trials = [t for t in trials if t.status != "cached"]  # a repeat adds no new point
+    series: dict[str, tuple[list[int], list[float]]] = {}
+    for r in rows:
+        for k, v in r.items():
+            if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool):
+                xs, ys = series.setdefault(k, ([], []))
+                xs.append(r["step"])
+                ys.append(float(v))
+    series.pop("epoch", None)
+    panels = (["progress"] if series else []) + (["trials"] if len(trials) >= 2 else [])
+    panels += ["front"] if second and len(trials) >= 2 else []
+    if not panels and trials:
+        panels = ["trials"]
+    if not panels:
+        raise StoreError(f"{directory} has no progress rows and no trials to plot yet")
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        if panel == "progress":
+            for k, (xs, ys) in series.items():
+                ax.plot(xs, ys, marker="." if len(xs) < 50 else None, label=k)
+            ax.set_xlabel("step")
+            ax.set_title(f"{directory.name}: progress ({len(rows)} rows)")
+            ax.legend(fontsize="small")
+            ax.grid(alpha=0.3)
+        elif panel == "trials":
+            xs, ys, bx, by, best = [], [], [], [], None
+            for t in trials:
+                s = score(t, metric, mode, cons)
+                if s is None:
+                    continue
+                xs.append(t.id)
+                ys.append(t.metrics[metric])
+                if best is None or s > best[0]:
+                    best = (s, t.metrics[metric])
+                bx.append(t.id)
+                by.append(best[1])
+            ax.scatter(xs, ys, s=12, alpha=0.6, label="trial")
+            ax.step(bx, by, where="post", color="C3", label="running best")
+            failed = [t.id for t in trials if t.status == "failed"]
+            if failed:
+                lo = min(ys) if ys else 0.0
+                ax.scatter(failed, [lo] * len(failed), marker="x", color="grey", label="failed")
+            ax.set_xlabel("trial")
+            ax.set_ylabel(f"{metric} ({mode})")
+            ax.set_title(f"{directory.name}: {len(trials)} trials")
+            ax.legend()
+        else:
+            m2 = second[0]
+            pts = [(t.metrics[metric], t.metrics[m2]) for t in trials
+                   if score(t, metric, mode, cons) is not None and m2 in t.metrics]  # fmt: skip
+            if pts:
+                ax.scatter([p[1] for p in pts], [p[0] for p in pts], s=12, alpha=0.5, label="trial")
+            front = pareto_front(trials, (metric, mode), tuple(second), cons)
+            order = sorted(front, key=lambda t: t.metrics[m2])
+            ax.plot([t.metrics[m2] for t in order], [t.metrics[metric] for t in order], "o-",
+                    color="C3", label="Pareto front")  # fmt: skip
+            ax.set_xlabel(f"{m2} ({second[1]})")
+            ax.set_ylabel(metric)
+            ax.legend()
+    fig.tight_layout()
+    out = Path(out) if out is not None else directory / "plot.png"
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out

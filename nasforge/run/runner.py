@@ -1,0 +1,368 @@
+"""Runners: every kind of search behind one small interface, registered by name.
+
+A runner is one kind of run (multi-trial search, one-shot search, once-for-all training,
+pipeline training, ...). It is built from plain settings (a run file's mapping, or a stored
+config section when resumed), and it runs into a run record (:mod:`nasforge.run.store`). The
+lifecycle is the same for every kind and lives here, once::
+
+    runner = SomeRunner(...)          # validates everything, touches nothing on disk
+    runner.run()                      # create the record (taking the writer lock), write the
+                                      # config, _execute(store, resume=False), mark finished
+    runner.resume()                   # open the record as writer, check it was made by the same
+                                      # settings, _execute(store, resume=True), mark finished
+    runner.best(k), runner.trials()   # read the record (read-only; the lock is released)
+
+A kind adds behaviour by implementing :meth:`BaseRunner.section` and
+:meth:`BaseRunner._execute` (and :meth:`BaseRunner.from_section` so that a run file or a stored
+record can build it), never by a branch on its name elsewhere. The command line, export,
+loaders and the dashboard read the record and do not ask which runner wrote it.
+
+The registry maps a kind to its runner class; each runner also says which strategy or
+algorithm names it accepts (:meth:`BaseRunner.names`), so that a run file naming only
+``strategy: nasb`` finds the one-shot runner without guessing.
+"""
+
+from __future__ import annotations
+
+import abc
+import difflib
+import logging
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from nasforge.errors import ConfigError, DivergenceError, NasforgeError, StoreError
+from nasforge.run.refs import object_path, to_ref
+from nasforge.run.results import parse_constraints, rank_trials
+from nasforge.run.store import Store, TrialRecord, check_compatible
+
+__all__ = [
+    "BaseRunner",
+    "Objective",
+    "register_runner",
+    "get_runner",
+    "list_runners",
+    "runner_for_strategy",
+    "find_ref",
+]
+
+log = logging.getLogger("nasforge.run")
+
+R = TypeVar("R", bound="type[BaseRunner]")
+
+#: kind -> runner class, filled by :func:`register_runner` when a family's runner module loads.
+_RUNNERS: dict[str, type[BaseRunner]] = {}
+
+
+class Objective:
+    """Returns nothing; what ranks a run's trials: a metric, ``max`` or ``min``, constraints
+    such as ``params <= 1e5``, and an optional second objective for a Pareto front.
+
+    Raises:
+        ConfigError: a mode other than max/min, a bad constraint or second objective.
+    """
+
+    def __init__(
+        self,
+        metric: str = "accuracy",
+        mode: str = "max",
+        constraints: Any = None,
+        second: Sequence[str] | None = None,
+    ) -> None:
+        if mode not in ("max", "min"):
+            raise ConfigError(f"mode must be 'max' or 'min', got {mode!r}")
+        if second is not None and (len(second) != 2 or second[1] not in ("max", "min")):
+            raise ConfigError(f"second_objective must be (metric, 'max'|'min'), got {second!r}")
+        self.metric, self.mode = str(metric), mode
+        self.constraints = parse_constraints(constraints)
+        self.second = None if second is None else (str(second[0]), str(second[1]))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the objective as plain data (stored in every run's config)."""
+        return {"metric": self.metric, "mode": self.mode, "constraints": self.constraints,
+                "second": None if self.second is None else list(self.second)}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Objective:
+        """Returns the objective :meth:`to_dict` wrote."""
+        return cls(data["metric"], data["mode"], data.get("constraints"), data.get("second"))
+
+
+def find_ref(obj: Any) -> dict[str, Any] | None:
+    """Returns a reference that finds ``obj`` again in a later process, or None.
+
+    In order: an object that records its constructor arguments (a model space) is rebuilt
+    from them; an object bound to a module-level name of the script being run (``__main__``)
+    is found by that name in the script; a module-level class or function by its path.
+    """
+    try:
+        return to_ref(obj)
+    except ConfigError:
+        pass
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None)
+    if main is not None and script is not None:
+        for name, value in vars(main).items():
+            if value is obj and not name.startswith("_"):
+                return {"object": f"__main__:{name}", "file": str(Path(script).resolve())}
+    try:
+        path, script = object_path(obj)
+    except ConfigError:
+        return None
+    ref: dict[str, Any] = {"object": path}
+    if script:
+        ref["file"] = script
+    return ref
+
+
+class BaseRunner(abc.ABC):
+    """Returns the results of one run of its kind; see the module docstring for the lifecycle.
+
+    Subclasses set ``kind``, call ``super().__init__`` with the objective, directory and
+    source, and implement :meth:`section` and :meth:`_execute`.
+
+    Invariants: configuration errors are raised by the constructor, before the record is
+    created; only :meth:`run`/:meth:`resume` write, holding the run's writer lock, which is
+    released when they return or raise; a run whose loss diverged, or whose every trial
+    failed, is recorded ``failed`` and raises.
+    """
+
+    kind: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        objective: Objective,
+        directory: str | Path | None,
+        source: Mapping[str, Any] | None = None,
+        space: Any = None,
+    ) -> None:
+        self.objective = objective
+        if directory is None:
+            directory = Path("nasforge-runs") / time.strftime(f"{self.kind}-%Y%m%d-%H%M%S")
+        self.directory = Path(directory)
+        self.source = dict(source) if source else None
+        self.space = space
+        self.store: Store | None = None  # the writer's store, while run() or resume() runs
+
+    # -- what a kind implements ------------------------------------------------------------------
+    @classmethod
+    def names(cls) -> list[str]:
+        """Returns the strategy or algorithm names a run file may give to mean this kind."""
+        return []
+
+    @classmethod
+    def claims(cls, strategy: Any) -> bool:
+        """Returns whether a run file's ``strategy`` value (a name, a mapping with ``name``, or
+        an object) belongs to this kind."""
+        name = strategy.get("name") if isinstance(strategy, Mapping) else strategy
+        return isinstance(name, str) and name in cls.names()
+
+    @classmethod
+    @abc.abstractmethod
+    def from_section(
+        cls, settings: Mapping[str, Any], *, base: Path | None = None, **overrides: Any
+    ) -> BaseRunner:
+        """Returns a runner built from a run file's mapping or a stored config section
+        (values may be objects, ``module:attr`` references or stored references); ``base``
+        is the folder relative paths and references start from; ``overrides`` (None values
+        ignored) replace settings.
+
+        Raises:
+            ConfigError: a missing or bad setting.
+        """
+
+    @classmethod
+    def from_record(
+        cls, config: Mapping[str, Any], directory: Path, **overrides: Any
+    ) -> BaseRunner:
+        """Returns the runner rebuilt from a stored config (its section and references) to
+        resume the run in ``directory``.
+
+        Raises:
+            ConfigError: something the run needs cannot be rebuilt from the record.
+        """
+        section = config.get(cls.kind)
+        if not isinstance(section, Mapping) or not isinstance(config.get("objective"), Mapping):
+            raise StoreError(
+                f"{directory}: the record's config has no {cls.kind!r} section and objective; "
+                "it was not written by a runner of this nasforge, or it is damaged"
+            )
+        settings = dict(section)
+        if config.get("space") is not None:
+            settings["space"] = config["space"]
+        settings["objective"] = Objective.from_dict(config["objective"])
+        return cls.from_section(
+            settings, base=None, directory=str(directory), source=config.get("source"), **overrides
+        )
+
+    @abc.abstractmethod
+    def section(self) -> dict[str, Any]:
+        """Returns this kind's config section as JSON-able data (stored under its kind)."""
+
+    @abc.abstractmethod
+    def _execute(self, store: Store, resume: bool) -> None:
+        """Runs (or, with ``resume``, continues) the search, writing through ``store``."""
+
+    def compatible_keys(self) -> tuple[str, ...]:
+        """Returns the keys of the config section that a resume must not change."""
+        return ()
+
+    # -- the shared lifecycle --------------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        """Returns the whole run config: kind, objective, the kind's section, references."""
+        return {
+            "kind": self.kind,
+            "objective": self.objective.to_dict(),
+            self.kind: self.section(),
+            "space": None if self.space is None else find_ref(self.space),
+            "source": self.source,
+        }
+
+    def run(self, resume: bool = False) -> BaseRunner:
+        """Returns self after running the search into ``directory`` (with ``resume``: after
+        continuing the run recorded there).
+
+        Raises:
+            StoreError: ``run`` on a directory that already holds a run, or ``resume`` on one
+                that is missing, foreign, corrupted, or was made with other settings.
+            LockError: another process is writing the directory.
+            DivergenceError: a loss became NaN or infinite (the run is recorded failed).
+            TrialError: every trial failed (the run is recorded failed).
+        """
+        config = self.config()
+        if resume:
+            store = Store.open(self.directory, readonly=False)
+            try:
+                stored = store.config()
+                if stored.get("kind") != self.kind:
+                    raise StoreError(
+                        f"{self.directory} holds a {stored.get('kind')!r} run, not a "
+                        f"{self.kind!r} one; resume it with `nasforge resume {self.directory}`"
+                    )
+                keys = self.compatible_keys()
+                check_compatible(self.directory, stored[self.kind], config[self.kind], keys)
+                store.set_config(config)
+            except BaseException:
+                store.close()
+                raise
+        else:
+            store = Store.create(self.directory, config)
+        self.store = store
+        try:
+            self._execute(store, resume)
+        except KeyboardInterrupt:
+            log.warning(
+                "interrupted; what finished is saved: `nasforge resume %s` continues it",
+                self.directory,
+            )
+            raise
+        except (DivergenceError, NasforgeError) as exc:
+            store.finish("failed", str(exc))
+            raise
+        else:
+            store.finish("finished")
+        finally:
+            self.store = None
+            store.close()
+        return self
+
+    def resume(self) -> BaseRunner:
+        """Returns self after continuing the run recorded in ``directory`` (see :meth:`run`)."""
+        return self.run(resume=True)
+
+    # -- results ---------------------------------------------------------------------------------
+    def trials(self) -> list[TrialRecord]:
+        """Returns every trial of the run in id order.
+
+        Raises:
+            StoreError: the run has no record yet (call run() first).
+        """
+        if self.store is not None:
+            return self.store.trials()
+        with Store.open(self.directory) as store:
+            return store.trials()
+
+    def best(self, k: int = 1) -> list[TrialRecord]:
+        """Returns the k best feasible trials (one per architecture), best first; empty when
+        the run has no record yet."""
+        try:
+            trials = self.trials()
+        except StoreError:
+            return []
+        o = self.objective
+        return rank_trials(trials, o.metric, o.mode, o.constraints)[:k]
+
+    # exposed for code written against the 0.1 experiment objects
+    @property
+    def metric(self) -> str:
+        """Returns the name of the optimised metric."""
+        return self.objective.metric
+
+    @property
+    def mode(self) -> str:
+        """Returns ``max`` or ``min``."""
+        return self.objective.mode
+
+    @property
+    def constraints(self) -> dict[str, list[Any]]:
+        """Returns the constraints on metrics."""
+        return self.objective.constraints
+
+
+def register_runner(cls: R) -> R:
+    """Returns ``cls`` after registering it under its ``kind`` (a class decorator).
+
+    Raises:
+        ConfigError: no kind, or the kind is taken by another class.
+    """
+    if not cls.kind:
+        raise ConfigError(f"{cls.__name__} sets no `kind`; a runner needs a unique kind name")
+    other = _RUNNERS.get(cls.kind)
+    if other is not None and other is not cls:
+        raise ConfigError(f"run kind {cls.kind!r} is taken by {other.__qualname__}")
+    _RUNNERS[cls.kind] = cls
+    return cls
+
+
+def list_runners() -> list[str]:
+    """Returns the registered kinds, sorted."""
+    return sorted(_RUNNERS)
+
+
+def get_runner(kind: str | type[BaseRunner]) -> type[BaseRunner]:
+    """Returns the runner class of ``kind`` (classes pass through).
+
+    Raises:
+        ConfigError: no runner has that kind (the message lists the kinds and the closest).
+    """
+    if isinstance(kind, type) and issubclass(kind, BaseRunner):
+        return kind
+    if kind in _RUNNERS:
+        return _RUNNERS[kind]  # type: ignore[index]
+    close = difflib.get_close_matches(str(kind), list(_RUNNERS), n=2)
+    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    raise ConfigError(f"unknown run kind {kind!r}{hint} The kinds are {list_runners()}")
+
+
+def runner_for_strategy(strategy: Any) -> type[BaseRunner]:
+    """Returns the runner class whose kind accepts the run file's ``strategy``.
+
+    Raises:
+        ConfigError: no runner or several accept it; the message suggests the closest names.
+    """
+    found = [cls for cls in _RUNNERS.values() if cls.claims(strategy)]
+    if len(found) == 1:
+        return found[0]
+    name = strategy.get("name") if isinstance(strategy, Mapping) else strategy
+    if found:
+        raise ConfigError(
+            f"strategy {name!r} is known to several kinds ({[c.kind for c in found]}); add "
+            "`kind = ...` to the run file to say which"
+        )
+    every = {n: cls.kind for cls in _RUNNERS.values() for n in cls.names()}
+    close = difflib.get_close_matches(str(name), list(every), n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    listing = ", ".join(f"{n} ({k})" for n, k in sorted(every.items()))
+    raise ConfigError(f"unknown strategy {name!r}; {hint}The known strategies are {listing}")

@@ -1,0 +1,163 @@
+"""What ``nasforge status`` shows of any run, read from the record alone: the run's state and
+plan, its latest progress rows and its trials, best first.
+
+Every function here reads a record read-only; none knows which kind of run wrote it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+from nasforge.run.results import rank_trials
+from nasforge.run.store import Store, TrialRecord
+
+__all__ = ["summary", "progress_table", "trial_table", "print_status", "failure_summary"]
+
+
+def _plan(store: Store) -> tuple[str, int | None, int]:
+    """Returns (unit, total or None, done) of the run's plan."""
+    try:
+        plan = json.loads(store.get_meta("plan") or "{}")
+    except ValueError:
+        plan = {}
+    unit = plan.get("unit", "trials")
+    if unit == "trials":
+        counts = store.counts()
+        done = sum(n for s, n in counts.items() if s not in ("running", "cached"))
+    else:
+        done = store.n_progress()
+    return unit, plan.get("total"), done
+
+
+def summary(store: Store) -> str:
+    """Returns one line: the run's kind, state, how far it got, and what to do next."""
+    d = store.directory
+    state = store.state()
+    unit, total, done = _plan(store)
+    far = f"{done} of {total} {unit} done" if total else f"{done} {unit} done"
+    line = f"{d}: {store.kind} run, {state}: {far}"
+    if state == "interrupted":
+        line += f"; resume with: nasforge resume {d}"
+    elif state == "failed":
+        error = (store.get_meta("error") or "").strip().splitlines()
+        line += f" ({error[0][:300]})" if error else ""
+    elif state == "running":
+        line += " (a writer is working on it now)"
+    return line
+
+
+def failure_summary(trials: list[TrialRecord], limit: int = 3) -> str:
+    """Returns the failed trials' errors grouped: the last line of each distinct error and how
+    many trials share it, most common first."""
+    errors = Counter(
+        (t.error or "no error text").strip().splitlines()[-1][:300]
+        for t in trials
+        if t.status == "failed"
+    )
+    return "; ".join(f"{n} x {text}" for text, n in errors.most_common(limit))
+
+
+def progress_table(store: Store, limit: int = 10) -> tuple[list[str], list[list[str]]]:
+    """Returns (header, rows) of the last ``limit`` progress rows: every number they hold,
+    and the architecture when rows carry one."""
+    rows = store.progress(last=limit)
+    keys: list[str] = []
+    for r in rows:
+        for k, v in r.items():
+            if (
+                k not in keys
+                and k != "step"
+                and isinstance(v, (int, float))
+                and not isinstance(v, bool)
+            ):
+                keys.append(k)
+    has_arch = any("arch_id" in r for r in rows)
+    header = ["step", *keys] + (["arch"] if has_arch else [])
+    out = []
+    for r in rows:
+        cells = [str(r["step"])]
+        for k in keys:
+            v = r.get(k)
+            cells.append("" if v is None else f"{v:.5g}" if isinstance(v, float) else str(v))
+        if has_arch:
+            cells.append(str(r.get("arch_id", "")))
+        out.append(cells)
+    return header, out
+
+
+def trial_table(store: Store, limit: int | None = 20) -> tuple[list[str], list[list[str]], int]:
+    """Returns (header, rows, n_more): the trials best feasible first, one row per distinct
+    architecture (a cached repeat is counted in its original's row), then the unranked ones by
+    id; ``n_more`` counts the rows left out by ``limit``."""
+    obj, trials = store.objective(), store.trials()
+    metric = obj["metric"]
+    ranked = rank_trials(trials, metric, obj["mode"], obj["constraints"])
+    repeats = Counter(t.cached_from for t in trials if t.status == "cached" and t.cached_from)
+    ranked_ids = {t.id for t in ranked}
+    ranked_archs = {t.arch_id for t in ranked}
+    rest = [
+        t
+        for t in trials
+        if t.id not in ranked_ids and t.status != "cached" and t.arch_id not in ranked_archs
+    ]
+    ordered = ranked + rest
+    others = sorted({k for t in trials if t.metrics for k in t.metrics} - {metric})
+    header = ["rank", "trial", "status", "how", metric, *others, "seconds", "arch / error"]
+    shown = ordered[:limit] if limit else ordered
+    rows = []
+    for i, t in enumerate(shown):
+        m = t.metrics or {}
+        info = json.dumps(t.arch, separators=(",", ":"))
+        if t.error:
+            info += "  " + t.error.strip().splitlines()[-1][:80]
+        seen = f" (+{repeats[t.id]} repeats)" if repeats.get(t.id) else ""
+        rows.append(
+            [
+                str(i + 1) if t.id in ranked_ids else "-",
+                str(t.id),
+                t.status + seen,
+                t.evaluation,
+                *(f"{m[k]:.5g}" if m.get(k) is not None else "" for k in [metric, *others]),
+                "" if t.duration is None else f"{t.duration:.2f}",
+                info,
+            ]
+        )
+    return header, rows, len(ordered) - len(shown)
+
+
+def _print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for h in header:
+        table.add_column(h)
+    for r in rows:
+        table.add_row(*r)
+    # a pipe gets a wide table rather than an 80-column one with every cell cut short
+    Console(width=None if sys.stdout.isatty() else 240).print(table)
+
+
+def print_status(directory: str | Path, limit: int | None = 20) -> None:
+    """Prints the run's summary line, its latest progress rows and its best trials to
+    standard output (the command line's output).
+
+    Raises:
+        StoreError: the run cannot be read.
+    """
+    with Store.open(directory) as store:
+        sys.stdout.write(summary(store) + "\n")
+        if store.n_progress():
+            header, rows = progress_table(store, limit or 10)
+            _print_table(f"progress (last {len(rows)} of {store.n_progress()})", header, rows)
+        header, rows, more = trial_table(store, limit)
+        counts = store.counts()
+    if rows:
+        dups = counts.get("cached", 0)
+        note = f", {dups} repeats of evaluated architectures folded in" if dups else ""
+        _print_table(f"trials, best first{note}", header, rows)
+        if more:
+            sys.stdout.write(f"... and {more} more (--limit N shows more)\n")

@@ -1,0 +1,644 @@
+"""The run record: one SQLite database per run directory, written by every kind of search.
+
+Every kind of run (multi-trial, one-shot, once-for-all, pipeline training, and whatever comes
+next) records through this one contract. The command line, export, loaders and a dashboard read
+it without asking which kind wrote it.
+
+Contracts
+    layout      ``<dir>/run.db`` (this database), ``<dir>/.writer.lock`` (held by the writer),
+                ``<dir>/artifacts/`` and ``<dir>/checkpoints/`` (tensor files the record names,
+                by paths relative to ``<dir>``, so a run can be moved or copied)
+    format      table ``meta`` names the format (``nasforge-run``) and its version; a database
+                without it, of another format or version, or unreadable, raises StoreError and
+                is never written to
+    one writer  a writer holds an OS file lock on ``.writer.lock`` for its whole life
+                (:mod:`nasforge.run.lock`); a second writer is refused at once with a LockError
+                naming the holder; the OS drops the lock when the holder dies, even by kill -9
+    readers     open the database read-only (``mode=ro``): they never block the writer, are
+                never blocked by it (WAL), and never change a byte of ``run.db``
+    durability  WAL journal; every state change is one transaction, so ``kill -9`` at any
+                moment loses nothing that was committed
+    plain data  config, progress rows, architectures and metrics are JSON text; weights are
+                tensor files beside the database, never pickled Python objects
+    validation  a row that does not decode (corrupt JSON, wrong type) raises StoreError naming
+                the run, the table and the row; nothing else escapes a read
+
+Tables
+    meta        format, version, created, ``kind``, ``config`` (JSON, see below), ``state``
+                (``running`` while a writer works, then ``finished`` or ``failed``; a run whose
+                state says ``running`` but whose lock is free was interrupted), ``error``
+    progress    rows of one run's progress in order: an epoch or a step, with its numbers
+                (losses, accuracies, the current architecture, seconds); ``step`` is the
+                writer's own counter and ``(step)`` is unique, so a resumed run that writes a
+                step again replaces the row
+    trials      every architecture measured: arch, arch id, status, metrics, intermediate
+                metrics, error text, timings, checkpoint, ``evaluation`` (``trained``: trained
+                standalone; ``inherited``: measured with supernet weights; ``predicted``: by a
+                model) and ``cached_from`` (an earlier trial of the same architecture)
+    events      every ask and tell of a strategy in happening order; replaying them rebuilds
+                the strategy exactly (see ``nasforge.engine.experiment``)
+    artifacts   named files of the run (supernet weights, exported models): name, relative
+                path, kind, time, JSON metadata
+
+The config is ``{"kind": K, "objective": {"metric", "mode", "constraints", "second"}, K:
+{the kind's own section}, "space": ref or None, "source": ref or None}``: the objective ranks
+trials for every kind; the space and source references rebuild the space and the runner (see
+:mod:`nasforge.run.refs`).
+
+Trial statuses: ``running`` (asked, in flight), ``done``, ``failed``, ``early_stopped``,
+``cached`` (the same architecture was already evaluated; its metrics are copied).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nasforge.errors import StoreError
+from nasforge.run.lock import WriterLock
+
+__all__ = [
+    "Store",
+    "TrialRecord",
+    "check_compatible",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "DB_NAME",
+    "STATUSES",
+    "FINISHED",
+    "EVALUATIONS",
+    "is_run",
+]
+
+FORMAT = "nasforge-run"
+FORMAT_VERSION = 2
+DB_NAME = "run.db"
+OLD_DB_NAME = "experiment.db"  # format 1 (nasforge 0.1): refused with a clear message
+STATUSES = ("running", "done", "failed", "early_stopped", "cached")
+FINISHED = ("done", "failed", "early_stopped", "cached")
+EVALUATIONS = ("trained", "inherited", "predicted")
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE progress (step INTEGER PRIMARY KEY, time REAL NOT NULL, data TEXT NOT NULL);
+CREATE TABLE trials (
+    id INTEGER PRIMARY KEY,
+    arch_id TEXT NOT NULL,
+    arch TEXT NOT NULL,
+    status TEXT NOT NULL,
+    metrics TEXT,
+    intermediates TEXT NOT NULL DEFAULT '[]',
+    error TEXT,
+    started REAL,
+    finished REAL,
+    duration REAL,
+    checkpoint TEXT,
+    cached_from INTEGER,
+    evaluation TEXT NOT NULL DEFAULT 'trained'
+);
+CREATE INDEX trials_arch ON trials (arch_id);
+CREATE INDEX trials_status ON trials (status);
+CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,
+                     trial INTEGER NOT NULL);
+CREATE TABLE artifacts (name TEXT PRIMARY KEY, path TEXT NOT NULL, kind TEXT NOT NULL,
+                        time REAL NOT NULL, meta TEXT NOT NULL DEFAULT '{}');
+"""
+_TABLES = {"meta", "progress", "trials", "events", "artifacts"}
+
+
+def _finite_or_none(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, Mapping):
+        return {k: _finite_or_none(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite_or_none(v) for v in x]
+    return x
+
+
+def _dumps(what: str, data: Any) -> str:
+    try:
+        return json.dumps(_finite_or_none(data), sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"{what} must be JSON-able plain data: {exc}") from exc
+
+
+def is_run(directory: str | Path) -> bool:
+    """Returns whether ``directory`` holds a run record (of any kind)."""
+    return (Path(directory) / DB_NAME).exists()
+
+
+def check_compatible(
+    directory: Path, stored: Mapping[str, Any], current: Mapping[str, Any], keys: tuple[str, ...]
+) -> None:
+    """Returns None if the stored configuration agrees with the current one on ``keys``.
+
+    Raises:
+        StoreError: a key differs (the message shows both values and the fix).
+    """
+    for key in keys:
+        if stored.get(key) != current.get(key):
+            raise StoreError(
+                f"{directory}: the stored run has a different {key} "
+                f"({stored.get(key)!r:.200}) than this one ({current.get(key)!r:.200}); resume "
+                "with the same settings, or run in a new directory"
+            )
+
+
+@dataclass
+class TrialRecord:
+    """One trial as stored: plain data. ``metrics`` is None unless the trial finished well."""
+
+    id: int
+    arch_id: str
+    arch: dict[str, Any]
+    status: str
+    metrics: dict[str, float] | None = None
+    intermediates: list[dict[str, float]] = field(default_factory=list)
+    error: str | None = None
+    started: float | None = None
+    finished: float | None = None
+    duration: float | None = None
+    checkpoint: str | None = None
+    cached_from: int | None = None
+    evaluation: str = "trained"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the record as a JSON-able dict."""
+        return dict(self.__dict__)
+
+
+class Store:
+    """Returns and records a run's configuration, progress, trials, events and artifacts.
+
+    :meth:`create` makes a new run and :meth:`open` an existing one; both take the writer lock
+    unless ``readonly``. Use it as a context manager or call :meth:`close`.
+
+    Invariants: trial ids are 1, 2, 3, ... in ask order; events are in happening order; the
+    database is written only by the holder of the writer lock, and only after its format and
+    version were checked.
+    """
+
+    def __init__(
+        self, path: Path, conn: sqlite3.Connection, lock: WriterLock | None, readonly: bool
+    ) -> None:
+        self.path = path
+        self._conn = conn
+        self._lock = lock
+        self.readonly = readonly
+        self._config: dict[str, Any] | None = None
+
+    # -- opening -------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, directory: str | Path, config: Mapping[str, Any], holder: str = "") -> Store:
+        """Returns a new run record in ``directory`` holding ``config`` (JSON-able), as writer.
+
+        Raises:
+            StoreError: the directory already holds a run (resume it, or pick a new
+                directory), or ``config`` is not JSON-serialisable.
+            LockError: another process is writing there.
+        """
+        directory = Path(directory)
+        config_json = _dumps("the run config", dict(config))
+        directory.mkdir(parents=True, exist_ok=True)
+        lock = WriterLock(directory, holder)
+        try:
+            path = directory / DB_NAME
+            for existing in (path, directory / OLD_DB_NAME):
+                if existing.exists():
+                    raise StoreError(
+                        f"{directory} already holds a run ({existing.name}); resume it with "
+                        f"`nasforge resume {directory}` or choose an empty directory (nothing "
+                        "was overwritten)"
+                    )
+            conn = sqlite3.connect(str(path), timeout=30)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+            kind = str(config.get("kind", ""))
+            with conn:
+                conn.executemany(
+                    "INSERT INTO meta VALUES (?, ?)",
+                    [
+                        ("format", FORMAT),
+                        ("version", str(FORMAT_VERSION)),
+                        ("created", repr(time.time())),
+                        ("kind", kind),
+                        ("config", config_json),
+                        ("state", "running"),
+                        ("elapsed", "0.0"),
+                    ],
+                )
+        except BaseException:
+            lock.release()
+            raise
+        return cls(path, conn, lock, readonly=False)
+
+    @classmethod
+    def open(cls, directory: str | Path, readonly: bool = True, holder: str = "") -> Store:
+        """Returns the record of an existing run; read-only unless ``readonly=False``, in which
+        case this process becomes its one writer.
+
+        Raises:
+            StoreError: no run there; the file is not SQLite or is corrupted; it was written
+                by something else or by an incompatible format version.
+            LockError: ``readonly=False`` and another process is writing the run.
+        """
+        directory = Path(directory)
+        if directory.name == DB_NAME:
+            directory = directory.parent
+        path = directory / DB_NAME
+        if not path.exists():
+            if (directory / OLD_DB_NAME).exists():
+                raise StoreError(
+                    f"{directory} holds a run recorded by nasforge 0.1 ({OLD_DB_NAME}, store "
+                    "format 1), which this nasforge does not read; open it with nasforge 0.1, "
+                    "or run the search again into a new directory"
+                )
+            raise StoreError(f"no run record at {path}; start one with `nasforge run FILE`")
+        lock = None if readonly else WriterLock(directory, holder)
+        try:
+            conn = cls._connect(path, readonly)
+            cls._check(path, conn)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        store = cls(path, conn, lock, readonly)
+        try:
+            store.config()  # a corrupt config is an error now, before anything is written
+        except StoreError:
+            store.close()
+            raise
+        if not readonly:
+            store.set_meta("state", "running")
+            store.set_meta("error", "")
+        return store
+
+    @staticmethod
+    def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
+        try:
+            if readonly:
+                conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+            else:
+                conn = sqlite3.connect(str(path), timeout=30)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{path} cannot be opened: {exc}") from exc
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    @staticmethod
+    def _check(path: Path, conn: sqlite3.Connection) -> None:
+        try:
+            ok = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if ok != "ok":
+                raise StoreError(f"{path} is corrupted (sqlite quick_check: {ok}); restore a copy")
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            if not _TABLES <= tables:
+                raise StoreError(
+                    f"{path} is an SQLite database but not a nasforge run (tables "
+                    f"{sorted(tables)}); point to the directory `nasforge run` created"
+                )
+            meta = {r[0]: r[1] for r in conn.execute("SELECT key, value FROM meta")}
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise StoreError(f"{path} is not a readable run record: {exc}") from exc
+        except StoreError:
+            conn.close()
+            raise
+        if meta.get("format") != FORMAT:
+            conn.close()
+            raise StoreError(f"{path} has format {meta.get('format')!r}, expected {FORMAT!r}")
+        if meta.get("version") != str(FORMAT_VERSION):
+            conn.close()
+            raise StoreError(
+                f"{path} has store format version {meta.get('version')!r}; this nasforge reads "
+                f"version {FORMAT_VERSION}; open it with the nasforge that wrote it"
+            )
+
+    def close(self) -> None:
+        """Closes the database and releases the writer lock (if held)."""
+        try:
+            self._conn.close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def directory(self) -> Path:
+        """Returns the run directory."""
+        return self.path.parent
+
+    def _write(self) -> sqlite3.Connection:
+        assert not self.readonly, "a read-only store is never written"
+        return self._conn
+
+    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        try:
+            return self._conn.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: reading failed ({exc}); the file is damaged") from exc
+
+    def _decode(self, text: Any, table: str, row: Any, want: type | tuple[type, ...]) -> Any:
+        try:
+            value = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(
+                f"{self.directory}: {table} row {row} does not decode ({exc}); the record is "
+                "damaged there: restore a copy, or delete that row"
+            ) from exc
+        if not isinstance(value, want):
+            raise StoreError(
+                f"{self.directory}: {table} row {row} holds {type(value).__name__}, expected "
+                f"{want}; the record is damaged there"
+            )
+        return value
+
+    # -- meta ----------------------------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        """Returns the stored run configuration (a copy).
+
+        Raises:
+            StoreError: the stored config does not decode.
+        """
+        if self._config is None:
+            rows = self._query("SELECT value FROM meta WHERE key='config'")
+            if not rows:
+                raise StoreError(f"{self.directory}: the record has no config row; it is damaged")
+            self._config = self._decode(rows[0][0], "meta", "'config'", dict)
+        return json.loads(json.dumps(self._config))
+
+    def objective(self) -> dict[str, Any]:
+        """Returns the objective that ranks the trials: ``metric``, ``mode``, ``constraints``,
+        ``second``.
+
+        Raises:
+            StoreError: the config has no well-formed objective.
+        """
+        obj = self.config().get("objective")
+        ok = (
+            isinstance(obj, dict)
+            and isinstance(obj.get("metric"), str)
+            and obj.get("mode") in ("max", "min")
+            and isinstance(obj.get("constraints", {}), dict)
+            and all(
+                isinstance(v, list) and len(v) == 2 for v in obj.get("constraints", {}).values()
+            )
+            and (
+                obj.get("second") is None
+                or (isinstance(obj["second"], list) and len(obj["second"]) == 2)
+            )
+        )
+        if not ok:
+            raise StoreError(
+                f"{self.directory}: the config's objective is missing or malformed ({obj!r:.200}); "
+                "the record is damaged there"
+            )
+        return {"metric": obj["metric"], "mode": obj["mode"],
+                "constraints": obj.get("constraints", {}), "second": obj.get("second")}  # fmt: skip
+
+    @property
+    def kind(self) -> str:
+        """Returns the kind of run (the runner that wrote it)."""
+        return str(self.config().get("kind", ""))
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        """Returns one meta value (text), or ``default``."""
+        rows = self._query("SELECT value FROM meta WHERE key=?", (key,))
+        return default if not rows else rows[0][0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Sets one meta value (text)."""
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def set_config(self, config: Mapping[str, Any]) -> None:
+        """Replaces the stored config (a resume that extends a budget records the new one)."""
+        text = _dumps("the run config", dict(config))
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('config', ?)", (text,))
+        self._config = None
+
+    def state(self) -> str:
+        """Returns ``running`` (a writer holds the lock), ``finished``, ``failed`` or
+        ``interrupted`` (the record says running but no writer holds it)."""
+        state = self.get_meta("state", "running") or "running"
+        if state == "running" and self._lock is None and not WriterLock.held(self.directory):
+            return "interrupted"
+        return state
+
+    def finish(self, state: str = "finished", error: str = "") -> None:
+        """Records the end of the writer's work: ``finished`` or ``failed`` with ``error``."""
+        assert state in ("finished", "failed"), state
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('state', ?)", (state,))
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('error', ?)", (error,))
+
+    def set_plan(self, unit: str, total: int | None) -> None:
+        """Records what the run will do: ``total`` units (``trials``, ``epochs``, ``steps``),
+        which ``nasforge status`` compares with what is done."""
+        self.set_meta("plan", json.dumps({"unit": unit, "total": total}))
+
+    # -- progress ------------------------------------------------------------------------------
+    def add_progress(self, step: int, row: Mapping[str, Any]) -> None:
+        """Records progress row ``step`` (replacing an earlier row of that step) in one
+        transaction."""
+        text = _dumps(f"progress row {step}", dict(row))
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO progress VALUES (?, ?, ?)", (int(step), time.time(), text)
+            )
+
+    def truncate_progress(self, after: int) -> None:
+        """Deletes the progress rows of steps greater than ``after`` (a resume from an earlier
+        checkpoint rewrites them)."""
+        with self._write() as conn:
+            conn.execute("DELETE FROM progress WHERE step > ?", (int(after),))
+
+    def progress(self, last: int | None = None) -> list[dict[str, Any]]:
+        """Returns the progress rows in step order (only the ``last`` ones if given), each with
+        its ``step``.
+
+        Raises:
+            StoreError: a row does not decode.
+        """
+        if last is None:
+            rows = self._query("SELECT step, data FROM progress ORDER BY step")
+        else:
+            rows = self._query(
+                "SELECT step, data FROM (SELECT step, data FROM progress ORDER BY step DESC "
+                "LIMIT ?) ORDER BY step",
+                (int(last),),
+            )
+        return [dict(self._decode(d, "progress", s, dict), step=s) for s, d in rows]
+
+    def n_progress(self) -> int:
+        """Returns the number of progress rows."""
+        return int(self._query("SELECT COUNT(*) FROM progress")[0][0])
+
+    # -- trials --------------------------------------------------------------------------------
+    def add_trial(self, arch_id: str, arch: Mapping[str, Any], event: bool = True) -> int:
+        """Returns the id of a new ``running`` trial; records its ask event (unless ``event``
+        is False: trials no strategy asked for) atomically."""
+        text = _dumps("an architecture", dict(arch))
+        with self._write() as conn:
+            cur = conn.execute(
+                "INSERT INTO trials (arch_id, arch, status, started) VALUES (?, ?, 'running', ?)",
+                (arch_id, text, time.time()),
+            )
+            tid = int(cur.lastrowid)
+            if event:
+                conn.execute("INSERT INTO events (kind, trial) VALUES ('ask', ?)", (tid,))
+        return tid
+
+    def restart_trial(self, trial_id: int) -> None:
+        """Marks an in-flight trial as started again (after a resume)."""
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE trials SET started=?, intermediates='[]', error=NULL WHERE id=?",
+                (time.time(), trial_id),
+            )
+
+    def finish_trial(
+        self,
+        trial_id: int,
+        status: str,
+        metrics: Mapping[str, float] | None = None,
+        intermediates: list[dict[str, float]] | None = None,
+        error: str | None = None,
+        duration: float | None = None,
+        checkpoint: str | None = None,
+        cached_from: int | None = None,
+        evaluation: str = "trained",
+        event: bool = True,
+    ) -> None:
+        """Records the outcome of a trial and (unless ``event`` is False) its tell event in one
+        transaction."""
+        assert status in FINISHED, status
+        assert evaluation in EVALUATIONS, evaluation
+        m = None if metrics is None else _dumps("metrics", dict(metrics))
+        inter = _dumps("intermediate metrics", list(intermediates or []))
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE trials SET status=?, metrics=?, intermediates=?, error=?, finished=?, "
+                "duration=?, checkpoint=?, cached_from=?, evaluation=? WHERE id=?",
+                (status, m, inter, error, time.time(), duration, checkpoint, cached_from,
+                 evaluation, trial_id),
+            )  # fmt: skip
+            if event:
+                conn.execute("INSERT INTO events (kind, trial) VALUES ('tell', ?)", (trial_id,))
+
+    def record_trial(
+        self,
+        arch_id: str,
+        arch: Mapping[str, Any],
+        metrics: Mapping[str, float] | None,
+        evaluation: str,
+        status: str = "done",
+        **fields: Any,
+    ) -> int:
+        """Returns the id of a trial recorded finished in one call (no strategy events): an
+        architecture a one-shot search found, or one an evolution scored with inherited
+        weights or a predictor."""
+        tid = self.add_trial(arch_id, arch, event=False)
+        self.finish_trial(tid, status, metrics, evaluation=evaluation, event=False, **fields)
+        return tid
+
+    def _row(self, r: sqlite3.Row) -> TrialRecord:
+        tid = r["id"]
+        metrics = r["metrics"]
+        return TrialRecord(
+            id=tid,
+            arch_id=r["arch_id"],
+            arch=self._decode(r["arch"], "trials", tid, dict),
+            status=r["status"],
+            metrics=None if metrics is None else self._decode(metrics, "trials", tid, dict),
+            intermediates=self._decode(r["intermediates"], "trials", tid, list),
+            error=r["error"],
+            started=r["started"],
+            finished=r["finished"],
+            duration=r["duration"],
+            checkpoint=r["checkpoint"],
+            cached_from=r["cached_from"],
+            evaluation=r["evaluation"],
+        )
+
+    def trials(self, status: str | None = None) -> list[TrialRecord]:
+        """Returns the trials in id order, optionally only those with ``status``.
+
+        Raises:
+            StoreError: a row does not decode.
+        """
+        if status is None:
+            rows = self._query("SELECT * FROM trials ORDER BY id")
+        else:
+            rows = self._query("SELECT * FROM trials WHERE status=? ORDER BY id", (status,))
+        return [self._row(r) for r in rows]
+
+    def trial(self, trial_id: int) -> TrialRecord:
+        """Returns one trial.
+
+        Raises:
+            StoreError: no trial has that id, or it does not decode.
+        """
+        rows = self._query("SELECT * FROM trials WHERE id=?", (trial_id,))
+        if not rows:
+            raise StoreError(f"no trial {trial_id} in {self.directory}")
+        return self._row(rows[0])
+
+    def counts(self) -> dict[str, int]:
+        """Returns the number of trials per status (one aggregate query)."""
+        return {r[0]: int(r[1]) for r in self._query(
+            "SELECT status, COUNT(*) FROM trials GROUP BY status")}  # fmt: skip
+
+    def events(self) -> list[tuple[str, int]]:
+        """Returns every (kind, trial id) event in happening order."""
+        return [(r[0], r[1]) for r in self._query("SELECT kind, trial FROM events ORDER BY seq")]
+
+    # -- artifacts -----------------------------------------------------------------------------
+    def add_artifact(
+        self, name: str, path: str | Path, kind: str, meta: Mapping[str, Any] | None = None
+    ) -> None:
+        """Records (or replaces) the artifact ``name``: a file at ``path`` (stored relative to
+        the run directory) of ``kind`` (e.g. ``supernet``, ``checkpoint``)."""
+        p = Path(path)
+        rel = str(p.relative_to(self.directory)) if p.is_absolute() else str(p)
+        text = _dumps(f"artifact {name!r} metadata", dict(meta or {}))
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO artifacts VALUES (?, ?, ?, ?, ?)",
+                (name, rel, kind, time.time(), text),
+            )
+
+    def artifacts(self, kind: str | None = None) -> dict[str, dict[str, Any]]:
+        """Returns ``name -> {"path" (absolute), "kind", "time", "meta"}`` of the artifacts."""
+        rows = self._query("SELECT * FROM artifacts ORDER BY time")
+        return {
+            r["name"]: {
+                "path": self.directory / r["path"],
+                "kind": r["kind"],
+                "time": r["time"],
+                "meta": self._decode(r["meta"], "artifacts", repr(r["name"]), dict),
+            }
+            for r in rows
+            if kind is None or r["kind"] == kind
+        }
+
+    def artifact(self, name: str) -> Path | None:
+        """Returns the absolute path of artifact ``name``, or None when not recorded."""
+        a = self.artifacts().get(name)
+        return None if a is None else a["path"]

@@ -1,0 +1,49 @@
+"""Weights in a run directory: state dicts saved as plain tensors, written atomically.
+
+Files are ``torch.save`` of a dict of CPU tensors, read back with ``weights_only=True``, so a
+record never holds pickled Python objects.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["save_weights", "load_weights"]
+
+
+def save_weights(model: Any, path: str | Path) -> str:
+    """Returns ``path`` after writing the state dict of ``model`` (a module or a dict of
+    tensors) there as CPU tensors; a crash never leaves a half-written file."""
+    import torch
+
+    state = model.state_dict() if hasattr(model, "state_dict") else model
+    state = {k: v.detach().cpu().contiguous().clone() for k, v in state.items()}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+    return str(path)
+
+
+def load_weights(path: str | Path) -> dict[str, Any]:
+    """Returns the state dict saved at ``path`` (``.pt`` or ``.safetensors``).
+
+    Raises:
+        StoreError: the file is missing or unreadable.
+    """
+    import torch
+
+    from nasforge.errors import StoreError
+
+    path = Path(path)
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            return load_file(str(path))
+        return torch.load(path, weights_only=True)
+    except Exception as exc:  # missing, corrupt or foreign file
+        raise StoreError(f"cannot read weights {path}: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,176 @@
+"""Tests of the experiment store: round trips, format checks, no silent overwrite."""
+
+import json
+import sqlite3
+
+import pytest
+
+from nasforge.errors import StoreError
+from nasforge.run.store import DB_NAME, FORMAT_VERSION, Store
+
+
+def test_round_trip_of_config_trials_and_events(tmp_path):
+    """Config, trials and events come back as written, as plain data."""
+    s = Store.create(tmp_path, {"metric": "acc", "n": 3})
+    t1 = s.add_trial("a" * 16, {"w": 8, "op": "conv"})
+    t2 = s.add_trial("b" * 16, {"w": 16, "op": "id"})
+    s.finish_trial(t2, "failed", error="boom")
+    s.finish_trial(
+        t1, "done", {"acc": 0.9}, [{"acc": 0.5}, {"acc": 0.9}], duration=1.5, checkpoint="c.pt"
+    )
+    s.close()
+    s = Store.open(tmp_path)
+    assert s.config() == {"metric": "acc", "n": 3}
+    a, b = s.trials()
+    assert (a.id, a.arch, a.status, a.metrics, a.intermediates, a.checkpoint) == (
+        1,
+        {"w": 8, "op": "conv"},
+        "done",
+        {"acc": 0.9},
+        [{"acc": 0.5}, {"acc": 0.9}],
+        "c.pt",
+    )
+    assert (b.status, b.error, b.metrics) == ("failed", "boom", None)
+    assert s.events() == [("ask", 1), ("ask", 2), ("tell", 2), ("tell", 1)]
+    assert s.trials("failed")[0].id == 2
+
+
+def test_wal_mode_and_no_pickles(tmp_path):
+    """The database runs in WAL mode and holds only text and numbers."""
+    s = Store.create(tmp_path, {})
+    s.finish_trial(s.add_trial("x" * 16, {"a": 1}), "done", {"m": 1.0})
+    s.close()
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    for table in ("meta", "trials", "events"):
+        for row in conn.execute(f"SELECT * FROM {table}"):
+            assert all(v is None or isinstance(v, (str, int, float)) for v in row)
+    row = conn.execute("SELECT arch, metrics FROM trials").fetchone()
+    assert json.loads(row[0]) == {"a": 1} and json.loads(row[1]) == {"m": 1.0}
+
+
+def test_create_never_overwrites(tmp_path):
+    """Creating a store where one exists is a StoreError and leaves the old one intact."""
+    s = Store.create(tmp_path, {"v": 1})
+    s.add_trial("a" * 16, {"a": 1})
+    s.close()
+    with pytest.raises(StoreError, match="already holds a run"):
+        Store.create(tmp_path, {"v": 2})
+    assert Store.open(tmp_path).config() == {"v": 1}
+
+
+def test_missing_store(tmp_path):
+    """Opening a directory without a database names the fix."""
+    with pytest.raises(StoreError, match="nasforge run"):
+        Store.open(tmp_path)
+
+
+def test_corrupted_file(tmp_path):
+    """A file that is not SQLite is a StoreError, not a new empty experiment."""
+    (tmp_path / DB_NAME).write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(StoreError, match="not a readable run record|corrupted|cannot be opened"):
+        Store.open(tmp_path)
+    assert (tmp_path / DB_NAME).read_bytes().startswith(b"this is not")
+
+
+def test_foreign_sqlite_database(tmp_path):
+    """An SQLite database of another program is refused."""
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    conn.execute("CREATE TABLE users (name TEXT)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="not a nasforge run"):
+        Store.open(tmp_path)
+
+
+def test_other_format_version(tmp_path):
+    """A store of another format version is refused with both versions named."""
+    Store.create(tmp_path, {}).close()
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    conn.execute("UPDATE meta SET value='0' WHERE key='version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match=f"version '0'.*reads version {FORMAT_VERSION}"):
+        Store.open(tmp_path)
+
+
+def test_progress_rows_replace_by_step_and_artifacts_round_trip(tmp_path):
+    """Progress rows come back in step order (a rewritten step replaces its row, NaN becomes
+    None); artifacts come back with absolute paths; non-JSON data is refused."""
+    s = Store.create(tmp_path, {"kind": "x"})
+    s.add_progress(1, {"loss": 1.5})
+    s.add_progress(2, {"loss": float("nan"), "arch": {"a": 1}})
+    s.add_progress(1, {"loss": 1.25})
+    with pytest.raises(StoreError):
+        s.add_progress(3, {"bad": object()})
+    s.add_artifact("supernet", tmp_path / "artifacts" / "w.pt", "supernet", {"n": 1})
+    s.close()
+    s = Store.open(tmp_path)
+    assert s.progress() == [{"loss": 1.25, "step": 1}, {"loss": None, "arch": {"a": 1}, "step": 2}]
+    assert s.progress(last=1)[0]["step"] == 2
+    assert s.artifact("supernet") == tmp_path / "artifacts" / "w.pt"
+    assert s.artifacts()["supernet"]["meta"] == {"n": 1}
+    s.close()
+
+
+def test_second_writer_is_refused_naming_the_holder_and_readers_are_not(tmp_path):
+    """While a writer holds a run, another writer gets a LockError naming its pid; a reader
+    opens and reads at once; after the writer closes, a writer may open it."""
+    import os
+
+    from nasforge.errors import LockError
+
+    w = Store.create(tmp_path, {"kind": "x"})
+    with pytest.raises(LockError, match=f"process {os.getpid()}"):
+        Store.open(tmp_path, readonly=False)
+    with Store.open(tmp_path) as r:
+        assert r.config() == {"kind": "x"} and r.state() == "running"
+    w.close()
+    with Store.open(tmp_path) as r:
+        assert r.state() == "interrupted"  # says running, but nobody writes it
+    Store.open(tmp_path, readonly=False).close()
+
+
+def test_a_killed_writer_leaves_no_lock(tmp_path):
+    """A writer process killed with SIGKILL while holding the lock does not lock the run."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import sys, time; from nasforge.run.store import Store; "
+        f"s = Store.create({str(tmp_path)!r}, {{'kind': 'x'}}); print('held', flush=True); "
+        "time.sleep(60)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        from nasforge.errors import LockError
+
+        with pytest.raises(LockError, match=f"process {proc.pid}"):
+            Store.open(tmp_path, readonly=False)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    time.sleep(0.1)
+    with Store.open(tmp_path, readonly=False) as s:
+        assert s.config() == {"kind": "x"}
+
+
+def test_corrupt_rows_are_store_errors_naming_the_row(tmp_path):
+    """Invalid JSON in a trial or in the stored config gives a StoreError naming the row, not
+    a JSONDecodeError."""
+    s = Store.create(tmp_path, {"kind": "x"})
+    s.finish_trial(s.add_trial("a" * 16, {"a": 1}), "done", {"m": 1.0})
+    s.close()
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    conn.execute("UPDATE trials SET metrics='{not json' WHERE id=1")
+    conn.commit()
+    with Store.open(tmp_path) as r, pytest.raises(StoreError, match="trials row 1"):
+        r.trials()
+    conn.execute("UPDATE meta SET value='[1, 2' WHERE key='config'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="meta row 'config'"):
+        Store.open(tmp_path)
