@@ -58,6 +58,16 @@ def test_middle_candidates_start_as_identity() -> None:
     assert space.blocks[0].candidate(0)(torch.randn(3, 64)).shape == (3, 8)
 
 
+def test_first_block_normalises_each_sample() -> None:
+    """Block 0's candidates see each sample's features at zero mean and unit variance."""
+    torch.manual_seed(0)
+    space = ChoiceSupernet(n_blocks=3, n_candidates=2, hidden=8)
+    x = torch.rand(4, 64)
+    for cand in space.blocks[0].candidates():
+        assert torch.allclose(cand(3.0 * x + 1.0), cand(x), atol=1e-3)  # eps=1e-5 in the norm
+        assert isinstance(cand[0], nn.Linear)
+
+
 def test_digits_are_standardised_on_the_training_part() -> None:
     """digits(n) gives zero mean and unit spread per non-constant pixel over the first n."""
     x, y = digits(1400)
@@ -90,7 +100,7 @@ def test_documented_deep_supernet_learns() -> None:
     cfg = RunConfig(ChoiceSupernet, kw, steps=64, n_stages=1, lr=0.05, momentum=0.9,
                     batch_size=16, data=(xtr, ytr))  # fmt: skip
     result = train_sequential(cfg)
-    assert float(np.mean(result["losses"][-16:])) < 2.1  # measured 1.88; chance is 2.30
+    assert float(np.mean(result["losses"][-16:])) < 2.1  # measured 1.74; chance is 2.30
     space = ChoiceSupernet(**kw)
     state = TrainResult(cfg, result["losses"], result["state"], 1.0, 0.0).space_state_dict()
     space.load_state_dict(state)
@@ -99,4 +109,4 @@ def test_documented_deep_supernet_learns() -> None:
         for seed in range(8):
             logits = subnet_model(space, ss.sample(seed))(torch.as_tensor(xte))
             accs.append(float((logits.argmax(1).numpy() == yte).mean()))
-    assert np.mean(accs) > 0.3, accs  # measured 0.45 (8 subnets); chance is 0.10
+    assert np.mean(accs) > 0.3, accs  # measured 0.50 (8 subnets); chance is 0.10
