@@ -1,27 +1,131 @@
-"""Real pipeline runs on this machine: sequential vs CSP vs BSP vs ASP on one supernet.
+"""Real pipeline runs on this machine: sequential vs CSP vs BSP vs ASP vs torch's GPipe.
 
 Each scheduler trains the same supernet (m choice blocks x n candidates of wide Linear
 layers, sklearn digits) for the same subnet sequence; throughput is samples per second of
 training-loop time (process start-up excluded), bubble ratio is 1 - busy / (stages x wall).
-All figures come from this one run, so compare them as ratios. ``csp_equals_sequential``
-checks Definition 1 on the way (every tensor with torch.equal, every loss).
 
-Last line: one JSON object {"samples_per_s": {...}, "bubble_ratio": {...}, ...}.
+``gpipe`` is the peer users actually run: :mod:`torch.distributed.pipelining` with its
+``ScheduleGPipe`` (the maintained successor of torchgpipe) on the same number of gloo processes
+on 127.0.0.1. It pipelines *inside* a subnet: every step builds the subnet's stage module from
+the shared layers, splits the batch into ``--microbatches`` micro-batches, runs all forwards
+then all backwards, and applies the same per-layer SGD with momentum. Subnets therefore run
+one after another (no inter-subnet overlap), in sequence order.
+
+``--sampler fair`` gives every run the same strict-fairness (FairNAS) sequence as an explicit
+``RunConfig.subnets`` list; the pipeline stages honour it only once ``StageWorker`` builds its
+feed from ``cfg.subnets`` (see docs/naspipe.md), until then ``equals_sequential`` is false.
+
+``equals_sequential`` checks Definition 1 for every run: every loss and every tensor of the
+supernet (``torch.equal``) against the one-process reference.
+
+Last line: one JSON object {"samples_per_s": {...}, "equals_sequential": {...}, ...}.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+from torch import nn
 
+from nasforge.parallel.context import sgd_momentum_step
+from nasforge.parallel.csp import static_partition
+from nasforge.parallel.fair_sampler import fair_subnets
+from nasforge.parallel.runtime import RunConfig, _Data, set_determinism
+from nasforge.parallel.sampler import get_sampler
+from nasforge.parallel.supernet import ChoiceSupernet, layer_table, n_candidates
 from nasforge.parallel.train import train_supernet
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _gpipe_worker(rank: int, world: int, port: int, cfg: RunConfig, mb: int, out: str) -> None:
+    """Trains cfg.steps subnets as stage ``rank`` of a torch.distributed.pipelining GPipe."""
+    from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        set_determinism(cfg.seed)
+        torch.manual_seed(cfg.seed)  # the same initial weights as every nasforge run
+        space = ChoiceSupernet(**cfg.space_kwargs)
+        table = layer_table(space)
+        ncand = n_candidates(space)
+        blocks = list(static_partition(len(ncand), world)[rank])
+        if cfg.subnets is not None:  # an explicit sequence, as RunConfig allows
+            subnets = [tuple(s) for s in cfg.subnets[: cfg.steps]]
+        else:
+            sampler = get_sampler(cfg.sampler, ncand, cfg.seed)
+            subnets = [next(sampler) for _ in range(cfg.steps)]
+        data = _Data(cfg)
+        bufs = {
+            (b, c): [torch.zeros_like(p) for p in table[(b, c)].parameters()]
+            for b in blocks
+            for c in range(ncand[b])
+        }
+        losses: list[float] = []
+        dist.barrier()
+        t0 = time.perf_counter()
+        for seq, sn in enumerate(subnets):
+            layers = [table[(b, sn[b])] for b in blocks]
+            stage_mod = nn.Sequential(*layers)
+            # A fresh stage per subnet: its layers differ; shapes are inferred each step.
+            stage = PipelineStage(stage_mod, rank, world, torch.device("cpu"))
+            sched = ScheduleGPipe(stage, mb, loss_fn=F.cross_entropy)
+            x, y = data.batch(seq)
+            if rank == 0:
+                sched.step(x)
+            elif rank == world - 1:
+                mlosses: list[torch.Tensor] = []
+                sched.step(target=y, losses=mlosses)
+                losses.append(torch.stack([m.detach() for m in mlosses]).mean().item())
+            else:
+                sched.step()
+            for b in blocks:
+                params = list(table[(b, sn[b])].parameters())
+                grads = [p.grad for p in params]
+                sgd_momentum_step(params, grads, bufs[(b, sn[b])], cfg.lr, cfg.momentum)
+                for p in params:
+                    p.grad = None
+        wall = time.perf_counter() - t0
+        state = {
+            f"{b}.{c}.{name}": p.detach().clone()
+            for b in blocks
+            for c in range(ncand[b])
+            for name, p in table[(b, c)].named_parameters()
+        }
+        torch.save({"state": state, "losses": losses, "wall": wall}, Path(out) / f"{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def train_gpipe(cfg: RunConfig, stages: int, microbatches: int) -> dict:
+    """Returns ``{"state", "losses", "wall"}`` of a torch.distributed.pipelining GPipe run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(_gpipe_worker, args=(stages, _free_port(), cfg, microbatches, tmp), nprocs=stages)
+        parts = [torch.load(Path(tmp) / f"{r}.pt") for r in range(stages)]
+    state: dict[str, torch.Tensor] = {}
+    for p in parts:
+        state.update(p["state"])
+    return {"state": state, "losses": parts[-1]["losses"], "wall": max(p["wall"] for p in parts)}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Runs the four trainings; prints the JSON line last."""
+    """Runs the five trainings; prints the JSON line last."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--stages", type=int, default=2)
     ap.add_argument("--blocks", type=int, default=8)
@@ -29,36 +133,63 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=48)
     ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--microbatches", type=int, default=4, help="GPipe micro-batches per batch")
+    ap.add_argument(
+        "--sampler",
+        choices=["uniform", "fair"],
+        default="uniform",
+        help="uniform SPOS subnets, or a strict-fairness (FairNAS) sequence given to every run "
+        "as RunConfig.subnets (needs the runtime to honour it, see docs/naspipe.md)",
+    )
     ap.add_argument("--quick", action="store_true", help="24 steps, hidden 256")
     args = ap.parse_args(argv)
     if args.quick:
         args.steps, args.hidden = 24, 256
+    torch.set_num_threads(1)
     space = {"n_blocks": args.blocks, "n_candidates": args.candidates, "hidden": args.hidden}
     common = {"steps": args.steps, "batch_size": args.batch_size, "lr": 0.01}
-    runs = {"sequential": train_supernet(space, pipeline=1, **common)}
+    base = RunConfig(ChoiceSupernet, space)
+    if args.sampler == "fair":
+        seq = fair_subnets([args.candidates] * args.blocks, args.steps, seed=0)
+        base.subnets = [list(s) for s in seq]
+    runs = {"sequential": train_supernet(base, pipeline=1, **common)}
     for policy in ("csp", "bsp", "asp"):
-        runs[policy] = train_supernet(space, pipeline=args.stages, policy=policy, **common)
-    for name, r in runs.items():
-        print(
-            f"{name:10s} {r.samples_per_s:9.1f} samples/s  bubble {r.bubble_ratio:.3f}  "
-            f"final loss {r.losses[-1]:.4f}",
-            file=sys.stderr,
-        )
-    seq, csp = runs["sequential"], runs["csp"]
-    equal = csp.losses == seq.losses and all(
-        torch.equal(csp.state[k], v) for k, v in seq.state.items()
-    )
+        runs[policy] = train_supernet(base, pipeline=args.stages, policy=policy, **common)
+    ref = runs["sequential"]
     sps = {k: round(r.samples_per_s, 2) for k, r in runs.items()}
+    equal = {
+        k: r.losses == ref.losses and all(torch.equal(r.state[n], v) for n, v in ref.state.items())
+        for k, r in runs.items()
+        if k != "sequential"
+    }
+    g = train_gpipe(ref.config, args.stages, args.microbatches)
+    sps["gpipe_torch"] = round(args.steps * args.batch_size / g["wall"], 2)
+    equal["gpipe_torch"] = g["losses"] == ref.losses and all(
+        torch.equal(g["state"][n], v) for n, v in ref.state.items()
+    )
+    gap = max(abs(a - b) for a, b in zip(g["losses"], ref.losses))
+    for name, v in sps.items():
+        print(f"{name:12s} {v:9.1f} samples/s  equal {equal.get(name, '-')}", file=sys.stderr)
+    csp = runs["csp"]
     out = {
         "samples_per_s": sps,
         "bubble_ratio": {k: round(r.bubble_ratio, 4) for k, r in runs.items() if k != "sequential"},
+        "equals_sequential": equal,
+        "gpipe_torch_max_loss_gap": gap,
         "csp_vs_sequential": round(sps["csp"] / sps["sequential"], 3),
         "csp_vs_bsp": round(sps["csp"] / sps["bsp"], 3),
-        "csp_equals_sequential": equal,
-        "bsp_equals_sequential": runs["bsp"].losses == seq.losses,
-        "asp_equals_sequential": runs["asp"].losses == seq.losses,
+        "csp_vs_gpipe_torch": round(sps["csp"] / sps["gpipe_torch"], 3),
+        "csp_equals_sequential": equal["csp"],
+        "bsp_equals_sequential": equal["bsp"],
+        "asp_equals_sequential": equal["asp"],
         "cache_hit_rate_csp": [round(s["hit_rate"], 4) for s in csp.cache],
-        "config": {**space, **common, "stages": args.stages},
+        "config": {
+            **space,
+            **common,
+            "stages": args.stages,
+            "microbatches": args.microbatches,
+            "sampler": args.sampler,
+        },
     }
     print(json.dumps(out))
     return 0

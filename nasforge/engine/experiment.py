@@ -172,7 +172,9 @@ class Experiment(BaseRunner):
             ConfigError: a missing space or evaluator, a bad reference or setting.
         """
         s = {**dict(settings), **overrides}
-        s.pop("data", None) if s.get("data") is None else None
+        s.pop("search_space", None)  # stored for the resume check; the space rebuilds it
+        if s.get("data") is None:
+            s.pop("data", None)
         bench = s.pop("benchmark", None)
         if bench:
             from nasforge.engine.tabular import NasBenchMacro

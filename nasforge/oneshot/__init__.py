@@ -8,7 +8,7 @@ module: :mod:`~nasforge.oneshot.supernet` (conversion, export, weight inheritanc
 ``oneshot``).
 """
 
-from nasforge.oneshot._loop import SearchConfig, SearchResult
+from nasforge.oneshot.common import SearchConfig, SearchResult
 from nasforge.oneshot.runner import OneShot, OneShotExperiment, OneShotSearch
 from nasforge.oneshot.search import ALGORITHMS, SearchState, get_algorithm, search, supernet
 from nasforge.oneshot.spos import activate, recalibrate_bn

@@ -38,7 +38,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from nasforge.errors import ConfigError, StoreError
-from nasforge.oneshot._loop import Batch, SearchConfig, Split, accuracy, split_data
+from nasforge.oneshot.common import Batch, SearchConfig, Split, accuracy, split_data
 from nasforge.oneshot.search import ALGORITHMS, SearchState, search
 from nasforge.oneshot.search import supernet as make_supernet
 from nasforge.oneshot.spos import recalibrate_bn
@@ -81,7 +81,7 @@ class OneShot:
                 f"one-shot strategy {name!r}: unknown setting in {sorted(settings)}; the "
                 f"settings are {fields}"
             ) from exc
-        self.config.check()
+        self.config.check(allow_no_epochs=True)  # OneShotSearch checks epochs=0 against weights
         self.name = name
 
     def settings(self) -> dict[str, Any]:
@@ -193,7 +193,8 @@ class OneShotSearch(BaseRunner):
         supernet: str | Path | None = None,
         **settings: Any,
     ) -> None:
-        multi = {"n_trials", "time_budget", "executor", "concurrency", "evaluator", "metric"}
+        multi = {"n_trials", "time_budget", "executor", "concurrency", "evaluator", "evaluate",
+                 "metric"}  # fmt: skip
         bad = sorted(multi & settings.keys())
         if bad:
             raise ConfigError(

@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=32, help="subnets trained (one batch each)")
     p.add_argument("-p", "--pipeline", type=int, default=1, help="pipeline stages (processes)")
     p.add_argument("--policy", choices=["csp", "bsp", "asp"], default="csp")
-    p.add_argument("--sampler", choices=["uniform", "evolution"], default="uniform")
+    p.add_argument("--sampler", choices=["uniform", "evolution", "fair"], default="uniform")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)

@@ -279,9 +279,7 @@ class StageWorker:
         b0 = self.partition[rank].start
         self.in_numel = cfg.batch_size * numel[b0 - 1] if rank > 0 else 0
         self.out_numel = cfg.batch_size * numel[self.partition[rank].stop - 1]
-        self.feed = SubnetFeed(
-            get_sampler(cfg.sampler, self.ncand, cfg.seed), self.ncand, cfg.steps
-        )
+        self.feed = SubnetFeed(_source(cfg, self.ncand), self.ncand, cfg.steps)
         self.window = cfg.window or self.d
         self.bulk = cfg.bulk or self.d
         self.queue: list[int] = []  # forward tasks ready here, arrival order

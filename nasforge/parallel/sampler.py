@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from nasforge.errors import ConfigError
 from nasforge.parallel.csp import Subnet, check_subnet
+from nasforge.parallel.fair_sampler import FairSampler
 
 __all__ = ["UniformSampler", "EvolutionSampler", "SubnetFeed", "get_sampler"]
 
@@ -67,6 +68,7 @@ class EvolutionSampler:
 _SAMPLERS: dict[str, Callable[..., object]] = {
     "uniform": UniformSampler,
     "evolution": EvolutionSampler,
+    "fair": FairSampler,
 }
 
 

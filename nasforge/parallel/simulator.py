@@ -47,7 +47,14 @@ from nasforge.parallel.csp import (
     stage_layers,
 )
 
-__all__ = ["SimResult", "simulate", "sequential_trace", "layer_orders", "POLICIES"]
+__all__ = [
+    "SimResult",
+    "simulate",
+    "sequential_trace",
+    "layer_orders",
+    "bubble_floor",
+    "POLICIES",
+]
 
 POLICIES = ("csp", "bsp", "asp")
 
@@ -67,6 +74,12 @@ class SimResult:
     cache_hits: int = 0
     cache_misses: int = 0
     trace: list[Access] = field(default_factory=list)
+    batch: int = 1  # samples per subnet (training step); costs were given at this batch
+
+    @property
+    def samples_per_time(self) -> float:
+        """Returns samples per unit of time: throughput x batch (compare at equal memory)."""
+        return self.throughput * self.batch
 
     @property
     def throughput(self) -> float:
@@ -140,6 +153,7 @@ def simulate(
     record_trace: bool = False,
     lookahead: bool = True,
     per_subnet: Sequence[Sequence[range]] | None = None,
+    batch: int = 1,
 ) -> SimResult:
     """Returns the simulated run of ``subnets`` through a ``len(partition)``-stage pipeline.
 
@@ -150,6 +164,8 @@ def simulate(
     ``per_subnet`` gives each subnet its own partition (layer mirroring, §4.2; ``partition``
     then only sizes the caches): csp then waits on the stage where the earlier subnet WRITEs
     the shared layer (:func:`blocked_by_mirrored`); pushing a WRITE to mirrors is free here.
+    ``batch`` is only recorded (the costs are for that batch); see
+    :attr:`SimResult.samples_per_time`.
 
     Raises:
         ConfigError: unknown policy, a window < 1, no subnets.
@@ -168,7 +184,7 @@ def simulate(
             biggest = max(len(p[k]) for p in (per_subnet or [partition]))
             cap = max(biggest, int(round(cache_subnets * len(partition[k]))), 1)
             st.cache = LayerCache(cap)
-    res = SimResult(policy, n_stages, len(subnets), 0.0, [0.0] * n_stages)
+    res = SimResult(policy, n_stages, len(subnets), 0.0, [0.0] * n_stages, batch=batch)
     parts = per_subnet or [partition] * len(subnets)
     layers = [
         [stage_layers(sn, parts[i], k) for k in range(n_stages)] for i, sn in enumerate(subnets)
@@ -351,3 +367,55 @@ def _pick_mirrored(
 def _bulk_size(bulk_end: int, bulk: int) -> int:
     """Returns the size of the bulk ending at ``bulk_end`` (the last bulk may be short)."""
     return bulk if bulk_end % bulk == 0 else bulk_end % bulk
+
+
+def bubble_floor(
+    subnets: Sequence[Subnet],
+    partition: Sequence[range],
+    fwd: Sequence[Sequence[float]],
+    bwd: Sequence[Sequence[float]],
+    *,
+    per_layer: bool = False,
+) -> float:
+    """Returns the lowest bubble ratio any schedule keeping Definition 2 can reach here.
+
+    Relaxes everything but the dependencies: stages may run any number of tasks at once and
+    links are free. A forward of subnet y on stage K starts after y's forward on K - 1 and
+    after the backward on K of the last earlier subnet sharing a layer there; backwards follow
+    the forward chain back. With ``per_layer`` the dependency is per layer instead: y's forward
+    of layer l starts once the last earlier subnet's backward has passed l (a schedule that
+    checks dependencies per layer, not per stage). The makespan is then at least this critical
+    path and at least the busiest stage's work, so::
+
+        bubble >= 1 - total work / (D x max(critical path, busiest stage))
+
+    Invariants: a csp :func:`simulate` run of the same inputs has ``bubble_ratio`` >= this
+    (for ``per_layer`` as well, since per-stage checks are stricter).
+    """
+    d = len(partition)
+    blocks = [list(r) for r in partition]
+    work = [0.0] * d
+    done_at: dict[Layer, float] = {}  # when the last WRITE of a layer is done
+    end = 0.0
+    for sn in subnets:
+        f = [sum(fwd[b][sn[b]] for b in bl) for bl in blocks]
+        g = [sum(bwd[b][sn[b]] for b in bl) for bl in blocks]
+        for k in range(d):
+            work[k] += f[k] + g[k]
+        t = 0.0
+        if per_layer:
+            for b in range(len(sn)):
+                t = max(t, done_at.get((b, sn[b]), 0.0)) + fwd[b][sn[b]]
+            for b in reversed(range(len(sn))):
+                t += bwd[b][sn[b]]
+                done_at[(b, sn[b])] = t
+        else:
+            for k in range(d):
+                t = max([t] + [done_at.get((b, sn[b]), 0.0) for b in blocks[k]]) + f[k]
+            for k in reversed(range(d)):
+                t += g[k]
+                for b in blocks[k]:
+                    done_at[(b, sn[b])] = t
+        end = max(end, t)
+    span = max(end, max(work))
+    return 1.0 - sum(work) / (d * span) if span else 0.0

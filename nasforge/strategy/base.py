@@ -24,6 +24,22 @@ from nasforge.space.search_space import Arch, SearchSpace
 
 __all__ = ["BaseStrategy", "register_strategy", "get_strategy", "list_strategies"]
 
+#: Value types for which (type, value) pairs are equal exactly when their JSON is, which is how
+#: ``Decision.index`` compares candidates (floats are left out: 0.0 == -0.0, not as JSON).
+_EXACT = frozenset({int, str, bool, type(None)})
+_MISSING = object()
+
+
+def _value_key(value: Any) -> Any:
+    """Returns a hashable key equal for two values exactly when ``Decision.index`` takes them
+    for the same candidate, or None for a value outside the exact types."""
+    t = type(value)
+    if t in _EXACT:
+        return (t, value)
+    if (t is list or t is tuple) and all(type(v) in _EXACT for v in value):
+        return (list, tuple((type(v), v) for v in value))  # a tuple is the list of its items
+    return None
+
 
 class BaseStrategy(abc.ABC):
     """Returns architectures to try (``ask``) and learns from their metrics (``tell``).
@@ -46,6 +62,7 @@ class BaseStrategy(abc.ABC):
             raise ConfigError(f"seed must be an int, got {seed!r}")
         self.seed = seed
         self._space: SearchSpace | None = None
+        self._lookup: dict[str, dict[Any, Any]] = {}
 
     # -- public edge -------------------------------------------------------------------------
     @property
@@ -76,12 +93,20 @@ class BaseStrategy(abc.ABC):
                 "LayerChoice, InputChoice or Repeat to the model space"
             )
         self._space = space
+        #: label -> {value key -> candidate}: validate's answer for exact-typed values (only
+        #: for spaces that validate as SearchSpace does: a subclass may canonicalise)
+        self._lookup = {}
+        if type(space).validate is SearchSpace.validate:
+            self._lookup = {
+                d.label: {k: v for v in d.values if (k := _value_key(v)) is not None}
+                for d in space.decisions
+            }
         self._reset()
 
     def ask(self) -> Arch | None:
         """Returns the next architecture to evaluate, or None when the strategy is exhausted."""
         arch = self._ask()
-        return None if arch is None else self.space.validate(arch)
+        return None if arch is None else self._validate(arch)
 
     def tell(self, arch: Mapping[str, Any], metric: float | None) -> None:
         """Records the metric (higher is better) of an architecture; None marks it failed.
@@ -90,7 +115,7 @@ class BaseStrategy(abc.ABC):
             ArchitectureError: ``arch`` is not inside the space.
             ConfigError: ``metric`` is neither None nor a finite number.
         """
-        arch = self.space.validate(arch)
+        arch = self._validate(arch)
         if metric is not None:
             if isinstance(metric, bool) or not isinstance(metric, (int, float)):
                 raise ConfigError(f"metric must be a float or None, got {metric!r}")
@@ -98,6 +123,27 @@ class BaseStrategy(abc.ABC):
             if not math.isfinite(metric):
                 raise ConfigError(f"metric must be finite, got {metric!r}; tell None for failure")
         self._tell(arch, metric)
+
+    def _validate(self, arch: Any) -> Arch:
+        """Returns ``self.space.validate(arch)``, from a lookup table when every value is of an
+        exact type: validate encodes each value as JSON, which dominated replaying a long run.
+
+        Raises:
+            ArchitectureError: as ``SearchSpace.validate`` (anything off the fast path goes
+                there, errors included).
+        """
+        lookup = self._lookup
+        if lookup and type(arch) is dict and len(arch) == len(lookup):
+            out: Arch = {}
+            for label, table in lookup.items():
+                key = _value_key(arch.get(label, _MISSING))
+                value = _MISSING if key is None else table.get(key, _MISSING)
+                if value is _MISSING:
+                    break
+                out[label] = value
+            else:
+                return out
+        return self.space.validate(arch)
 
     def replay(self, history: Iterable[tuple[Mapping[str, Any], float | None]]) -> None:
         """Rebuilds state from a sequential history: one ask then one tell per (arch, metric).

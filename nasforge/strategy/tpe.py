@@ -1,30 +1,69 @@
 """Tree-structured Parzen Estimator search through Optuna's ``TPESampler`` (Bergstra et al.
-2011). Pure (no torch); Optuna is imported when the strategy is set up.
+2011), with no repeated architecture. Pure (no torch); Optuna is imported when the strategy is
+set up.
 
 Each decision becomes one categorical Optuna parameter over candidate *positions* (ints), so any
 JSON candidate (lists of input indices included) works. Trials asked but not yet told stay
 "running" in the in-memory Optuna study, which TPE handles natively.
+
+Why repeats are handled here. A TPE sampler whose Parzen estimator is peaked proposes an
+architecture it has already seen; an engine that answers a repeat with the earlier metric and a
+strategy that adds that answer as one more observation make the estimator more peaked still, so
+repeats feed on themselves (on a 4**12 space 60% of asks were repeats, and the cost of an ask
+grew with every one). So:
+
+    history   the Optuna study holds one observation per distinct architecture. A tell of an
+              architecture already told with a metric closes its Optuna trial as FAIL, which
+              TPE ignores, instead of adding a second observation.
+    proposal  ``ask`` takes TPE's proposal when it is an architecture not yet asked or told.
+              Otherwise TPE's trial is closed as FAIL, TPE is asked again up to
+              ``n_resamples`` times, and if it still repeats itself the answer is the nearest
+              unseen architecture to its last proposal (fewest decisions changed, ties broken by
+              the strategy's seeded generator). That architecture enters the study when told.
+    exhausted ``ask`` returns None once every architecture of the space was asked.
 """
 
 from __future__ import annotations
 
+import itertools
+import random
 import warnings
 from typing import Any
 
 from nasforge.errors import ConfigError
-from nasforge.space.search_space import Arch, arch_id
+from nasforge.space.search_space import Arch
 from nasforge.strategy.base import BaseStrategy, register_strategy
 
 __all__ = ["TPEStrategy"]
 
+#: Spaces up to this size are enumerated to find an unseen architecture when random probes
+#: around the proposal all hit seen ones; bigger spaces are probed uniformly instead.
+_ENUMERATE_LIMIT = 1_000_000
+#: Random probes per Hamming radius before the radius grows.
+_PROBES_PER_RADIUS = 32
+
+Pos = tuple[int, ...]  # an architecture as candidate positions, in space order
+
 
 @register_strategy("tpe")
 class TPEStrategy(BaseStrategy):
-    """Returns architectures proposed by Optuna's TPE sampler, seeded.
+    """Returns architectures proposed by Optuna's TPE sampler, seeded, never one already seen.
 
-    Invariants: the same seed and ask/tell sequence give the same architectures; a told
-    architecture that was never asked (a foreign history) is added to the study as a finished
-    trial, so replay of any recorded history works.
+    Arguments: ``n_startup_trials`` random trials before TPE; ``n_ei_candidates`` candidates
+    TPE scores per proposal; ``multivariate`` one joint Parzen estimator over all decisions
+    (Optuna's multivariate TPE, its own default since Optuna 5; one estimator split per ask
+    instead of one per decision, so 5 to 10x cheaper on 12 decisions) or, if False, one
+    independent estimator per decision (the TPE of Bergstra et al.); ``group`` Optuna's grouped
+    multivariate TPE (needs ``multivariate``; the same as ``multivariate`` on a space whose
+    decisions are all present in every trial, which nasforge spaces are); ``n_resamples`` how
+    many times TPE is asked again after proposing a seen architecture.
+
+    Invariants: the same seed and ask/tell sequence give the same architectures; no
+    architecture is asked twice while an unseen one exists (an architecture counts as seen once
+    asked or told); the Optuna study holds at most one observation per architecture, so a
+    repeated tell (a ``cached`` trial) adds nothing; a told architecture that was never asked (a
+    foreign history) is added to the study as a finished trial, so replay of any recorded
+    history works.
 
     Raises:
         ConfigError: Optuna is not installed (``pip install optuna``), or bad arguments.
@@ -35,24 +74,49 @@ class TPEStrategy(BaseStrategy):
         seed: int = 0,
         n_startup_trials: int = 10,
         n_ei_candidates: int = 24,
-        multivariate: bool = False,
+        multivariate: bool = True,
+        group: bool = False,
+        n_resamples: int = 0,
     ) -> None:
         super().__init__(seed)
-        if not isinstance(n_startup_trials, int) or n_startup_trials < 0:
-            raise ConfigError(f"n_startup_trials must be an int >= 0, got {n_startup_trials!r}")
+        for name, value, low in (
+            ("n_startup_trials", n_startup_trials, 0),
+            ("n_ei_candidates", n_ei_candidates, 1),
+            ("n_resamples", n_resamples, 0),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ConfigError(f"{name} must be an int >= {low}, got {value!r}")
+        if group and not multivariate:
+            raise ConfigError(
+                "group=True needs multivariate=True (Optuna's grouped TPE is multivariate); "
+                "pass multivariate=True, group=True"
+            )
         self.n_startup_trials = n_startup_trials
         self.n_ei_candidates = n_ei_candidates
-        self.multivariate = multivariate
+        self.multivariate = bool(multivariate)
+        self.group = bool(group)
+        self.n_resamples = n_resamples
 
     def config(self) -> dict[str, Any]:
-        """Returns the constructor arguments as plain JSON-able data."""
-        return {
+        """Returns the constructor arguments as plain JSON-able data.
+
+        ``group`` and ``n_resamples`` appear only when they differ from their defaults, so the
+        config of a run recorded before they existed still matches (and the run resumes) when
+        the strategy is built with the same arguments as then.
+        """
+        out: dict[str, Any] = {
             "seed": self.seed,
             "n_startup_trials": self.n_startup_trials,
             "n_ei_candidates": self.n_ei_candidates,
             "multivariate": self.multivariate,
         }
+        if self.group:
+            out["group"] = True
+        if self.n_resamples:
+            out["n_resamples"] = self.n_resamples
+        return out
 
+    # -- state ---------------------------------------------------------------------------------
     def _reset(self) -> None:
         try:
             import optuna
@@ -61,40 +125,121 @@ class TPEStrategy(BaseStrategy):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # ExperimentalWarning for multivariate
+            warnings.simplefilter("ignore")  # ExperimentalWarning for multivariate / group
             sampler = optuna.samplers.TPESampler(
                 seed=self.seed,
                 n_startup_trials=self.n_startup_trials,
                 n_ei_candidates=self.n_ei_candidates,
                 multivariate=self.multivariate,
+                group=self.group,
             )
         self._study = optuna.create_study(direction="maximize", sampler=sampler)
+        self._decisions = self.space.decisions
+        self._sizes = [len(d) for d in self._decisions]
+        self._size = self.space.size
         self._dists = {
             d.label: optuna.distributions.CategoricalDistribution(list(range(len(d))))
-            for d in self.space.decisions
+            for d in self._decisions
         }
-        self._pending: dict[str, list[Any]] = {}
+        self._rng = random.Random(self.seed)  # only for the nearest-unseen fallback
+        self._seen: set[Pos] = set()  # asked or told
+        self._told: dict[Pos, bool] = {}  # told -> whether a metric (not a failure) was told
+        self._pending: dict[Pos, list[Any]] = {}  # asked, not told -> Optuna trials (None: ours)
+        #: asks whose TPE proposal was already seen (diagnostics; each became a fresh arch)
+        self.n_repeat_proposals = 0
 
-    def _ask(self) -> Arch:
-        trial = self._study.ask(self._dists)
-        arch = self.space.from_index([trial.params[d.label] for d in self.space.decisions])
-        self._pending.setdefault(arch_id(arch), []).append(trial)
-        return arch
+    @property
+    def n_observations(self) -> int:
+        """Returns how many completed trials the Optuna study holds: one per architecture told
+        with a metric, however often it was told."""
+        complete = (self._optuna.trial.TrialState.COMPLETE,)
+        return len(self._study.get_trials(deepcopy=False, states=complete))
 
+    # -- ask -----------------------------------------------------------------------------------
+    def _ask(self) -> Arch | None:
+        if len(self._seen) >= self._size:
+            return None  # every architecture was asked: nothing new is left
+        pos: Pos = ()
+        for _ in range(1 + self.n_resamples):
+            trial = self._study.ask(self._dists)
+            params = trial.params  # a fresh copy on every access: read it once
+            pos = tuple(params[d.label] for d in self._decisions)
+            if pos not in self._seen:
+                return self._hand_out(pos, trial)
+            # a repeat is never an observation: close TPE's trial as failed (TPE skips those)
+            self.n_repeat_proposals += 1
+            self._study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
+        return self._hand_out(self._nearest_unseen(pos), None)
+
+    def _hand_out(self, pos: Pos, trial: Any) -> Arch:
+        self._seen.add(pos)
+        self._pending.setdefault(pos, []).append(trial)
+        return self.space.from_index(pos)
+
+    def _nearest_unseen(self, pos: Pos) -> Pos:
+        """Returns an unseen architecture with the fewest decisions changed from ``pos``.
+
+        Radius 1 is searched exhaustively (in seeded random order); larger radii by
+        ``_PROBES_PER_RADIUS`` seeded probes each; then the space is enumerated (small spaces)
+        or probed uniformly (large ones, where unseen architectures are the vast majority).
+        """
+        rng = self._rng
+        mutable = [i for i, n in enumerate(self._sizes) if n > 1]
+        neighbours = [(i, v) for i in mutable for v in range(self._sizes[i]) if v != pos[i]]
+        rng.shuffle(neighbours)
+        for i, v in neighbours:
+            cand = pos[:i] + (v,) + pos[i + 1 :]
+            if cand not in self._seen:
+                return cand
+        for radius in range(2, len(mutable) + 1):
+            for _ in range(_PROBES_PER_RADIUS):
+                cand = list(pos)
+                for i in rng.sample(mutable, radius):
+                    other = rng.randrange(self._sizes[i] - 1)
+                    cand[i] = other if other < pos[i] else other + 1
+                if tuple(cand) not in self._seen:
+                    return tuple(cand)
+        if self._size <= _ENUMERATE_LIMIT:
+            unseen = [
+                p
+                for p in itertools.product(*(range(n) for n in self._sizes))
+                if p not in self._seen
+            ]
+            assert unseen, "ask checks that an unseen architecture exists"
+            return unseen[rng.randrange(len(unseen))]
+        while True:  # unseen archs outnumber seen ones by far here, so this ends fast
+            cand = tuple(rng.randrange(n) for n in self._sizes)
+            if cand not in self._seen:
+                return cand
+
+    # -- tell ----------------------------------------------------------------------------------
     def _tell(self, arch: Arch, metric: float | None) -> None:
         optuna = self._optuna
-        state = (
-            optuna.trial.TrialState.COMPLETE
-            if metric is not None
-            else (optuna.trial.TrialState.FAIL)
-        )
-        waiting = self._pending.get(arch_id(arch))
+        pos: Pos = tuple(d.index(arch[d.label]) for d in self._decisions)
+        waiting = self._pending.get(pos)
+        trial = None
         if waiting:
-            self._study.tell(waiting.pop(0), metric, state=state)
+            trial = waiting.pop(0)
+            if not waiting:
+                del self._pending[pos]
+        self._seen.add(pos)
+        if self._told.get(pos, False) or (metric is None and pos in self._told):
+            # already observed (e.g. the engine's ``cached`` copy): not a new observation
+            if trial is not None:
+                self._study.tell(trial, state=optuna.trial.TrialState.FAIL)
             return
-        params = dict(zip(self.space, self.space.index_of(arch)))
+        self._told[pos] = metric is not None
+        state = (
+            optuna.trial.TrialState.COMPLETE if metric is not None else optuna.trial.TrialState.FAIL
+        )
+        if trial is not None:
+            self._study.tell(trial, metric, state=state)
+            return
         self._study.add_trial(
             optuna.trial.create_trial(
-                params=params, distributions=self._dists, value=metric, state=state
+                params={d.label: p for d, p in zip(self._decisions, pos)},
+                distributions=self._dists,
+                value=metric,
+                state=state,
             )
         )

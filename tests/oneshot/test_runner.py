@@ -13,7 +13,7 @@ from nasforge.cli import main
 from nasforge.data import split_dataset
 from nasforge.engine import Store
 from nasforge.errors import ConfigError, SpaceError
-from nasforge.oneshot._loop import accuracy
+from nasforge.oneshot.common import accuracy
 from nasforge.oneshot.runner import OneShot, OneShotExperiment
 from nasforge.run.export import load_model
 from nasforge.run.files import load_run_file as load_experiment

@@ -26,13 +26,14 @@ from nasforge.parallel.csp import (
 
 
 def test_pure_modules_do_not_import_torch() -> None:
-    """csp, cache and simulator import with torch made unimportable."""
+    """csp, cache, simulator, memory, costs and fair_sampler import with torch unimportable."""
     root = Path(nasforge.__file__).parent
     code = (
         "import sys, types; sys.modules['torch'] = None\n"
         f"pkg = types.ModuleType('nasforge'); pkg.__path__ = [{str(root)!r}]\n"
         "sys.modules['nasforge'] = pkg\n"
         "import nasforge.parallel.csp, nasforge.parallel.cache, nasforge.parallel.simulator\n"
+        "import nasforge.parallel.memory, nasforge.parallel.costs, nasforge.parallel.fair_sampler\n"
         "print('ok')"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
