@@ -31,6 +31,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import math
 import os
 import queue
 import random
@@ -45,7 +46,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from nasforge.errors import ConfigError
+from nasforge.errors import ConfigError, DivergenceError
 from nasforge.parallel.context import ContextManager
 from nasforge.parallel.csp import (
     FinishedList,
@@ -61,10 +62,12 @@ from nasforge.parallel.supernet import layer_table, n_candidates, run_layers
 __all__ = [
     "RunConfig",
     "StageWorker",
+    "digits",
     "train_sequential",
     "check_config",
     "config_dict",
     "set_determinism",
+    "check_loss",
     "POLICIES",
 ]
 
@@ -93,7 +96,12 @@ class RunConfig:
     cache_subnets: float | None = 3.0  # device cache per stage, in subnets' stage layers
     device: str = "cpu"
     timeout_s: float = 300.0
-    data: tuple[Any, Any] | None = None  # (X float array, y int array); None: sklearn digits
+    # Where stage processes listen. Loopback (default): a file rendezvous and gloo on the
+    # loopback interface, nothing reachable from other hosts. Any other address of this host
+    # (or "0.0.0.0") opts in to other hosts: a TCP rendezvous there, gloo on its default device
+    # (the host name's address, or the interface named by GLOO_SOCKET_IFNAME).
+    bind: str = "127.0.0.1"
+    data: tuple[Any, Any] | None = None  # (X float, y int) arrays; None: digits(), standardised
     fail_rank: int = -1  # fault injection for tests: this rank exits at fail_step's forward
     fail_step: int = -1
 
@@ -110,17 +118,31 @@ def set_determinism(seed: int) -> None:
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 
+def digits(n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Returns sklearn's digits ``(X float32 [N, 64], y int64 [N])``, each pixel standardised.
+
+    The default data of a run. Each pixel gets zero mean and unit variance over the first
+    ``n`` samples (all when ``None``; pass the training part's size so a held-out part does
+    not leak into the statistics); pixels constant there are only centred. Why: the raw
+    ``pixels / 16`` have mean 0.31 and spread 0.38, so every sample shares a large common
+    component; standardised inputs made the 8-block example learn about twice as fast
+    (held-out accuracy after 64 steps 0.19 -> 0.52, measured with the residual supernet).
+    """
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = d.data.astype(np.float64)
+    ref = x if n is None else x[:n]
+    sd = ref.std(0)
+    x = (x - ref.mean(0)) / np.where(sd > 0, sd, 1.0)
+    return x.astype(np.float32), d.target.astype(np.int64)
+
+
 class _Data:
     """Batches as a pure function of (seed, step): every process builds the same ones."""
 
     def __init__(self, cfg: RunConfig) -> None:
-        if cfg.data is None:
-            from sklearn.datasets import load_digits
-
-            d = load_digits()
-            x, y = d.data / 16.0, d.target
-        else:
-            x, y = cfg.data
+        x, y = digits() if cfg.data is None else cfg.data
         self.x = torch.as_tensor(np.asarray(x), dtype=torch.float32)
         self.y = torch.as_tensor(np.asarray(y), dtype=torch.long)
         self.perm = np.random.RandomState(cfg.seed).permutation(len(self.x))
@@ -159,6 +181,27 @@ def _capacity(cfg: RunConfig, n_layers_stage: int, n_owned: int) -> int:
     return max(n_layers_stage, int(round(cfg.cache_subnets * n_layers_stage)))
 
 
+def check_loss(value: float, seq: int, subnet: Any, cfg: RunConfig) -> None:
+    """Returns None when ``value`` (the loss of step ``seq``) is finite.
+
+    Called before the step's backward and update, so the weights a run holds when it stops
+    are those of the last finite step; the run returns none of them.
+
+    Raises:
+        DivergenceError: the loss is NaN or infinite; the message names the step, the subnet
+            and the learning rate, and the error carries ``step``, ``subnet`` and ``loss``.
+    """
+    if not math.isfinite(value):
+        err = DivergenceError(
+            f"training diverged: the loss of step {seq} (subnet {list(subnet)}) is {value}; "
+            f"expected a finite loss with lr={cfg.lr}, momentum={cfg.momentum}; lower the "
+            f"learning rate (e.g. lr={cfg.lr / 10:g}) and train again: the run stopped and "
+            "returns no weights"
+        )
+        err.step, err.subnet, err.loss = seq, list(subnet), value  # for a run record's event
+        raise err
+
+
 # -- sequential reference ----------------------------------------------------------------------
 
 
@@ -167,6 +210,10 @@ def train_sequential(cfg: RunConfig) -> dict[str, Any]:
 
     The reference for Definition 1: subnets in sequence order, one batch each, per-layer SGD
     with momentum, the same context manager (one stage holding every block).
+
+    Raises:
+        DivergenceError: a step's loss is NaN or infinite (see :func:`check_loss`); nothing
+            is returned.
     """
     set_determinism(cfg.seed)
     space = _build_space(cfg)
@@ -179,10 +226,12 @@ def train_sequential(cfg: RunConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         for seq in range(cfg.steps):
-            keys = list(enumerate(feed.get(seq)))
+            subnet = feed.get(seq)
+            keys = list(enumerate(subnet))
             mods = ctx.acquire(keys)
             x, y = data.batch(seq)
             loss = F.cross_entropy(run_layers(mods, x.to(ctx.device)), y.to(ctx.device))
+            check_loss(loss.item(), seq, subnet, cfg)
             loss.backward()
             ctx.release(keys)
             grads = _take_grads(mods)
@@ -287,6 +336,9 @@ class StageWorker:
         if self.last:
             y = self.data.batch(seq)[1].to(self.device)
             loss = F.cross_entropy(out, y)
+            # The last stage alone sees the loss: it raises, its process exits with a
+            # divergence record, and the launcher ends every other stage (launcher._worker).
+            check_loss(loss.item(), seq, self.feed.get(seq), cfg)
             loss.backward()
             self.losses[seq] = loss.item()
             self.busy += time.perf_counter() - t0
@@ -361,6 +413,12 @@ class StageWorker:
     # Algorithm 1 ---------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
+        """Returns this stage's ``{"state", "losses", "stats", "busy", "wall"}`` after the run.
+
+        Raises:
+            DivergenceError: (last stage) a step's loss is NaN or infinite.
+            RuntimeError: a neighbour's message could not be received (it died).
+        """
         steps = self.cfg.steps
         inbox: queue.Queue = queue.Queue()
         threads = []

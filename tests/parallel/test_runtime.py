@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
 import pytest
 import torch
 
-from nasforge.errors import ArchitectureError, ScheduleError, WorkerError
+from nasforge.errors import ArchitectureError, DivergenceError, ScheduleError, WorkerError
 from nasforge.parallel.launcher import collect, launch
 from nasforge.parallel.runtime import RunConfig, train_sequential
 from nasforge.parallel.supernet import ChoiceSupernet
@@ -115,6 +116,28 @@ def test_dying_worker_stops_the_run_and_leaves_no_process() -> None:
     """A stage that dies mid-run gives WorkerError naming it; no stage process survives."""
     with pytest.raises(WorkerError, match="stage 1 .* exited with code 17"):
         launch(_cfg(fail_rank=1, fail_step=5, timeout_s=120))
+    assert not _children()
+
+
+#: lr=5 makes _cfg()'s run diverge; sequential and pipeline runs agree on where (bitwise).
+_DIVERGED = r"step 12 \(subnet \[1, 2, 2, 2\]\) is nan; expected a finite loss with lr=5.0"
+
+
+def test_nan_loss_stops_sequential_training() -> None:
+    """A NaN loss raises DivergenceError naming the step and subnet; nothing is returned."""
+    with pytest.raises(DivergenceError, match=_DIVERGED) as info:
+        train_sequential(_cfg(lr=5.0))
+    assert (info.value.step, info.value.subnet) == (12, [1, 2, 2, 2])
+
+
+def test_nan_loss_stops_every_pipeline_stage() -> None:
+    """The last stage's NaN loss ends both stages and the parent raises DivergenceError."""
+    with pytest.raises(
+        DivergenceError, match="pipeline stage 1: training diverged: the loss of " + _DIVERGED
+    ) as info:
+        launch(_cfg(lr=5.0, timeout_s=120))
+    err = info.value
+    assert (err.stage, err.step, err.subnet, math.isnan(err.loss)) == (1, 12, [1, 2, 2, 2], True)
     assert not _children()
 
 
