@@ -47,7 +47,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from nasforge.errors import ConfigError, DivergenceError
-from nasforge.parallel.context import ContextManager
+from nasforge.parallel.context import TieredLayerCache
 from nasforge.parallel.csp import (
     FinishedList,
     Task,
@@ -219,7 +219,7 @@ def train_sequential(cfg: RunConfig) -> dict[str, Any]:
     space = _build_space(cfg)
     ncand = n_candidates(space)
     table = layer_table(space)
-    ctx = ContextManager(table, _capacity(cfg, len(ncand), len(table)), cfg.device)
+    ctx = TieredLayerCache(table, _capacity(cfg, len(ncand), len(table)), cfg.device)
     data = _Data(cfg)
     feed = SubnetFeed(_source(cfg, ncand), ncand, cfg.steps)
     losses = []
@@ -259,7 +259,7 @@ def _take_grads(mods: list) -> list[list[torch.Tensor]]:
 class StageWorker:
     """Returns the worker of one process's share of the pipeline; :meth:`run` trains it.
 
-    It owns its stage's blocks (in a :class:`ContextManager`), the forward queue, the ready
+    It owns its stage's blocks (in a :class:`TieredLayerCache`), the forward queue, the ready
     backwards, the finished list and the Algorithm 1 loop.
     """
 
@@ -273,7 +273,7 @@ class StageWorker:
         mine = {key: m for key, m in table.items() if key[0] in self.partition[rank]}
         cap = _capacity(cfg, len(self.partition[rank]), len(mine))
         self.device = torch.device(cfg.device)
-        self.ctx = ContextManager(mine, cap, self.device)
+        self.ctx = TieredLayerCache(mine, cap, self.device)
         self.data = _Data(cfg)
         numel = _boundary_numels(table, len(self.ncand), self.data.batch(0)[0])
         b0 = self.partition[rank].start
