@@ -427,7 +427,10 @@ def _layer_backward(
         with torch.enable_grad(), _replay(states[k], y), frozen_bn_stats(layer.ops[k]):
             g = layer.ops[k](layer.pool(ins))
         targets = ins + wrt + ctx_need
-        grads = torch.autograd.grad(g, targets, gys[k], allow_unused=True)
+        if g.requires_grad:
+            grads = torch.autograd.grad(g, targets, gys[k], allow_unused=True)
+        else:  # a constant G_k (the zero op): no gradient flows through it
+            grads = (None,) * len(targets)
         for j in range(k):  # into grad Y_j, j < k
             _add(gys, j, grads[j])
         for j in range(k + 1, n):  # into grad X_j, j > k
