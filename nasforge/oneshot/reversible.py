@@ -209,10 +209,13 @@ class ReversibleLayer(nn.Module):
                 h = self.pool([*xs[:k], *xs[k + 1 :]])
                 for cname, cand in _candidates(op):
                     before = h.clone()
-                    with frozen_bn_stats(cand):
-                        out = cand(h)
                     what = f"reversible layer {self.name!r}, split {k + 1}{_op_name(op)}"
                     what += f", candidate {cname!r}" if cname else ""
+                    try:
+                        with frozen_bn_stats(cand):
+                            out = cand(h)
+                    except Exception as exc:
+                        raise SpaceError(f"{what}: fails on its split input: {exc}") from exc
                     if not isinstance(out, torch.Tensor) or out.shape != h.shape:
                         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out)
                         raise SpaceError(

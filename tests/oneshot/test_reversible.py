@@ -1,0 +1,167 @@
+"""Reversible stacks: inverse, reconstructed gradients against ordinary autograd, memory, errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import nasforge as nf
+from nasforge.errors import SpaceError
+from nasforge.oneshot import Supernet
+from nasforge.oneshot.darts import Darts
+from nasforge.oneshot.nasb import Nasb, NasbLayer, binarize
+from nasforge.oneshot.peak_memory import peak_saved_bytes
+from nasforge.oneshot.reversible import (
+    Context,
+    ReversibleLayer,
+    ReversibleStack,
+    set_reconstruct,
+)
+
+
+class Op(nn.Module):
+    """Linear, activation, dropout; adds the mean of the context memory when there is one."""
+
+    def __init__(self, c: int, act: nn.Module, p: float, ctx: Context | None = None) -> None:
+        super().__init__()
+        self.lin, self.act, self.drop, self.ctx = nn.Linear(c, c), act, nn.Dropout(p), ctx
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        out = self.drop(self.act(self.lin(h)))
+        mem = self.ctx.get("memory") if self.ctx is not None else None
+        return out if mem is None else out + mem.mean(1, keepdim=True)[..., : h.shape[-1]]
+
+
+class Toy(nf.ModelSpace):
+    """A reversible stack of ``depth`` layers of ``n`` searched splits over a linear embedding."""
+
+    def __init__(self, d: int = 12, n: int = 3, depth: int = 3, p: float = 0.2) -> None:
+        super().__init__()
+        c, ctx = d // n, Context()
+
+        def choice(i: int, k: int) -> nf.LayerChoice:
+            ops = {
+                "tanh": Op(c, nn.Tanh(), p, ctx),
+                "gelu": Op(c, nn.GELU(), p, ctx),
+                "id": nn.Identity(),
+            }
+            return nf.LayerChoice(ops, label=f"l{i}.g{k}")
+
+        layers = [ReversibleLayer([choice(i, k) for k in range(n)]) for i in range(depth)]
+        self.emb = nn.Linear(5, d)
+        self.stack = ReversibleStack(layers, ctx)
+        self.head = nn.Linear(d, 1)
+
+    def forward(self, x: torch.Tensor, mem: torch.Tensor) -> torch.Tensor:
+        return self.head(self.stack(self.emb(x), memory=mem)).sum()
+
+
+def _grads(net: Supernet, algo: type, x: torch.Tensor, mem: torch.Tensor, rec: bool) -> list:
+    set_reconstruct(net, rec)
+    net.zero_grad(set_to_none=True)
+    mem.grad = None
+    torch.manual_seed(1)  # the same dropout masks for both runs
+    if algo is Nasb:
+        binarize(net)
+    net(x, mem).backward()
+    params = list(net.weights()) + list(net.arch_parameters())
+    return [None if p.grad is None else p.grad.clone() for p in params] + [mem.grad.clone()]
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 1e-5)])
+def test_darts_reconstructed_gradients_equal_autograd(dtype: torch.dtype, tol: float) -> None:
+    """Reversible DARTS gives every weight, alpha and the memory autograd's gradient (dropout)."""
+    net = Supernet(Toy(p=0.2), Darts).to(dtype)
+    x = torch.randn(4, 7, 5, dtype=dtype)
+    mem = torch.randn(4, 3, 12, dtype=dtype, requires_grad=True)
+    rev, ref = _grads(net, Darts, x, mem, True), _grads(net, Darts, x, mem, False)
+    assert all(g is not None for g in ref)
+    for a, b in zip(rev, ref):
+        assert _rel(a, b) < tol
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 1e-5)])
+@pytest.mark.parametrize("p", [0.0, 0.2])
+def test_nasb_reconstructed_gradients_equal_autograd(
+    dtype: torch.dtype, tol: float, p: float
+) -> None:
+    """Reversible NASB: weights and architecture entries match ordinary NASB (dropout on/off)."""
+    net = Supernet(Toy(p=p), Nasb).to(dtype)
+    with torch.no_grad():
+        for a in net.arch_parameters():
+            a.copy_(torch.randn_like(a))
+    x = torch.randn(4, 7, 5, dtype=dtype)
+    mem = torch.randn(4, 3, 12, dtype=dtype, requires_grad=True)
+    rev, ref = _grads(net, Nasb, x, mem, True), _grads(net, Nasb, x, mem, False)
+    for a, b in zip(rev, ref):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert _rel(a, b) < tol
+    assert any(isinstance(m, NasbLayer) for m in net.mixed())
+
+
+def test_reconstructed_inputs_equal_forward_inputs() -> None:
+    """The inputs rebuilt during backward equal the layer inputs of the forward (dropout on)."""
+    torch.set_default_dtype(torch.float64)
+    try:
+        net = Supernet(Toy(depth=4, p=0.3), Darts)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    stack = net.model.stack
+    seen: dict[int, torch.Tensor] = {}
+    rebuilt: dict[int, torch.Tensor] = {}
+    for i, layer in enumerate(stack.layers):
+        layer.register_forward_pre_hook(lambda m, a, i=i: seen.__setitem__(i, a[0].clone()))
+    stack.on_reconstruct = lambda i, x: rebuilt.__setitem__(i, x.clone())
+    net(torch.randn(3, 6, 5, dtype=torch.float64), torch.randn(3, 2, 12)).backward()
+    assert sorted(rebuilt) == [0, 1, 2, 3]
+    for i in range(4):
+        assert _rel(rebuilt[i], seen[i]) < 1e-12
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_layer_inverse(n: int) -> None:
+    """inverse(layer(x)) == x for any number of splits, max and avg pooling."""
+    for pool in ("max", "avg"):
+        ops = [nn.Sequential(nn.Linear(4, 4), nn.Tanh()) for _ in range(n)]
+        layer = ReversibleLayer(ops, pool).double()
+        x = torch.randn(2, 3, 4 * n, dtype=torch.float64)
+        assert torch.allclose(layer.inverse(layer(x)), x, atol=1e-12)
+
+
+def test_only_top_output_saved_memory_flat_in_depth() -> None:
+    """Peak saved bytes of reversible DARTS do not grow with depth; ordinary DARTS's do."""
+    peaks = {}
+    for depth in (2, 8):
+        for rec in (True, False):
+            net = Supernet(Toy(d=24, depth=depth), Darts)
+            set_reconstruct(net, rec)
+            x, mem = torch.randn(8, 16, 5), torch.randn(8, 2, 24)
+            peaks[depth, rec] = peak_saved_bytes(
+                lambda net=net, x=x, mem=mem: net(x, mem).backward(), net.parameters()
+            )
+    assert peaks[8, True] <= 1.2 * peaks[2, True]
+    assert peaks[8, False] > 3 * peaks[2, False]
+    assert peaks[8, True] < 0.5 * peaks[8, False]
+
+
+def test_bad_input_errors_name_the_layer() -> None:
+    """Indivisible hidden size, wrong output shape, a non-invertible layer, an in-place op."""
+    layer = ReversibleLayer([nn.Identity(), nn.Identity(), nn.Identity()], name="enc.0")
+    with pytest.raises(SpaceError, match="enc.0.*10 is not divisible by its 3"):
+        layer(torch.randn(1, 2, 10))
+    stack = ReversibleStack([ReversibleLayer([nn.Linear(4, 4), nn.Linear(4, 3)])], name="dec")
+    with pytest.raises(SpaceError, match=r"dec\.0', split 2.*differs from its split"):
+        stack(torch.randn(1, 2, 8))
+    with pytest.raises(SpaceError, match="layer 1 is a Linear, which has no inverse"):
+        ReversibleStack([ReversibleLayer([nn.Identity(), nn.Identity()]), nn.Linear(4, 4)])
+    inplace = ReversibleStack([ReversibleLayer([nn.ReLU(inplace=True), nn.Identity()])])
+    with pytest.raises(SpaceError, match="in place"):
+        inplace(torch.randn(1, 2, 8))
+    with pytest.raises(SpaceError, match="n >= 2"):
+        ReversibleLayer([nn.Identity()])
