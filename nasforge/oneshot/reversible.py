@@ -39,6 +39,7 @@ reconstructed backward gives the gradients of ordinary autograd through the same
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -61,6 +62,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 RngState = tuple[torch.Tensor, torch.Tensor | None]
+
+# Per-module caches of module walks, keyed weakly so that a copy of a model starts afresh.
+_FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PARAM_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_HAS_BN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class Context:
@@ -229,15 +235,20 @@ class ReversibleLayer(nn.Module):
                         )
 
 
-def _extra_params(stack: nn.Module) -> list[torch.Tensor]:
-    """Returns the parameters the ops use that are not the stack's own: the architecture
-    parameters of mixed ops (held by their supernet), deduplicated."""
-    seen: dict[int, torch.Tensor] = {}
-    for m in stack.modules():
-        if isinstance(m, MixedLayer):
-            a = m.arch()
-            seen.setdefault(id(a), a)
-    return list(seen.values())
+def _grad_params(stack: ReversibleStack) -> list[torch.Tensor]:
+    """Returns the tensors the function differentiates: the stack's parameters and the
+    architecture parameters of its mixed ops (held by their supernet), deduplicated, those that
+    require a gradient now. The module walk is done once per stack."""
+    found = _FOUND.get(stack)
+    if found is None:
+        mixed = [m for m in stack.modules() if isinstance(m, MixedLayer)]
+        found = _FOUND[stack] = (list(stack.parameters()), mixed)
+    own, mixed = found
+    seen: dict[int, torch.Tensor] = {id(p): p for p in own}
+    for m in mixed:
+        a = m.arch()
+        seen.setdefault(id(a), a)
+    return [p for p in seen.values() if p.requires_grad]
 
 
 class ReversibleStack(nn.Module):
@@ -313,8 +324,7 @@ class ReversibleStack(nn.Module):
             return x
         names = [k for k, v in context.items() if v is not None]
         ctx_tensors = [context[k] for k in names]
-        params = [p for p in self.parameters() if p.requires_grad]
-        params += [a for a in _extra_params(self) if a.requires_grad]
+        params = _grad_params(self)
         return _Reconstruct.apply(self, names, len(ctx_tensors), x, *ctx_tensors, *params)
 
     def inverse(self, y: torch.Tensor, **context: torch.Tensor | None) -> torch.Tensor:
@@ -367,8 +377,7 @@ class _Reconstruct(torch.autograd.Function):
         y, *ctx_in = ctx.saved_tensors
         need = ctx.needs_input_grad
         n_ctx = ctx.n_ctx
-        params = [p for p in stack.parameters() if p.requires_grad]
-        params += [a for a in _extra_params(stack) if a.requires_grad]
+        params = _grad_params(stack)
         # context leaves: gradients into e.g. the encoder memory are collected across layers
         leaves = [t.detach().requires_grad_(bool(need[4 + i])) for i, t in enumerate(ctx_in)]
         grad_ctx: list[torch.Tensor | None] = [None] * n_ctx
@@ -378,8 +387,8 @@ class _Reconstruct(torch.autograd.Function):
             y = y.detach()
             for i in reversed(range(len(stack.layers))):
                 layer = stack.layers[i]
-                own = {id(p) for p in layer.parameters()}
-                wrt = [p for p in params if id(p) in own or not _is_stack_param(p, stack)]
+                own = _param_ids(layer)
+                wrt = [p for p in params if id(p) in own or id(p) not in _param_ids(stack)]
                 y, grad_y = _layer_backward(
                     layer, y, grad_y, ctx.states[i], leaves, wrt, grad_ctx, grad_p
                 )
@@ -391,12 +400,22 @@ class _Reconstruct(torch.autograd.Function):
         return (None, None, None, grad_y, *grad_ctx, *out_p)
 
 
-def _is_stack_param(p: torch.Tensor, stack: ReversibleStack) -> bool:
-    ids = stack.__dict__.get("_param_ids")
+def _param_ids(module: nn.Module) -> set[int]:
+    """Returns the ids of the parameters of ``module`` (computed once per module)."""
+    ids = _PARAM_IDS.get(module)
     if ids is None:
-        ids = {id(q) for q in stack.parameters()}
-        stack.__dict__["_param_ids"] = ids
-    return id(p) in ids
+        ids = _PARAM_IDS[module] = {id(q) for q in module.parameters()}
+    return ids
+
+
+def _has_bn(module: nn.Module) -> bool:
+    """Returns whether ``module`` holds a batch-norm layer (computed once per module)."""
+    has = _HAS_BN.get(module)
+    if has is None:
+        has = _HAS_BN[module] = any(
+            isinstance(m, nn.modules.batchnorm._BatchNorm) for m in module.modules()
+        )
+    return has
 
 
 def _add(store: Any, key: Any, g: torch.Tensor | None) -> None:
@@ -427,8 +446,13 @@ def _layer_backward(
     for k in reversed(range(n)):
         # inputs of G_k: Y_{<k} and the already rebuilt X_{>k}, as fresh leaves
         ins = [t.detach().requires_grad_(True) for t in (*ys[:k], *xs[k + 1 :])]
-        with torch.enable_grad(), _replay(states[k], y), frozen_bn_stats(layer.ops[k]):
-            g = layer.ops[k](layer.pool(ins))
+        op = layer.ops[k]
+        with torch.enable_grad(), _replay(states[k], y):
+            if _has_bn(op):
+                with frozen_bn_stats(op):  # running statistics were updated in forward
+                    g = op(layer.pool(ins))
+            else:
+                g = op(layer.pool(ins))
         targets = ins + wrt + ctx_need
         if g.requires_grad:
             grads = torch.autograd.grad(g, targets, gys[k], allow_unused=True)
