@@ -129,7 +129,10 @@ def greedy_decode(model: Any, src: torch.Tensor, max_len: int | None = None) -> 
         done |= nxt == EOS
         if bool(done.all()):
             break
-    return [[int(t) for t in row[1:] if t not in (PAD,)] for row in ys]
+    out = []
+    for row in ys[:, 1:].tolist():
+        out.append(row[: row.index(EOS)] if EOS in row else row)
+    return out
 
 
 @torch.no_grad()
