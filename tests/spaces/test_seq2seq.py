@@ -105,3 +105,21 @@ def test_bad_configurations_raise_before_training() -> None:
         _space(enc_ops=["ffn", "cross_attn"])
     with pytest.raises(SpaceError, match="not divisible by 8"):
         _space(d=24)
+
+
+def test_multi_trial_strategy_asks_and_freezes() -> None:
+    """Regularized evolution and TPE ask architectures that freeze into runnable models."""
+    from nasforge.strategy import get_strategy
+
+    space = _space()
+    src, tgt = _batch()
+    for name in ("evolution", "tpe"):
+        strategy = get_strategy(name, seed=0)
+        strategy.setup(space.search_space())
+        for _ in range(3):
+            arch = strategy.ask()
+            assert arch is not None
+            model = nf.freeze(space, arch).eval()
+            with torch.no_grad():
+                loss = model(src, tgt).logsumexp(-1).mean()
+            strategy.tell(arch, -float(loss))
