@@ -62,13 +62,12 @@ SETTINGS = {
         train_s=20,
         beam=2,
         n_test_beam=10,
-        threads=1,
     ),
     "cpu": dict(
         n_pairs=10000,
         test=500,
         vocab=8000,
-        d=120,
+        d=144,
         e=64,
         splits=2,
         s=2,
@@ -78,7 +77,6 @@ SETTINGS = {
         train_s=1200,
         beam=5,
         n_test_beam=200,
-        threads=2,
     ),
     "paper": dict(
         n_pairs=10000,
@@ -94,7 +92,6 @@ SETTINGS = {
         train_s=24 * 3600,
         beam=5,
         n_test_beam=500,
-        threads=16,
     ),
 }
 
@@ -104,13 +101,20 @@ def main() -> None:
     ap.add_argument("--setting", choices=sorted(SETTINGS), default="tiny")
     ap.add_argument("--data", default=str(DATA))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="e.g. cuda for the paper setting")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (1 on a shared machine; the cpu setting's budget assumes 2 cores)",
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     cfg = SETTINGS[args.setting]
     if not Path(args.data).is_dir():
         print(json.dumps({"skipped": f"translation data not found at {args.data}"}))
         return
-    torch.set_num_threads(int(cfg["threads"]))
+    torch.set_num_threads(args.threads)
     pairs = load_pairs(args.data, "train", limit=int(cfg["n_pairs"]))
     parts = split_pairs(pairs, {"test": int(cfg["test"]), "train": -1}, seed=args.seed)
     train, test = parts["train"], parts["test"]
@@ -120,7 +124,11 @@ def main() -> None:
     tok = int(cfg["tokens"])
 
     def batches(s: list, t: list):
-        return lambda epoch: token_batches(s, t, tok, seed=args.seed + epoch)
+        def make(epoch: int):
+            for b in token_batches(s, t, tok, seed=args.seed + epoch):
+                yield tuple(x.to(args.device) for x in b)
+
+        return make
 
     space = Seq2SeqSpace(
         bpe.vocab_size,
@@ -135,7 +143,7 @@ def main() -> None:
         space,
         batches(src[:half], tgt[:half]),
         batches(src[half:], tgt[half:]),
-        RevSearchConfig(time_budget_s=float(cfg["search_s"]), seed=args.seed),
+        RevSearchConfig(time_budget_s=float(cfg["search_s"]), seed=args.seed, device=args.device),
     )
     search_s = time.perf_counter() - t0
     rand_arch = space.search_space().sample(args.seed)
@@ -151,6 +159,7 @@ def main() -> None:
     out["params"] = {k: n_params(m) for k, m in models.items()}
     for name, model in models.items():
         torch.manual_seed(args.seed)
+        model.to(args.device)
         rows = train_seq2seq(
             model, batches(src, tgt), TrainConfig(time_budget_s=float(cfg["train_s"]))
         )

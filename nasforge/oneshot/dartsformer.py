@@ -57,6 +57,7 @@ class RevSearchConfig:
     time_budget_s: float = 60.0
     log_every: int = 20
     seed: int = 0
+    device: str = "cpu"  # where the supernet lives; batches must be there too
 
     def check(self) -> None:
         """Raises ConfigError on an unknown algorithm or a non-positive budget."""
@@ -160,7 +161,7 @@ def rev_search(
     cfg = cfg or RevSearchConfig()
     cfg.check()
     torch.manual_seed(cfg.seed)
-    net = Supernet(space, _ALGOS[cfg.algorithm])
+    net = Supernet(space, _ALGOS[cfg.algorithm]).to(cfg.device)
     set_reconstruct(net, cfg.reconstruct)
     opt_w = torch.optim.Adam(net.weights(), lr=cfg.w_lr, betas=(0.9, 0.98), eps=1e-9)
     opt_a = torch.optim.Adam(

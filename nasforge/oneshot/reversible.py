@@ -87,6 +87,9 @@ class Context:
     def __deepcopy__(self, memo: dict[int, Any]) -> Context:
         return Context()  # tensors belong to one call, never to a copy of the model
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {"tensors": {}}  # nor to a pickled model
+
 
 class Pool(nn.Module):
     """Returns the element-wise max or mean of the ``n - 1`` split tensors of Eq. 5."""

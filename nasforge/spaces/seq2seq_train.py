@@ -199,6 +199,7 @@ def translate_bleu(
         src = torch.full((len(chunk), max(map(len, chunk))), PAD, dtype=torch.long)
         for j, r in enumerate(chunk):
             src[j, : len(r)] = torch.tensor(r)
+        src = src.to(next(model.parameters()).device)
         out = greedy_decode(model, src) if beam == 1 else beam_search(model, src, beam, len_penalty)
         hyps += bpe.decode(out)
     return bleu(hyps, references), hyps
