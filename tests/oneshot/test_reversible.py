@@ -203,3 +203,13 @@ def test_autograd_grad_for_arch_only_and_generic_search_loop() -> None:
         Classifier(), "nasb", (torch.randn(64, 4), torch.randint(0, 3, (64,))), epochs=1
     )
     assert set(result.arch) == {f"c{i}.g{k}" for i in range(3) for k in range(2)}
+
+
+def test_peak_counts_tensors_saved_during_reconstruction() -> None:
+    """The peak includes the recomputed G_k graphs of backward, beyond what forward saves."""
+    net = Supernet(Toy(d=24, depth=4), Darts)
+    x, mem = torch.randn(8, 16, 5), torch.randn(8, 2, 24)
+    net(x, mem)  # probe once
+    forward_only = peak_saved_bytes(lambda: net(x, mem), net.parameters())
+    whole_step = peak_saved_bytes(lambda: net(x, mem).backward(), net.parameters())
+    assert whole_step > 2 * forward_only

@@ -140,8 +140,9 @@ def _seq_grads(net: Supernet, rec: bool, src: torch.Tensor, tgt: torch.Tensor) -
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 1e-5)])
 def test_seq2seq_darts_reconstruction_equals_autograd(dtype: torch.dtype, tol: float) -> None:
-    """On the paper's space (dropout 0.1), reversible DARTS gradients equal ordinary DARTS's."""
-    net = Supernet(_space(), Darts).to(dtype)
+    """On the paper's space (dropout 0.1, a searched block repeated twice so that decisions are
+    tied across layers), reversible DARTS gradients equal ordinary DARTS's."""
+    net = Supernet(_space(repeats=2), Darts).to(dtype)
     src, tgt = _batch()
     rev, ref = _seq_grads(net, True, src, tgt), _seq_grads(net, False, src, tgt)
     assert len(rev) == len(ref) and all(g is not None for g in ref)
