@@ -60,6 +60,8 @@ SETTINGS = {
         repeats=1,
         tokens=600,
         search_tokens=600,
+        search=dict(warmup=20, w_lr=1e-3, a_lr=3e-3),
+        train=dict(warmup=50, lr=1e-3),
         search_s=20,
         train_s=20,
         beam=2,
@@ -68,7 +70,7 @@ SETTINGS = {
     "cpu": dict(
         n_pairs=10000,
         test=500,
-        vocab=8000,
+        vocab=4000,  # the 64-wide logits over the vocabulary dominate a CPU step
         d=144,
         e=64,
         splits=2,
@@ -76,6 +78,9 @@ SETTINGS = {
         repeats=1,
         tokens=2500,
         search_tokens=1200,  # about 6 s per search step on one loaded core
+        # about 200 steps fit: a short warm-up, and alpha's step scaled up from 3e-4
+        search=dict(warmup=50, w_lr=1e-3, a_lr=3e-3),
+        train=dict(warmup=200, lr=1e-3),
         search_s=1200,
         train_s=1200,
         beam=5,
@@ -92,6 +97,8 @@ SETTINGS = {
         repeats=3,
         tokens=5000,
         search_tokens=5000,
+        search=dict(warmup=10000, w_lr=5e-4, a_lr=3e-4),  # §3.2
+        train=dict(warmup=10000, lr=5e-4),  # §4.1: the search's schedule
         search_s=40 * 3600,
         train_s=24 * 3600,
         beam=5,
@@ -147,7 +154,12 @@ def main() -> None:
         space,
         batches(src[:half], tgt[:half], int(cfg["search_tokens"])),
         batches(src[half:], tgt[half:], int(cfg["search_tokens"])),
-        RevSearchConfig(time_budget_s=float(cfg["search_s"]), seed=args.seed, device=args.device),
+        RevSearchConfig(
+            time_budget_s=float(cfg["search_s"]),
+            seed=args.seed,
+            device=args.device,
+            **cfg["search"],  # type: ignore[arg-type]
+        ),
     )
     search_s = time.perf_counter() - t0
     rand_arch = space.search_space().sample(args.seed)
@@ -165,7 +177,9 @@ def main() -> None:
         torch.manual_seed(args.seed)
         model.to(args.device)
         rows = train_seq2seq(
-            model, batches(src, tgt), TrainConfig(time_budget_s=float(cfg["train_s"]))
+            model,
+            batches(src, tgt),
+            TrainConfig(time_budget_s=float(cfg["train_s"]), **cfg["train"]),
         )
         greedy, _ = translate_bleu(model, bpe, test.src, test.tgt, beam=1)
         n_beam = int(cfg["n_test_beam"])
@@ -177,8 +191,10 @@ def main() -> None:
             f"beam{cfg['beam']}_first{n_beam}": round(beam, 2),
         }
         out.setdefault("final_train_loss", {})[name] = rows[-1]["loss"] if rows else None
-    out["target_met"] = out["bleu"]["searched"]["greedy"] >= out["bleu"]["transformer"]["greedy"]
-    out["search_steps"] = found.history[-1]["step"] if found.history else 0
+    # searched >= Transformer of equal size; not judged at the tiny setting (BLEU ~0 there)
+    met = out["bleu"]["searched"]["greedy"] >= out["bleu"]["transformer"]["greedy"]
+    out["target_met"] = None if args.setting == "tiny" else met
+    out["search_steps"] = found.steps
     out["arch"] = found.arch
     out["random_arch"] = rand_arch
     out["search_space_size"] = space.search_space().size

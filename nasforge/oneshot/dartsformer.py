@@ -80,6 +80,7 @@ class RevSearchResult:
     arch: dict[str, Any]
     history: list[dict[str, Any]]
     supernet: Supernet
+    steps: int = 0  # search steps taken (one weight and one architecture update each)
 
 
 def _loss(net: nn.Module, batch: Batch, smoothing: float) -> torch.Tensor:
@@ -194,4 +195,4 @@ def rev_search(
             )
             if on_step is not None:
                 on_step(row)
-    return RevSearchResult(net.export(), history, net)
+    return RevSearchResult(net.export(), history, net, step)
