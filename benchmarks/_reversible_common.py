@@ -5,12 +5,11 @@ from __future__ import annotations
 import torch
 
 from nasforge.oneshot.darts import Darts
-from nasforge.oneshot.dartsformer import RevSearchConfig, rev_step
+from nasforge.oneshot.dartsformer import RevSearchConfig, inverse_sqrt, rev_step
 from nasforge.oneshot.nasb import Nasb
 from nasforge.oneshot.reversible import set_reconstruct
 from nasforge.oneshot.supernet import Supernet
 from nasforge.spaces.seq2seq import Seq2SeqSpace
-from nasforge.spaces.seq2seq_train import inverse_sqrt
 
 #: method -> (algorithm, reconstruct)
 METHODS = {

@@ -18,6 +18,7 @@ give the same result (given the same number of steps).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from nasforge.oneshot.reversible import set_reconstruct
 from nasforge.oneshot.supernet import Supernet
 from nasforge.space import ModelSpace
 
-__all__ = ["RevSearchConfig", "RevSearchResult", "rev_search", "rev_step"]
+__all__ = ["RevSearchConfig", "RevSearchResult", "inverse_sqrt", "rev_search", "rev_step"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +82,15 @@ class RevSearchResult:
     history: list[dict[str, Any]]
     supernet: Supernet
     steps: int = 0  # search steps taken (one weight and one architecture update each)
+
+
+def inverse_sqrt(opt: torch.optim.Optimizer, lr: float, warmup: int) -> Any:
+    """Returns the Vaswani et al. schedule of ``opt`` (whose base rate is ``lr``): linear
+    warm-up over ``warmup`` steps, then decay as ``sqrt(warmup / step)``."""
+    w = max(1, warmup)
+    return torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / w, math.sqrt(w / (s + 1)))
+    )
 
 
 def _loss(net: nn.Module, batch: Batch, smoothing: float) -> torch.Tensor:
@@ -157,8 +167,6 @@ def rev_search(
         SpaceError: the space cannot be made a supernet, or a candidate fails the reversible
             checks (raised by the first forward, before any update).
     """
-    from nasforge.spaces.seq2seq_train import inverse_sqrt
-
     cfg = cfg or RevSearchConfig()
     cfg.check()
     torch.manual_seed(cfg.seed)

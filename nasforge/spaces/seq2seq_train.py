@@ -13,7 +13,6 @@ or time budget, whichever comes first; decoding is deterministic (eval mode).
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from nasforge.data.translation import BOS, EOS, PAD, Bpe, bleu
+from nasforge.oneshot.dartsformer import inverse_sqrt
 
 __all__ = [
     "TrainConfig",
@@ -32,7 +32,6 @@ __all__ = [
     "seq2seq_loss",
     "train_seq2seq",
     "translate_bleu",
-    "inverse_sqrt",
 ]
 
 logger = logging.getLogger(__name__)
@@ -50,14 +49,6 @@ def seq2seq_loss(model: nn.Module, batch: Batch, label_smoothing: float = 0.1) -
         tgt_out.flatten(),
         ignore_index=PAD,
         label_smoothing=label_smoothing,
-    )
-
-
-def inverse_sqrt(opt: torch.optim.Optimizer, lr: float, warmup: int) -> Any:
-    """Returns the Vaswani et al. schedule: linear warm-up to ``lr``, then ``lr·sqrt(w/step)``."""
-    w = max(1, warmup)
-    return torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / w, math.sqrt(w / (s + 1)))
     )
 
 
