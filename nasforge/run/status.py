@@ -132,7 +132,8 @@ def _print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title)
+    sys.stdout.write(title + "\n")  # above the table: a narrow table would wrap it
+    table = Table()
     for h in header:
         table.add_column(h)
     for r in rows:
