@@ -92,6 +92,7 @@ class RunConfig:
     window: int = 0  # subnets in flight (csp/asp); 0 means n_stages
     bulk: int = 0  # bsp flush size; 0 means n_stages
     sampler: str = "uniform"
+    feedback_lag: int = 8  # a learning sampler hears subnet s's loss before asking s + lag
     subnets: list[list[int]] | None = None  # an explicit subnet sequence instead of a sampler
     cache_subnets: float | None = 3.0  # device cache per stage, in subnets' stage layers
     device: str = "cpu"
@@ -157,7 +158,12 @@ def _source(cfg: RunConfig, ncand: list[int]) -> Any:
     """Returns the subnet iterator of a run: the explicit list, else the seeded sampler."""
     if cfg.subnets is not None:
         return iter([list(s) for s in cfg.subnets])
-    return get_sampler(cfg.sampler, ncand, cfg.seed)
+    return get_sampler(cfg.sampler, ncand, cfg.seed, cfg.feedback_lag)
+
+
+def _report(source: Any) -> Any:
+    """Returns the loss hook of a sampler that learns from losses, or a no-op."""
+    return getattr(source, "report", lambda seq, loss: None)
 
 
 def _build_space(cfg: RunConfig) -> Any:
@@ -221,7 +227,9 @@ def train_sequential(cfg: RunConfig) -> dict[str, Any]:
     table = layer_table(space)
     ctx = TieredLayerCache(table, _capacity(cfg, len(ncand), len(table)), cfg.device)
     data = _Data(cfg)
-    feed = SubnetFeed(_source(cfg, ncand), ncand, cfg.steps)
+    source = _source(cfg, ncand)
+    report = _report(source)
+    feed = SubnetFeed(source, ncand, cfg.steps)
     losses = []
     t0 = time.perf_counter()
     try:
@@ -232,6 +240,7 @@ def train_sequential(cfg: RunConfig) -> dict[str, Any]:
             x, y = data.batch(seq)
             loss = F.cross_entropy(run_layers(mods, x.to(ctx.device)), y.to(ctx.device))
             check_loss(loss.item(), seq, subnet, cfg)
+            report(seq, loss.item())
             loss.backward()
             ctx.release(keys)
             grads = _take_grads(mods)
@@ -279,7 +288,10 @@ class StageWorker:
         b0 = self.partition[rank].start
         self.in_numel = cfg.batch_size * numel[b0 - 1] if rank > 0 else 0
         self.out_numel = cfg.batch_size * numel[self.partition[rank].stop - 1]
-        self.feed = SubnetFeed(_source(cfg, self.ncand), self.ncand, cfg.steps)
+        source = _source(cfg, self.ncand)
+        self.report = _report(source)
+        self.loss_of: dict[int, float] = {}  # losses of subnets, passed back with gradients
+        self.feed = SubnetFeed(source, self.ncand, cfg.steps)
         self.window = cfg.window or self.d
         self.bulk = cfg.bulk or self.d
         self.queue: list[int] = []  # forward tasks ready here, arrival order
@@ -297,8 +309,11 @@ class StageWorker:
 
     # messages --------------------------------------------------------------------------------
 
-    def _send(self, seq: int, payload: torch.Tensor, dst: int) -> None:
-        msg = torch.cat([torch.tensor([float(seq)], device=payload.device), payload.flatten()])
+    def _send(self, seq: int, payload: torch.Tensor, dst: int, loss: float = 0.0) -> None:
+        # header [seq, loss]: a gradient carries its subnet's loss back to every stage, for a
+        # sampler that learns from losses (StrategyFeed)
+        head = torch.tensor([float(seq), loss], device=payload.device)
+        msg = torch.cat([head, payload.flatten()])
         self.sends.append((dist.isend(msg, dst), msg))
         self.sends = [(w, t) for w, t in self.sends if not w.is_completed()]
 
@@ -339,6 +354,8 @@ class StageWorker:
             # The last stage alone sees the loss: it raises, its process exits with a
             # divergence record, and the launcher ends every other stage (launcher._worker).
             check_loss(loss.item(), seq, self.feed.get(seq), cfg)
+            self.report(seq, loss.item())
+            self.loss_of[seq] = loss.item()
             loss.backward()
             self.losses[seq] = loss.item()
             self.busy += time.perf_counter() - t0
@@ -362,7 +379,7 @@ class StageWorker:
     def _after_backward(self, seq: int, inp: torch.Tensor, mods: list, keys: list) -> None:
         grads = _take_grads(mods)
         if self.k > 0:
-            self._send(seq, inp.grad, self.k - 1)
+            self._send(seq, inp.grad, self.k - 1, self.loss_of.pop(seq))
         t0 = time.perf_counter()
         if self.cfg.policy == "bsp":
             for key, g in zip(keys, grads):
@@ -425,7 +442,10 @@ class StageWorker:
         if self.k > 0:
             threads.append(_Receiver(self.k - 1, self.in_numel, steps, "fwd", self.device, inbox))
         if not self.last:
-            threads.append(_Receiver(self.k + 1, self.out_numel, steps, "bwd", self.device, inbox))
+            threads.append(
+                _Receiver(self.k + 1, self.out_numel, steps, "bwd", self.device, inbox,
+                          self._on_loss)
+            )  # fmt: skip
         for th in threads:
             th.start()
         t0 = time.perf_counter()
@@ -470,6 +490,12 @@ class StageWorker:
             "wall": wall,
         }
 
+    def _on_loss(self, seq: int, loss: float) -> None:
+        """Records a loss that came back with a gradient (called by the receiver thread, so a
+        sampler waiting for it never waits on this stage's main loop)."""
+        self.loss_of[seq] = loss
+        self.report(seq, loss)
+
 
 class _Receiver(threading.Thread):
     """Receives ``n`` messages from one neighbour with blocking ``recv`` into the inbox.
@@ -478,19 +504,24 @@ class _Receiver(threading.Thread):
     the stage's main thread only reads the inbox, never blocks on a neighbour.
     """
 
-    def __init__(self, src: int, numel: int, n: int, kind: str, device, inbox) -> None:
+    def __init__(
+        self, src: int, numel: int, n: int, kind: str, device, inbox, on_loss=None
+    ) -> None:
         super().__init__(daemon=True)
         self.src, self.numel, self.n, self.kind = src, numel, n, kind
-        self.device, self.inbox = device, inbox
+        self.device, self.inbox, self.on_loss = device, inbox, on_loss
 
     def run(self) -> None:
         try:
             for _ in range(self.n):
-                buf = torch.empty(1 + self.numel, device=self.device)
+                buf = torch.empty(2 + self.numel, device=self.device)
                 dist.recv(buf, self.src)
-                # clone: buf[1:] starts 4 bytes into its storage, and a misaligned operand can
+                seq = int(buf[0].item())
+                if self.on_loss is not None:
+                    self.on_loss(seq, buf[1].item())
+                # clone: buf[2:] starts 8 bytes into its storage, and a misaligned operand can
                 # send BLAS down another kernel whose rounding differs from sequential training
-                self.inbox.put((self.kind, int(buf[0].item()), buf[1:].clone()))
+                self.inbox.put((self.kind, seq, buf[2:].clone()))
         except BaseException as exc:  # the stage's main loop re-raises it
             self.inbox.put(("error", -1, exc))
 
@@ -532,7 +563,14 @@ def check_config(cfg: RunConfig) -> None:
         for seq, sn in enumerate(cfg.subnets[: cfg.steps]):
             check_subnet(list(sn), ncand, seq)
     else:
-        get_sampler(cfg.sampler, ncand, cfg.seed)
+        source = get_sampler(cfg.sampler, ncand, cfg.seed, cfg.feedback_lag)
+        in_flight = max(cfg.window or cfg.n_stages, cfg.bulk or cfg.n_stages)
+        if hasattr(source, "report") and in_flight > cfg.feedback_lag:
+            raise ConfigError(
+                f"sampler {cfg.sampler!r} learns from losses {cfg.feedback_lag} subnets late, "
+                f"but {in_flight} subnets can be in flight (window/bulk/stages); raise "
+                "feedback_lag to at least that"
+            )
 
 
 def config_dict(cfg: RunConfig) -> dict[str, Any]:

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from nasforge.errors import ArchitectureError, DivergenceError, ScheduleError, WorkerError
+from nasforge.errors import (
+    ArchitectureError,
+    ConfigError,
+    DivergenceError,
+    ScheduleError,
+    WorkerError,
+)
 from nasforge.parallel.launcher import collect, launch
 from nasforge.parallel.runtime import RunConfig, train_sequential
 from nasforge.parallel.supernet import ChoiceSupernet
@@ -158,3 +164,14 @@ def test_torchrun_launch_is_bitwise_sequential(sequential: dict, tmp_path: Path)
     subprocess.run(cmd, check=True, timeout=240, env=env, capture_output=True)
     state, losses = _merged(collect(tmp_path, 2))
     _assert_same(state, losses, sequential)
+
+
+def test_csp_with_the_learning_evolution_sampler_is_bitwise_sequential(sequential: dict) -> None:
+    """With the evolution sampler (losses fed back with the gradients, `feedback_lag` subnets
+    late), 2-stage CSP draws the same subnets and ends with the same weights as sequential."""
+    ref = train_sequential(_cfg(sampler="evolution", feedback_lag=4))
+    state, losses = _merged(launch(_cfg(policy="csp", sampler="evolution", feedback_lag=4)))
+    _assert_same(state, losses, ref)
+    assert ref["losses"] != sequential["losses"]  # not the uniform sampler's sequence
+    with pytest.raises(ConfigError, match="feedback_lag"):
+        launch(_cfg(sampler="evolution", feedback_lag=1))
