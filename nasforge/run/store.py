@@ -558,16 +558,16 @@ class Store:
         self.finish_trial(tid, status, metrics, evaluation=evaluation, event=False, **fields)
         return tid
 
-    def _row(self, r: sqlite3.Row) -> TrialRecord:
+    def _row(self, r: sqlite3.Row, light: bool = False) -> TrialRecord:
         tid = r["id"]
         metrics = r["metrics"]
         return TrialRecord(
             id=tid,
             arch_id=r["arch_id"],
-            arch=self._decode(r["arch"], "trials", tid, dict),
+            arch={} if light else self._decode(r["arch"], "trials", tid, dict),
             status=r["status"],
             metrics=None if metrics is None else self._decode(metrics, "trials", tid, dict),
-            intermediates=self._decode(r["intermediates"], "trials", tid, list),
+            intermediates=[] if light else self._decode(r["intermediates"], "trials", tid, list),
             error=r["error"],
             started=r["started"],
             finished=r["finished"],
@@ -577,17 +577,21 @@ class Store:
             evaluation=r["evaluation"],
         )
 
-    def trials(self, status: str | None = None) -> list[TrialRecord]:
-        """Returns the trials in id order, optionally only those with ``status``.
+    def trials(self, status: str | None = None, light: bool = False) -> list[TrialRecord]:
+        """Returns the trials in id order, optionally only those with ``status``; ``light``
+        leaves the architecture and intermediate metrics out (empty), which is what ranking
+        and plotting a large run need.
 
         Raises:
             StoreError: a row does not decode.
         """
+        cols = "id, arch_id, status, metrics, error, started, finished, duration, checkpoint, "
+        cols += "cached_from, evaluation" + ("" if light else ", arch, intermediates")
         if status is None:
-            rows = self._query("SELECT * FROM trials ORDER BY id")
+            rows = self._query(f"SELECT {cols} FROM trials ORDER BY id")
         else:
-            rows = self._query("SELECT * FROM trials WHERE status=? ORDER BY id", (status,))
-        return [self._row(r) for r in rows]
+            rows = self._query(f"SELECT {cols} FROM trials WHERE status=? ORDER BY id", (status,))
+        return [self._row(r, light) for r in rows]
 
     def trial(self, trial_id: int) -> TrialRecord:
         """Returns one trial.
