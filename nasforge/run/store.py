@@ -56,12 +56,12 @@ import math
 import sqlite3
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nasforge.errors import StoreError
 from nasforge.run.lock import WriterLock
+from nasforge.run.records import EVALUATIONS, FINISHED, STATUSES, TrialRecord, check_compatible
 
 __all__ = [
     "Store",
@@ -80,9 +80,6 @@ FORMAT = "nasforge-run"
 FORMAT_VERSION = 2
 DB_NAME = "run.db"
 OLD_DB_NAME = "experiment.db"  # format 1 (nasforge 0.1): refused with a clear message
-STATUSES = ("running", "done", "failed", "early_stopped", "cached")
-FINISHED = ("done", "failed", "early_stopped", "cached")
-EVALUATIONS = ("trained", "inherited", "predicted")
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -132,46 +129,6 @@ def _dumps(what: str, data: Any) -> str:
 def is_run(directory: str | Path) -> bool:
     """Returns whether ``directory`` holds a run record (of any kind)."""
     return (Path(directory) / DB_NAME).exists()
-
-
-def check_compatible(
-    directory: Path, stored: Mapping[str, Any], current: Mapping[str, Any], keys: tuple[str, ...]
-) -> None:
-    """Returns None if the stored configuration agrees with the current one on ``keys``.
-
-    Raises:
-        StoreError: a key differs (the message shows both values and the fix).
-    """
-    for key in keys:
-        if stored.get(key) != current.get(key):
-            raise StoreError(
-                f"{directory}: the stored run has a different {key} "
-                f"({stored.get(key)!r:.200}) than this one ({current.get(key)!r:.200}); resume "
-                "with the same settings, or run in a new directory"
-            )
-
-
-@dataclass
-class TrialRecord:
-    """One trial as stored: plain data. ``metrics`` is None unless the trial finished well."""
-
-    id: int
-    arch_id: str
-    arch: dict[str, Any]
-    status: str
-    metrics: dict[str, float] | None = None
-    intermediates: list[dict[str, float]] = field(default_factory=list)
-    error: str | None = None
-    started: float | None = None
-    finished: float | None = None
-    duration: float | None = None
-    checkpoint: str | None = None
-    cached_from: int | None = None
-    evaluation: str = "trained"
-
-    def to_dict(self) -> dict[str, Any]:
-        """Returns the record as a JSON-able dict."""
-        return dict(self.__dict__)
 
 
 class Store:
