@@ -140,3 +140,18 @@ def test_foreign_changed_or_corrupted_directories(tmp_path):
     (tmp_path / "run" / "checkpoints" / "00-full-e001.pt").write_bytes(b"garbage")
     with pytest.raises(StoreError, match="cannot read checkpoint"):
         train(net, data, plan, cfg, directory=tmp_path / "run")
+
+
+def test_a_diverging_training_stops_with_a_divergence_error(tmp_path):
+    """A learning rate that blows the loss up stops OFA training with a DivergenceError; the
+    record has no supernet artifact."""
+    from nasforge.errors import DivergenceError
+
+    torch.manual_seed(0)
+    net = OFAMobileNetV3(tiny_spec("compofa"))
+    plan = [Stage("full", None, 2)]
+    with pytest.raises(DivergenceError, match="stage 'full'"):
+        train(net, _data(), plan, TrainConfig(batch_size=12, lr=1e12), directory=tmp_path)
+    store = open_ofa_store(tmp_path)
+    assert store.artifact("supernet") is None
+    store.close()

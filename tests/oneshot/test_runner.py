@@ -213,3 +213,18 @@ def test_a_one_shot_run_sets_its_thread_count(tmp_path: Path, monkeypatch) -> No
     load_experiment(f, directory=tmp_path / "b", epochs=1, threads=2, progress="off").run()
     assert torch.get_num_threads() == 2
     torch.set_num_threads(1)
+
+
+def test_a_diverging_search_stops_failed_and_exports_nothing(tmp_path: Path) -> None:
+    """A learning rate that makes the loss NaN stops the search with a DivergenceError naming
+    the epoch and step; the run is recorded failed, with no trial and no supernet."""
+    from nasforge.errors import DivergenceError
+
+    f = _write(tmp_path, "darts")
+    exp = load_experiment(f, directory=tmp_path / "d", w_lr=1e9, grad_clip=1e12, progress="off")
+    with pytest.raises(DivergenceError, match="epoch 1, step"):
+        exp.run()
+    with Store.open(tmp_path / "d") as store:
+        assert store.state() == "failed" and not store.trials()
+        assert store.artifact("supernet") is None
+    assert main(["resume", str(tmp_path / "d")]) == 2  # it diverges again: exit status 2
