@@ -34,6 +34,7 @@ _EXPORTS = {
     "OperatorMutator": "nasforge.space.mutator",
     "InputMutator": "nasforge.space.mutator",
     "InsertMutator": "nasforge.space.mutator",
+    "load_model": "nasforge.run.export",
 }
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "choice",
     "errors",
     "freeze",
+    "load_model",
     "max",
     "min",
     "mutation_history",
@@ -91,4 +93,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         Mutator,
         OperatorMutator,
     )
+    from nasforge.run.export import load_model
     from nasforge.space.search_space import Arch, Decision, SearchSpace, arch_id

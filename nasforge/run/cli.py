@@ -111,11 +111,11 @@ def add_run_commands(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _all_runners(kind: str | None = None) -> None:
+def _registered_already(kind: str | None = None) -> None:
     """Loads no runner: the default of :func:`register` when the caller registered them."""
 
 
-def register(subparsers: Any, load_runners: Callable[[str | None], None] = _all_runners) -> None:
+def register(subparsers: Any, load_runners: Callable[[str | None], None] = _registered_already) -> None:
     """Adds the shared subcommands to the ``nasforge`` parser; ``load_runners(kind)`` registers
     the runner of a kind (all of them for None) before ``run`` and ``resume`` need it."""
     p = subparsers.add_parser("run", help="run a run file (.py, .yaml, .toml) of any kind")
