@@ -81,6 +81,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from nasforge import errors
+    from nasforge.run.export import load_model
     from nasforge.space.expr import choice
     from nasforge.space.expr import max_ as max  # noqa: A004
     from nasforge.space.expr import min_ as min  # noqa: A004
@@ -93,5 +94,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         Mutator,
         OperatorMutator,
     )
-    from nasforge.run.export import load_model
     from nasforge.space.search_space import Arch, Decision, SearchSpace, arch_id

@@ -115,7 +115,9 @@ def _registered_already(kind: str | None = None) -> None:
     """Loads no runner: the default of :func:`register` when the caller registered them."""
 
 
-def register(subparsers: Any, load_runners: Callable[[str | None], None] = _registered_already) -> None:
+def register(
+    subparsers: Any, load_runners: Callable[[str | None], None] = _registered_already
+) -> None:
     """Adds the shared subcommands to the ``nasforge`` parser; ``load_runners(kind)`` registers
     the runner of a kind (all of them for None) before ``run`` and ``resume`` need it."""
     p = subparsers.add_parser("run", help="run a run file (.py, .yaml, .toml) of any kind")
