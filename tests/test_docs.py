@@ -101,7 +101,9 @@ def parse_blocks(path: Path) -> list[Block]:
 
 def command_lines(text: str) -> list[str]:
     """Returns the non-empty, non-comment lines of a shell block."""
-    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return [
+        ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")
+    ]
 
 
 def is_shell(block: Block) -> bool:
