@@ -202,6 +202,22 @@ def test_parser_finds_blocks_and_marks() -> None:
     assert is_shell(Block(ROOT, 1, "", "nasforge status runs/x\n", None, False))
 
 
+#: What a skip may name: install or CI commands (CI runs them itself), or something absent
+#: on the test machine (a GPU, the network).
+ALLOWED_SKIP = re.compile(r"\b(install|CI|GPU|CUDA|network|download)", re.I)
+
+
+def test_skips_name_an_allowed_reason() -> None:
+    """A block is skipped only for install/CI commands or for a GPU or network it needs."""
+    for blocks in ALL_BLOCKS.values():
+        for b in blocks:
+            if b.skip is not None:
+                assert ALLOWED_SKIP.search(b.skip), (
+                    f"{b.where}: skip reason {b.skip!r} is not an install/CI command nor a "
+                    "missing GPU or network; make the block run instead"
+                )
+
+
 @pytest.mark.parametrize("name", _cases(_is_python))
 def test_python_blocks(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """All Python blocks of one file run in order, in one namespace, in a fresh directory."""
