@@ -24,7 +24,7 @@ from sklearn.datasets import load_digits
 
 import nasforge as nf
 from nasforge.oneshot import search
-from nasforge.oneshot._loop import accuracy
+from nasforge.oneshot.common import accuracy
 from nasforge.spaces import arch_to_genotype, digits_cell_space
 
 

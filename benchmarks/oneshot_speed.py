@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _oneshot_common import setup  # noqa: E402
 
 from nasforge.oneshot import activate  # noqa: E402
-from nasforge.oneshot._loop import SearchConfig, arch_optimizer, weight_optimizer  # noqa: E402
+from nasforge.oneshot.common import SearchConfig, arch_optimizer, weight_optimizer  # noqa: E402
 from nasforge.oneshot.darts import darts_step  # noqa: E402
 from nasforge.oneshot.nasb import nasb_step  # noqa: E402
 

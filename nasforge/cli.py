@@ -12,17 +12,13 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from nasforge import runners
 from nasforge.errors import NasforgeError
 from nasforge.ofa import cli as ofa_cli
 from nasforge.parallel import cli as parallel_cli
 from nasforge.run import cli as run_cli
 
 __all__ = ["main", "build_parser"]
-
-
-def _load_runners() -> None:
-    """Registers every built-in kind of run (imports the families)."""
-    import nasforge.runners  # noqa: F401
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    run_cli.register(sub)
+    run_cli.register(sub, load_runners=runners.load)
     parallel_cli.register(sub)
     ofa_cli.register(sub)
     return parser
@@ -49,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     if getattr(args, "needs_runners", False):
-        _load_runners()
+        runners.load()
     try:
         return int(args.func(args) or 0)
     except NasforgeError as exc:

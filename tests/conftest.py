@@ -1,4 +1,5 @@
-"""Shared fixtures: every test starts from fixed seeds."""
+"""Shared fixtures: every test starts from fixed seeds and one torch thread (trainings are
+bitwise repeatable, and a busy 2-core machine is not oversubscribed)."""
 
 import random
 
@@ -9,7 +10,8 @@ import torch
 
 @pytest.fixture(autouse=True)
 def _seed() -> None:
-    """Seeds Python, NumPy and torch before each test."""
+    """Seeds Python, NumPy and torch and pins one torch thread before each test."""
     random.seed(0)
     np.random.seed(0)
     torch.manual_seed(0)
+    torch.set_num_threads(1)

@@ -2,5 +2,17 @@
 
 from nasforge.data.mnist import mnist_tensors
 from nasforge.data.splits import Splits, load_digits, split_dataset
+from nasforge.data.translation import Bpe, Pairs, bleu, load_pairs, split_pairs, token_batches
 
-__all__ = ["Splits", "load_digits", "mnist_tensors", "split_dataset"]
+__all__ = [
+    "Bpe",
+    "Pairs",
+    "Splits",
+    "bleu",
+    "load_digits",
+    "load_pairs",
+    "mnist_tensors",
+    "split_dataset",
+    "split_pairs",
+    "token_batches",
+]

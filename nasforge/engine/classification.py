@@ -15,19 +15,6 @@ __all__ = ["ClassificationEvaluator"]
 _OPTIMIZERS = ("adam", "adamw", "sgd")
 
 
-def _accuracy(model: Any, loader: Any, device: str) -> float:
-    import torch
-
-    model.eval()
-    correct = total = 0
-    with torch.no_grad():
-        for x, y in loader:
-            pred = model(x.to(device)).argmax(-1)
-            correct += int((pred == y.to(device)).sum())
-            total += len(y)
-    return correct / max(total, 1)
-
-
 class ClassificationEvaluator(BaseEvaluator):
     """Returns ``{"accuracy": val acc, "test_accuracy", "params", "train_seconds"}`` of an
     architecture trained for ``epochs`` with cross-entropy.
@@ -114,6 +101,7 @@ class ClassificationEvaluator(BaseEvaluator):
         from torch.utils.data import DataLoader
 
         from nasforge.space import freeze
+        from nasforge.weightsharing import accuracy
 
         torch.manual_seed(self.seed)
         model = freeze(space, arch).to(self.device)
@@ -142,11 +130,11 @@ class ClassificationEvaluator(BaseEvaluator):
                 loss = loss_fn(model(x.to(self.device)), y.to(self.device))
                 loss.backward()
                 opt.step()
-            acc = _accuracy(model, val, self.device)
+            acc = accuracy(model, val, device=self.device)
             report({"accuracy": acc})
         return {
             "accuracy": acc,
-            "test_accuracy": _accuracy(model, test, self.device),
+            "test_accuracy": accuracy(model, test, device=self.device),
             "params": float(sum(p.numel() for p in model.parameters())),
             "train_seconds": time.perf_counter() - start,
         }

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -241,7 +242,8 @@ class Experiment(BaseRunner):
         Raises:
             TrialError: every trial trained in this run failed (the message groups the errors).
         """
-        set_threads(self.threads if self.threads is not None else 1)
+        if "torch" in sys.modules:  # a space of plain data trains nothing: keep torch unloaded
+            set_threads(self.threads if self.threads is not None else 1)
         self.strategy.setup(self.search_space)  # replay needs the freshly seeded state
         if self.stopper is not None:
             self.stopper.reset()
@@ -271,10 +273,12 @@ class Experiment(BaseRunner):
             store.set_meta("elapsed", repr(self._elapsed()))
             self._show(force=True)
             self._progress.close()
-        trained = [t for t in store.trials() if t.status not in ("running", "cached")]
-        if trained and all(t.status == "failed" for t in trained):
+        counts = store.counts()
+        n_trained = sum(n for status, n in counts.items() if status not in ("running", "cached"))
+        if n_trained and counts.get("failed", 0) == n_trained:
+            failed = store.trials("failed")
             raise TrialError(
-                f"all {len(trained)} trials failed: {failure_summary(trained)}; fix the "
+                f"all {n_trained} trials failed: {failure_summary(failed)}; fix the "
                 f"evaluator (`nasforge status {self.directory}` lists each error)"
             )
 

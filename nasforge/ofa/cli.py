@@ -164,7 +164,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="skip the per-epoch accuracy of the largest and smallest networks",
     )
-    t.set_defaults(func=_train, needs_runners=True)
+    t.set_defaults(func=_train)
 
     s = sub.add_parser("search", help="evolutionary search for a list of targets")
     s.add_argument("runs", nargs="+", help="run folders written by `ofa train`")
@@ -179,7 +179,7 @@ def register(subparsers: Any) -> None:
     s.add_argument(
         "--threads", type=int, default=None, help="torch threads (default: half the cores)"
     )
-    s.set_defaults(func=_search, needs_runners=True)
+    s.set_defaults(func=_search)
 
     st = sub.add_parser("status", help="the same as `nasforge status DIR`")
     st.add_argument("dir")

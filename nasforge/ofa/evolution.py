@@ -20,15 +20,18 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from nasforge.errors import ConfigError
+from nasforge.run.results import pareto_indices
 from nasforge.space.search_space import Arch, SearchSpace, arch_id
+from nasforge.strategy.base import BaseStrategy
 
 __all__ = [
     "EvolutionConfig",
-    "SearchResult",
+    "DeploymentResult",
+    "DeploymentEvolution",
     "mutate",
     "crossover",
     "evolve",
@@ -62,7 +65,7 @@ class EvolutionConfig:
 
 
 @dataclass
-class SearchResult:
+class DeploymentResult:
     """Returns nothing; the outcome of one search: best architecture, its accuracy and cost,
     the target, and the best accuracy after each generation."""
 
@@ -94,18 +97,144 @@ def crossover(
     return _canon(space, {lb: (a if rng.random() < 0.5 else b)[lb] for lb in space})
 
 
-def _feasible(
-    draw: Callable[[], Arch], cost: Score, budget: float, tries: int, what: str
-) -> tuple[Arch, float]:
-    for _ in range(tries):
-        arch = draw()
-        c = cost(arch)
-        if c <= budget:
-            return arch, c
-    raise ConfigError(
-        f"no {what} architecture met the budget {budget:g} in {tries} draws; raise the budget "
-        "(the smallest sub-network's cost is a lower bound) or max_tries"
-    )
+class DeploymentEvolution(BaseStrategy):
+    """Returns, by ask/tell, the architectures of OFA's generational evolution under a budget.
+
+    The budget is the caller's: it tells None for a drawn architecture over budget (the same
+    slot is drawn again, up to ``max_tries`` times) and the accuracy otherwise. Phases::
+
+        init      fill the population with feasible samples (OFA's per-dimension sampling);
+                  when none of the first max_tries/10 draws fits, grow it from mutations of the
+                  smallest network instead (feasible whenever any network is)
+        mutate    n_mutations children, each a mutation of a random parent
+        cross     crossovers of two random parents until the population is full again
+                  (parents = the best parent_ratio of the population)
+
+    Invariants: pure; the same seed and the same tells give the same architectures; ``best``
+    is the most accurate feasible architecture told so far (the first of equals); ``ask``
+    returns None after ``n_generations`` generations (or ``patience`` without improvement).
+
+    Raises:
+        ConfigError: (from ``ask``) ``max_tries`` draws in a row were all over budget.
+    """
+
+    def __init__(self, config: EvolutionConfig = EvolutionConfig(), seed: int = 0) -> None:
+        super().__init__(seed)
+        self.cfg = config
+
+    def config(self) -> dict[str, Any]:
+        """Returns the evolution settings and the seed as plain data."""
+        return {**asdict(self.cfg), "seed": self.seed}
+
+    def ask(self) -> Arch | None:
+        """Returns the next architecture to score (canonical by construction: the space's
+        sampler, :func:`mutate` and :func:`crossover` validate what they build), or None."""
+        self._asked = self._ask()
+        return self._asked
+
+    def tell(self, arch: Mapping[str, Any], metric: float | None) -> None:
+        """Records the accuracy of ``arch``, or None when it is over budget; the architecture
+        just asked is not validated a second time."""
+        if arch is self._asked and (metric is None or isinstance(metric, float)):
+            self._tell(self._asked, metric)
+        else:
+            super().tell(arch, metric)
+
+    def _reset(self) -> None:
+        self._rng = random.Random(self.seed)
+        self._asked: Arch | None = None
+        self._sampler = getattr(self.space, "sample_dims", self.space.sample)
+        self._base: Arch | None = None  # the smallest network, once sampling has failed
+        self._phase = "init"
+        self._pop: list[tuple[Arch, float]] = []
+        self._parents: list[Arch] = []
+        self._children: list[tuple[Arch, float]] = []
+        self._tries = 0
+        self.generation = 0
+        self.best: tuple[Arch, float] | None = None
+        self.history: list[float] = []
+        self._stale = 0
+
+    def _limit(self) -> tuple[int, str]:
+        if self._phase == "init":
+            if self._base is not None and not self._pop:
+                return 1, "smallest"
+            if not self._pop:
+                return self.cfg.max_tries // 10 or 1, "sampled"
+            return self.cfg.max_tries, "sampled"
+        return self.cfg.max_tries, "mutated" if self._phase == "mutate" else "crossed"
+
+    def _ask(self) -> Arch | None:
+        if self._phase == "done":
+            return None
+        limit, what = self._limit()
+        if self._tries >= limit:
+            smallest = getattr(self.space, "smallest", None)
+            if what == "sampled" and not self._pop and self._base is None and smallest:
+                self._base, self._tries = smallest(), 0  # a budget random networks rarely meet
+                limit, what = self._limit()
+            else:
+                raise ConfigError(
+                    f"no {what} architecture met the budget in {limit} draws; raise the "
+                    "budget (the smallest sub-network's cost is a lower bound) or max_tries"
+                )
+        self._tries += 1
+        rng, prob = self._rng, self.cfg.mutate_prob
+        if self._phase == "init":
+            if self._base is None:
+                return self._sampler(rng)
+            return self._base if not self._pop else mutate(self.space, self._base, prob, rng)
+        p = self._parents
+        if self._phase == "mutate":
+            return mutate(self.space, rng.choice(p), prob, rng)
+        return crossover(self.space, rng.choice(p), rng.choice(p), rng)
+
+    def _tell(self, arch: Arch, metric: float | None) -> None:
+        if metric is None:  # over budget: the slot is drawn again
+            return
+        self._tries = 0
+        n_pop = self.cfg.population
+        if self._phase == "init":
+            self._pop.append((arch, metric))
+            if len(self._pop) == n_pop:
+                self.best = max(self._pop, key=lambda m: m[1])
+                self._next_generation()
+            return
+        self._children.append((arch, metric))
+        n_mut = int(n_pop * self.cfg.mutation_ratio)
+        if self._phase == "mutate" and len(self._children) >= n_mut:
+            self._phase = "cross"
+        if self._phase == "cross" and len(self._parents) + len(self._children) >= n_pop:
+            self._end_generation()
+
+    def _next_generation(self) -> None:
+        if self.generation >= self.cfg.n_generations:
+            self._phase = "done"
+            return
+        n_parents = max(1, int(self.cfg.population * self.cfg.parent_ratio))
+        ranked = sorted(self._pop, key=lambda m: m[1], reverse=True)[:n_parents]
+        self._parent_members = ranked
+        self._parents = [a for a, _ in ranked]
+        self._children = []
+        n_mut = int(self.cfg.population * self.cfg.mutation_ratio)
+        self._phase = "mutate" if n_mut > 0 else "cross"
+        if self._phase == "cross" and len(self._parents) >= self.cfg.population:
+            self._end_generation()
+
+    def _end_generation(self) -> None:
+        self._pop = self._parent_members + self._children
+        gen_best = max(self._pop, key=lambda m: m[1])
+        assert self.best is not None
+        self._stale = 0 if gen_best[1] > self.best[1] else self._stale + 1
+        if gen_best[1] > self.best[1]:
+            self.best = gen_best
+        self.history.append(self.best[1])
+        self.generation += 1
+        if self.cfg.patience is not None and self._stale >= self.cfg.patience:
+            logger.debug("stopping after %d generations without improvement", self._stale)
+            self._phase = "done"
+            return
+        self._next_generation()
 
 
 def evolve(
@@ -116,77 +245,37 @@ def evolve(
     config: EvolutionConfig = EvolutionConfig(),
     seed: int = 0,
     progress: Callable[[int, float], None] | None = None,
-) -> SearchResult:
-    """Returns the most accurate architecture found whose ``cost`` is at most ``budget``.
+) -> DeploymentResult:
+    """Returns the most accurate architecture found whose ``cost`` is at most ``budget``: the
+    ask/tell loop of :class:`DeploymentEvolution`, with accuracy and cost memoized per
+    architecture (an architecture over budget is never scored).
 
     Raises:
         ConfigError: no sampled architecture meets the budget.
     """
-    rng = random.Random(seed)
     scores: dict[str, float] = {}
-
-    def score(arch: Arch) -> float:
-        key = arch_id(arch)
-        if key not in scores:
-            scores[key] = float(accuracy(arch))
-        return scores[key]
-
     costs: dict[str, float] = {}
-
-    def cost_of(arch: Arch) -> float:
+    strategy = DeploymentEvolution(config, seed)
+    strategy.setup(space)
+    generation = 0
+    while (arch := strategy.ask()) is not None:
         key = arch_id(arch)
         if key not in costs:
             costs[key] = float(cost(arch))
-        return costs[key]
-
-    # OFA draws each dimension uniformly (depths equally likely), which finds small feasible
-    # networks far more often than exact-uniform sampling of the space
-    sampler = getattr(space, "sample_dims", space.sample)
-    try:
-        pop = [_feasible(lambda: sampler(rng), cost_of, budget, config.max_tries // 10 or 1,
-                         "sampled")[0]]  # fmt: skip
-    except ConfigError:
-        # a tight budget that random networks rarely meet: grow the population from mutations
-        # of the smallest network instead (it is feasible whenever any network is)
-        smallest = getattr(space, "smallest", None)
-        if smallest is None:
-            raise
-        base = smallest()
-
-        def sampler(_: Any) -> Arch:
-            return mutate(space, base, config.mutate_prob, rng)
-
-        pop = [_feasible(lambda: base, cost_of, budget, 1, "smallest")[0]]
-    pop += [
-        _feasible(lambda: sampler(rng), cost_of, budget, config.max_tries, "sampled")[0]
-        for _ in range(config.population - 1)
-    ]
-    n_parents = max(1, int(config.population * config.parent_ratio))
-    n_mut = int(config.population * config.mutation_ratio)
-    best, history, stale = max(pop, key=score), [], 0
-    for gen in range(config.n_generations):
-        parents = sorted(pop, key=score, reverse=True)[:n_parents]
-        children = []
-        for _ in range(n_mut):
-            children.append(_feasible(
-                lambda p=parents: mutate(space, rng.choice(p), config.mutate_prob, rng),
-                cost_of, budget, config.max_tries, "mutated")[0])  # fmt: skip
-        while len(parents) + len(children) < config.population:
-            children.append(_feasible(
-                lambda p=parents: crossover(space, rng.choice(p), rng.choice(p), rng),
-                cost_of, budget, config.max_tries, "crossed")[0])  # fmt: skip
-        pop = parents + children
-        gen_best = max(pop, key=score)
-        stale = 0 if score(gen_best) > score(best) else stale + 1
-        if score(gen_best) > score(best):
-            best = gen_best
-        history.append(score(best))
-        if progress is not None:
-            progress(gen, score(best))
-        if config.patience is not None and stale >= config.patience:
-            logger.debug("stopping after %d generations without improvement", stale)
-            break
-    return SearchResult(budget, best, score(best), cost_of(best), history, len(scores))
+        if costs[key] > budget:
+            strategy.tell(arch, None)
+            continue
+        if key not in scores:
+            scores[key] = float(accuracy(arch))
+        strategy.tell(arch, scores[key])
+        if progress is not None and strategy.generation > generation:
+            generation = strategy.generation
+            progress(generation - 1, strategy.history[-1])
+    assert strategy.best is not None
+    best, score = strategy.best
+    return DeploymentResult(
+        budget, best, score, costs[arch_id(best)], strategy.history, len(scores)
+    )
 
 
 def search_targets(
@@ -197,7 +286,7 @@ def search_targets(
     config: EvolutionConfig = EvolutionConfig(),
     seed: int = 0,
     progress: Callable[[float, int, float], None] | None = None,
-) -> list[SearchResult]:
+) -> list[DeploymentResult]:
     """Returns one search result per budget in ``targets`` (in the given order); accuracy and
     cost functions are shared, so memoized measurements serve every target."""
     out = []
@@ -210,10 +299,4 @@ def search_targets(
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     """Returns the indices of the points ``(cost, accuracy)`` that no other point dominates
     (lower or equal cost and higher or equal accuracy, one strictly), sorted by cost."""
-    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
-    front, best = [], float("-inf")
-    for i in order:
-        if points[i][1] > best:
-            front.append(i)
-            best = points[i][1]
-    return front
+    return pareto_indices([(-c, a) for c, a in points])

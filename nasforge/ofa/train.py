@@ -40,6 +40,7 @@ from nasforge.ofa.mobilenet import OFAMobileNetV3, extract, sort_channels
 from nasforge.ofa.record import open_run, run_config
 from nasforge.ofa.spaces import Phase, compofa_phases, progressive_phases
 from nasforge.run.store import Store
+from nasforge.weightsharing import accuracy, recalibrate_bn
 
 __all__ = [
     "TrainConfig",
@@ -350,20 +351,6 @@ def _epoch(
 
 
 @torch.no_grad()
-def recalibrate_bn(model: nn.Module, images: torch.Tensor, batch_size: int = 256) -> None:
-    """Resets the batch-norm statistics of ``model`` and re-estimates them on ``images``
-    (a sub-network's statistics differ from the shared supernet ones, as OFA notes)."""
-    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    for bn in bns:
-        bn.reset_running_stats()
-        bn.momentum = None  # cumulative average over the calibration batches
-    model.train()
-    for i in range(0, len(images), batch_size):
-        model(images[i : i + batch_size])
-    model.eval()
-
-
-@torch.no_grad()
 def evaluate(
     supernet: OFAMobileNetV3,
     arch: dict[str, Any],
@@ -377,9 +364,4 @@ def evaluate(
     model = extract(supernet, arch)
     if calibration is not None:
         recalibrate_bn(model, calibration)
-    model.eval()
-    x, y = data
-    correct = 0
-    for i in range(0, len(x), batch_size):
-        correct += int((model(x[i : i + batch_size]).argmax(1) == y[i : i + batch_size]).sum())
-    return correct / len(x)
+    return accuracy(model, data, batch_size)

@@ -8,7 +8,15 @@ module: :mod:`~nasforge.oneshot.supernet` (conversion, export, weight inheritanc
 ``oneshot``).
 """
 
-from nasforge.oneshot._loop import SearchConfig, SearchResult
+from nasforge.oneshot.common import SearchConfig, SearchResult
+from nasforge.oneshot.dartsformer import RevSearchConfig, RevSearchResult, rev_search
+from nasforge.oneshot.peak_memory import peak_saved_bytes
+from nasforge.oneshot.reversible import (
+    Context,
+    ReversibleLayer,
+    ReversibleStack,
+    set_reconstruct,
+)
 from nasforge.oneshot.runner import OneShot, OneShotExperiment, OneShotSearch
 from nasforge.oneshot.search import ALGORITHMS, SearchState, get_algorithm, search, supernet
 from nasforge.oneshot.spos import activate, recalibrate_bn
@@ -17,9 +25,14 @@ from nasforge.oneshot.supernet import Algorithm, Supernet, inherit_weights
 __all__ = [
     "ALGORITHMS",
     "Algorithm",
+    "Context",
     "OneShot",
     "OneShotExperiment",
     "OneShotSearch",
+    "RevSearchConfig",
+    "RevSearchResult",
+    "ReversibleLayer",
+    "ReversibleStack",
     "SearchConfig",
     "SearchResult",
     "SearchState",
@@ -27,7 +40,10 @@ __all__ = [
     "activate",
     "get_algorithm",
     "inherit_weights",
+    "peak_saved_bytes",
     "recalibrate_bn",
+    "rev_search",
     "search",
+    "set_reconstruct",
     "supernet",
 ]

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from nasforge.oneshot._loop import SearchConfig, arch_step, weight_step
+from nasforge.oneshot.common import SearchConfig, arch_step, weight_step
 from nasforge.oneshot.supernet import Algorithm, MixedInput, MixedLayer, MixedRepeat, Supernet
 
 __all__ = ["Darts", "DartsLayer", "DartsInput", "DartsRepeat", "darts_step"]

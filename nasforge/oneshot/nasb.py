@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from nasforge.oneshot._loop import (
+from nasforge.oneshot.common import (
     SearchConfig,
     apply_arch,
     apply_weights,

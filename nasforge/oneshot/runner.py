@@ -38,7 +38,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from nasforge.errors import ConfigError, StoreError
-from nasforge.oneshot._loop import Batch, SearchConfig, Split, accuracy, split_data
+from nasforge.oneshot.common import Batch, SearchConfig, Split, accuracy, split_data
 from nasforge.oneshot.search import ALGORITHMS, SearchState, search
 from nasforge.oneshot.search import supernet as make_supernet
 from nasforge.oneshot.spos import recalibrate_bn

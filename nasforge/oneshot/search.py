@@ -26,7 +26,7 @@ import torch
 
 from nasforge.errors import ConfigError, DivergenceError
 from nasforge.oneshot import darts, nasb, spos
-from nasforge.oneshot._loop import (
+from nasforge.oneshot.common import (
     SearchConfig,
     SearchResult,
     Split,
@@ -141,7 +141,7 @@ def search(
 
     ``data`` is ``(X, y)`` (split evenly into a training half for weights and a validation half
     for architecture choice) or ``{"train": (X, y), "val": (X, y)}``. ``settings`` override
-    :class:`~nasforge.oneshot._loop.SearchConfig` fields (``order="alternate"`` for NASB's
+    :class:`~nasforge.oneshot.common.SearchConfig` fields (``order="alternate"`` for NASB's
     Algorithm 2, ``cycles=...`` for SPOS's evolution). ``resume_from`` is a
     :meth:`SearchState.state_dict` saved by ``checkpoint``: the search goes on after that epoch.
     ``weights`` (a state dict of the space, e.g. a supernet trained by the pipeline) start the

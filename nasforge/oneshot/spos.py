@@ -19,7 +19,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from nasforge.oneshot._loop import Batch, accuracy, batches
+from nasforge import weightsharing
+from nasforge.oneshot.common import Batch, accuracy, batches
 from nasforge.oneshot.supernet import Algorithm, MixedInput, MixedLayer, MixedRepeat, Supernet
 from nasforge.space.search_space import Arch, arch_id
 from nasforge.strategy import RegularizedEvolution
@@ -132,25 +133,13 @@ def activate(net: Supernet, arch: Mapping[str, Any]) -> None:
             m.chosen = int(value)
 
 
-@torch.no_grad()
 def recalibrate_bn(net: nn.Module, data: Batch, batch_size: int, n_batches: int, seed: int) -> None:
-    """Resets every batch norm's running statistics and re-estimates them (cumulative average)
-    from ``n_batches`` training batches through the active path."""
-    bns = [m for m in net.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    momenta = [bn.momentum for bn in bns]
-    for bn in bns:
-        bn.reset_running_stats()
-        bn.momentum = None
-    was = net.training
-    net.train()
+    """Re-estimates every batch norm's statistics of ``net`` (through the active path) from
+    the first ``n_batches`` of ``data`` shuffled with ``seed`` (see
+    :func:`nasforge.weightsharing.recalibrate_bn`)."""
     g = torch.Generator().manual_seed(seed)
-    for i, (x, _) in enumerate(batches(data, batch_size, g)):
-        if i >= n_batches:
-            break
-        net(x)
-    net.train(was)
-    for bn, m in zip(bns, momenta):
-        bn.momentum = m
+    images = (x for i, (x, _) in zip(range(n_batches), batches(data, batch_size, g)))
+    weightsharing.recalibrate_bn(net, images)
 
 
 def evolve(

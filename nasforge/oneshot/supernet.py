@@ -401,6 +401,11 @@ class Supernet(nn.Module):
                 arch[label] = m.values[int(torch.argmax(w))]
         return self.space.search_space().validate(arch)
 
+    def extract(self, arch: Mapping[str, Any]) -> nn.Module:
+        """Returns ``arch`` as a plain frozen module with weights copied from the supernet
+        (:func:`inherit_weights`; the weight-sharing protocol's ``extract``)."""
+        return inherit_weights(self, arch)
+
     def strength(self, m: _Mixed) -> torch.Tensor:
         """Returns how strongly each candidate of ``m`` is chosen (the algorithm's measure)."""
         return self.algorithm.strength(m.arch().detach())

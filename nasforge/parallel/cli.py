@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-subnets", type=float, default=3.0, help="device cache budget")
     p.add_argument("--out", required=True, help="run directory (must not hold a run)")
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
-    p.set_defaults(func=_run, needs_runners=True)
+    p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:

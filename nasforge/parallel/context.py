@@ -29,7 +29,7 @@ from torch import nn
 
 from nasforge.parallel.cache import LayerCache
 
-__all__ = ["ContextManager", "sgd_momentum_step"]
+__all__ = ["TieredLayerCache", "sgd_momentum_step"]
 
 
 def sgd_momentum_step(
@@ -52,7 +52,7 @@ def sgd_momentum_step(
             p.data = p.data - lr * buf
 
 
-class ContextManager:
+class TieredLayerCache:
     """Returns a two-tier store of layers keyed by any hashable (the pipeline: (block, cand)).
 
     ``capacity`` bounds device-resident layers; ``device`` is the fast tier (CPU means both

@@ -1,13 +1,19 @@
 """Starting and watching the stage processes of a pipeline run: spawned by nasforge on one
 machine (:func:`launch`) or started by ``torchrun`` (``python -m nasforge.parallel.launcher``).
 
+Network exposure: by default (``RunConfig.bind`` loopback) a run opens no socket on any
+interface but loopback: spawned stages meet through a file store, and gloo's pair sockets are
+pinned to the loopback interface. Another ``bind`` address is the explicit multi-node opt-in.
+
 Invariants:
-    * :func:`launch` either returns every stage's results or raises :class:`WorkerError`; in
-      both cases no stage process is left alive.
+    * :func:`launch` either returns every stage's results or raises :class:`WorkerError` or
+      :class:`DivergenceError`; in every case no stage process is left alive.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
 import socket
 import tempfile
@@ -21,7 +27,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from nasforge.errors import WorkerError
+from nasforge.errors import ConfigError, DivergenceError, WorkerError
 from nasforge.parallel.runtime import (
     POLICIES,
     RunConfig,
@@ -30,21 +36,77 @@ from nasforge.parallel.runtime import (
     set_determinism,
 )
 
-__all__ = ["launch", "collect"]
+__all__ = ["launch", "collect", "is_loopback", "loopback_interface", "DIVERGED_EXIT"]
+
+#: Exit code of a stage process that stopped on a NaN or infinite loss.
+DIVERGED_EXIT = 3
+#: What a DivergenceError carries across the process boundary besides its message.
+_DIVERGENCE_KEYS = ("step", "subnet", "loss")
 
 
 # -- processes ---------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def is_loopback(addr: str) -> bool:
+    """Returns True when ``addr`` ("127.0.0.1", "::1", "localhost") names this machine only."""
+    if addr == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(addr).is_loopback
+    except ValueError:
+        return False
+
+
+def loopback_interface() -> str:
+    """Returns the name of the loopback network interface (Linux sysfs; "lo" by default)."""
+    for flags in sorted(Path("/sys/class/net").glob("*/flags")):
+        try:
+            if int(flags.read_text(), 16) & 0x8:  # IFF_LOOPBACK
+                return flags.parent.name
+        except (OSError, ValueError):
+            continue
+    return "lo"
+
+
+def _pin_to_loopback() -> None:
+    """Returns None; makes this process's gloo (and NCCL bootstrap) sockets use loopback.
+
+    Gloo's default device is the address this host's name resolves to, which is a LAN address
+    on most machines; its pair sockets would listen there. ``GLOO_SOCKET_IFNAME`` is read when
+    the process group is created, so it must be set before ``init_process_group``.
+    """
+    lo = loopback_interface()
+    os.environ["GLOO_SOCKET_IFNAME"] = lo
+    os.environ["NCCL_SOCKET_IFNAME"] = lo
+
+
+def _rendezvous(cfg: RunConfig, out_dir: str) -> str:
+    """Returns the ``init_method`` of a spawned run.
+
+    Loopback (the default): a file store in the run's private temporary directory, so no
+    rendezvous socket exists at all (torch's TCPStore server listens on every interface
+    whatever host it is given). Otherwise ``cfg.bind`` is the explicit opt-in to other hosts:
+    a TCP store at ``cfg.bind`` on a free port.
+    """
+    if is_loopback(cfg.bind):
+        return f"file://{Path(out_dir) / 'rendezvous'}"
+    try:
+        with socket.socket() as s:
+            s.bind((cfg.bind, 0))
+            port = s.getsockname()[1]
+    except OSError as exc:
+        raise ConfigError(
+            f"RunConfig.bind={cfg.bind!r} cannot be bound on this host ({exc}); give an address "
+            "of this host, or 127.0.0.1 (the default) for a run that stays on this machine"
+        ) from exc
+    return f"tcp://{cfg.bind}:{port}"
 
 
 def _worker(rank: int, cfg: RunConfig, init: str, out_dir: str) -> None:
     try:
         set_determinism(cfg.seed)
+        if is_loopback(cfg.bind):
+            _pin_to_loopback()
         backend = "nccl" if cfg.device.startswith("cuda") else "gloo"
         dist.init_process_group(
             backend,
@@ -56,6 +118,13 @@ def _worker(rank: int, cfg: RunConfig, init: str, out_dir: str) -> None:
         result = StageWorker(rank, cfg).run()
         torch.save(result, Path(out_dir) / f"rank{rank}.pt")
         dist.destroy_process_group()
+    except DivergenceError as exc:
+        # A record the parent turns back into a DivergenceError (not a generic WorkerError);
+        # written before exiting, so it exists before any neighbour can fail on our absence.
+        record = {"message": str(exc), **{k: getattr(exc, k, None) for k in _DIVERGENCE_KEYS}}
+        (Path(out_dir) / f"rank{rank}.diverged").write_text(json.dumps(record))
+        (Path(out_dir) / f"rank{rank}.err").write_text(traceback.format_exc())
+        os._exit(DIVERGED_EXIT)
     except BaseException:
         (Path(out_dir) / f"rank{rank}.err").write_text(traceback.format_exc())
         os._exit(1)
@@ -64,50 +133,94 @@ def _worker(rank: int, cfg: RunConfig, init: str, out_dir: str) -> None:
 def launch(cfg: RunConfig) -> list[dict[str, Any]]:
     """Returns each stage's results after running the pipeline in ``cfg.n_stages`` processes.
 
-    Processes are spawned on this machine (localhost rendezvous on a free port). The parent
-    watches them: the first one that exits non-zero stops the run.
+    Processes are spawned on this machine. With the default ``cfg.bind`` (127.0.0.1) they meet
+    through a file store and talk over loopback only: no socket of the run listens on another
+    interface. The parent watches them: the first one that exits non-zero stops the run.
+
+    Invariants:
+        * On return or raise, no stage process is alive; only started processes are joined.
 
     Raises:
-        ConfigError, ScheduleError: see :func:`check_config` (before any process starts).
-        WorkerError: a stage raised (its traceback is in the message), died, or the run
-            exceeded ``cfg.timeout_s``; every stage process is ended before it propagates.
+        ConfigError, ScheduleError: see :func:`check_config`; also a ``cfg.bind`` that is not
+            an address of this host (before any process starts).
+        DivergenceError: a stage saw a NaN or infinite loss (its message names the step and
+            the subnet; attributes ``step``, ``subnet``, ``loss`` and ``stage``); every stage
+            process is ended and no results are returned.
+        WorkerError: a stage could not be started, raised (its traceback is in the message),
+            died, or the run exceeded ``cfg.timeout_s``; every stage process is ended before it
+            propagates.
     """
     check_config(cfg)
     ctx = mp.get_context("spawn")
-    init = f"tcp://127.0.0.1:{_free_port()}"
     with tempfile.TemporaryDirectory(prefix="nasforge-pipe-") as out:
+        init = _rendezvous(cfg, out)
         procs = [
             ctx.Process(target=_worker, args=(r, cfg, init, out), daemon=True)
             for r in range(cfg.n_stages)
         ]
+        started: list[Any] = []
         try:
-            for p in procs:
-                p.start()
-            deadline = time.monotonic() + cfg.timeout_s
-            while True:
-                codes = [p.exitcode for p in procs]
-                bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
-                if bad:
-                    raise WorkerError(_failure_message(bad, procs, out))
-                if all(c == 0 for c in codes):
-                    break
-                if time.monotonic() > deadline:
+            for r, p in enumerate(procs):
+                try:
+                    p.start()
+                except Exception as exc:
                     raise WorkerError(
-                        f"pipeline run exceeded timeout_s={cfg.timeout_s}s; stages still "
-                        f"running: {[r for r, c in enumerate(codes) if c is None]}; raise "
-                        "timeout_s or lower steps"
-                    )
-                procs[0].join(0.05)
+                        f"pipeline stage {r} could not be started: {type(exc).__name__}: {exc}; "
+                        "the run's config must be picklable (a module-level space class, "
+                        "arrays as data) and a script that launches must guard its entry "
+                        "point with `if __name__ == '__main__':`"
+                    ) from exc
+                started.append(p)
+            _watch(cfg, procs, out)
         finally:
-            for p in procs:
+            for p in started:
                 if p.is_alive():
                     p.terminate()
-            for p in procs:
+            for p in started:
                 p.join(5)
                 if p.is_alive():
                     p.kill()
                     p.join()
         return [torch.load(Path(out) / f"rank{r}.pt") for r in range(cfg.n_stages)]
+
+
+def _watch(cfg: RunConfig, procs: list, out: str) -> None:
+    """Returns None once every stage exited 0; raises on the first failure or the timeout."""
+    deadline = time.monotonic() + cfg.timeout_s
+    while True:
+        codes = [p.exitcode for p in procs]
+        bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+        if bad:
+            _raise_divergence(out, len(procs))
+            raise WorkerError(_failure_message(bad, procs, out))
+        if all(c == 0 for c in codes):
+            return
+        if time.monotonic() > deadline:
+            raise WorkerError(
+                f"pipeline run exceeded timeout_s={cfg.timeout_s}s; stages still "
+                f"running: {[r for r, c in enumerate(codes) if c is None]}; raise "
+                "timeout_s or lower steps"
+            )
+        procs[0].join(0.05)
+
+
+def _raise_divergence(out: str | Path, n_stages: int) -> None:
+    """Returns None when no stage recorded a divergence in ``out``.
+
+    Raises:
+        DivergenceError: a stage did; the message is the stage's own (step, subnet, lr).
+    """
+    for rank in range(n_stages):
+        rec = Path(out) / f"rank{rank}.diverged"
+        if rec.exists():
+            record = json.loads(rec.read_text())
+            err = DivergenceError(
+                f"pipeline stage {rank}: {record['message']}; every stage process was ended"
+            )
+            for key in _DIVERGENCE_KEYS:
+                setattr(err, key, record.get(key))
+            err.stage = rank
+            raise err
 
 
 def _failure_message(bad: list[tuple[int, int]], procs: list, out: str) -> str:
@@ -128,9 +241,12 @@ def collect(out_dir: str | Path, n_stages: int) -> list[dict[str, Any]]:
     """Returns each stage's results saved by a torchrun run in ``out_dir``.
 
     Raises:
+        DivergenceError: a stage stopped on a NaN or infinite loss (``step``, ``subnet``,
+            ``loss`` and ``stage`` attributes as from :func:`launch`).
         WorkerError: a stage left a traceback or no result.
     """
     out = Path(out_dir)
+    _raise_divergence(out, n_stages)
     bad = [(r, 1) for r in range(n_stages) if not (out / f"rank{r}.pt").exists()]
     if bad:
         raise WorkerError(_failure_message(bad, [_NoPid()] * n_stages, str(out)))
@@ -149,7 +265,6 @@ def _torchrun_main(argv: list[str] | None = None) -> int:
     """
     import argparse
     import importlib
-    import json
 
     ap = argparse.ArgumentParser(prog="python -m nasforge.parallel.launcher")
     ap.add_argument("--space", default="nasforge.parallel.supernet:ChoiceSupernet")
@@ -159,6 +274,12 @@ def _torchrun_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", choices=POLICIES, default="csp")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache-subnets", type=float, default=3.0)
+    ap.add_argument(
+        "--bind",
+        default="127.0.0.1",
+        help="address gloo listens on: loopback (default) for one machine; this host's address "
+        "for multi-node runs",
+    )
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     module, qual = args.space.split(":")
@@ -175,6 +296,7 @@ def _torchrun_main(argv: list[str] | None = None) -> int:
         cache_subnets=args.cache_subnets,
         n_stages=int(os.environ["WORLD_SIZE"]),
         device="cuda" if torch.cuda.is_available() else "cpu",
+        bind=args.bind,
     )
     rank = int(os.environ["RANK"])
     if rank == 0:

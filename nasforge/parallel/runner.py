@@ -33,6 +33,7 @@ from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.store import Store
 from nasforge.run.threads import set_threads
 from nasforge.run.weights import save_weights
+from nasforge.weightsharing import accuracy
 
 __all__ = ["PipelineTraining", "subnet_with_weights"]
 
@@ -173,9 +174,8 @@ class PipelineTraining(BaseRunner):
             if aid in seen:
                 continue
             seen.add(aid)
-            model = subnet_with_weights(space, arch).eval()
-            with torch.no_grad():
-                acc = float((model(val[0]).argmax(1) == val[1]).float().mean())
+            model = subnet_with_weights(space, arch)
+            acc = accuracy(model, val)
             tid = store.add_trial(aid, arch, event=False)
             ckpt = save_weights(model, self.directory / "checkpoints" / f"trial_{tid}.pt")
             rel = str(Path(ckpt).relative_to(self.directory))

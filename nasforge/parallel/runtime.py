@@ -31,6 +31,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import math
 import os
 import queue
 import random
@@ -45,8 +46,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from nasforge.errors import ConfigError
-from nasforge.parallel.context import ContextManager
+from nasforge.errors import ConfigError, DivergenceError
+from nasforge.parallel.context import TieredLayerCache
 from nasforge.parallel.csp import (
     FinishedList,
     Task,
@@ -61,10 +62,12 @@ from nasforge.parallel.supernet import layer_table, n_candidates, run_layers
 __all__ = [
     "RunConfig",
     "StageWorker",
+    "digits",
     "train_sequential",
     "check_config",
     "config_dict",
     "set_determinism",
+    "check_loss",
     "POLICIES",
 ]
 
@@ -89,11 +92,17 @@ class RunConfig:
     window: int = 0  # subnets in flight (csp/asp); 0 means n_stages
     bulk: int = 0  # bsp flush size; 0 means n_stages
     sampler: str = "uniform"
+    feedback_lag: int = 8  # a learning sampler hears subnet s's loss before asking s + lag
     subnets: list[list[int]] | None = None  # an explicit subnet sequence instead of a sampler
     cache_subnets: float | None = 3.0  # device cache per stage, in subnets' stage layers
     device: str = "cpu"
     timeout_s: float = 300.0
-    data: tuple[Any, Any] | None = None  # (X float array, y int array); None: sklearn digits
+    # Where stage processes listen. Loopback (default): a file rendezvous and gloo on the
+    # loopback interface, nothing reachable from other hosts. Any other address of this host
+    # (or "0.0.0.0") opts in to other hosts: a TCP rendezvous there, gloo on its default device
+    # (the host name's address, or the interface named by GLOO_SOCKET_IFNAME).
+    bind: str = "127.0.0.1"
+    data: tuple[Any, Any] | None = None  # (X float, y int) arrays; None: digits(), standardised
     fail_rank: int = -1  # fault injection for tests: this rank exits at fail_step's forward
     fail_step: int = -1
 
@@ -110,17 +119,31 @@ def set_determinism(seed: int) -> None:
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 
+def digits(n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Returns sklearn's digits ``(X float32 [N, 64], y int64 [N])``, each pixel standardised.
+
+    The default data of a run. Each pixel gets zero mean and unit variance over the first
+    ``n`` samples (all when ``None``; pass the training part's size so a held-out part does
+    not leak into the statistics); pixels constant there are only centred. Why: the raw
+    ``pixels / 16`` have mean 0.31 and spread 0.38, so every sample shares a large common
+    component; standardised inputs made the 8-block example learn about twice as fast
+    (held-out accuracy after 64 steps 0.19 -> 0.52, measured with the residual supernet).
+    """
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = d.data.astype(np.float64)
+    ref = x if n is None else x[:n]
+    sd = ref.std(0)
+    x = (x - ref.mean(0)) / np.where(sd > 0, sd, 1.0)
+    return x.astype(np.float32), d.target.astype(np.int64)
+
+
 class _Data:
     """Batches as a pure function of (seed, step): every process builds the same ones."""
 
     def __init__(self, cfg: RunConfig) -> None:
-        if cfg.data is None:
-            from sklearn.datasets import load_digits
-
-            d = load_digits()
-            x, y = d.data / 16.0, d.target
-        else:
-            x, y = cfg.data
+        x, y = digits() if cfg.data is None else cfg.data
         self.x = torch.as_tensor(np.asarray(x), dtype=torch.float32)
         self.y = torch.as_tensor(np.asarray(y), dtype=torch.long)
         self.perm = np.random.RandomState(cfg.seed).permutation(len(self.x))
@@ -135,7 +158,12 @@ def _source(cfg: RunConfig, ncand: list[int]) -> Any:
     """Returns the subnet iterator of a run: the explicit list, else the seeded sampler."""
     if cfg.subnets is not None:
         return iter([list(s) for s in cfg.subnets])
-    return get_sampler(cfg.sampler, ncand, cfg.seed)
+    return get_sampler(cfg.sampler, ncand, cfg.seed, cfg.feedback_lag)
+
+
+def _report(source: Any) -> Any:
+    """Returns the loss hook of a sampler that learns from losses, or a no-op."""
+    return getattr(source, "report", lambda seq, loss: None)
 
 
 def _build_space(cfg: RunConfig) -> Any:
@@ -159,6 +187,27 @@ def _capacity(cfg: RunConfig, n_layers_stage: int, n_owned: int) -> int:
     return max(n_layers_stage, int(round(cfg.cache_subnets * n_layers_stage)))
 
 
+def check_loss(value: float, seq: int, subnet: Any, cfg: RunConfig) -> None:
+    """Returns None when ``value`` (the loss of step ``seq``) is finite.
+
+    Called before the step's backward and update, so the weights a run holds when it stops
+    are those of the last finite step; the run returns none of them.
+
+    Raises:
+        DivergenceError: the loss is NaN or infinite; the message names the step, the subnet
+            and the learning rate, and the error carries ``step``, ``subnet`` and ``loss``.
+    """
+    if not math.isfinite(value):
+        err = DivergenceError(
+            f"training diverged: the loss of step {seq} (subnet {list(subnet)}) is {value}; "
+            f"expected a finite loss with lr={cfg.lr}, momentum={cfg.momentum}; lower the "
+            f"learning rate (e.g. lr={cfg.lr / 10:g}) and train again: the run stopped and "
+            "returns no weights"
+        )
+        err.step, err.subnet, err.loss = seq, list(subnet), value  # for a run record's event
+        raise err
+
+
 # -- sequential reference ----------------------------------------------------------------------
 
 
@@ -167,22 +216,31 @@ def train_sequential(cfg: RunConfig) -> dict[str, Any]:
 
     The reference for Definition 1: subnets in sequence order, one batch each, per-layer SGD
     with momentum, the same context manager (one stage holding every block).
+
+    Raises:
+        DivergenceError: a step's loss is NaN or infinite (see :func:`check_loss`); nothing
+            is returned.
     """
     set_determinism(cfg.seed)
     space = _build_space(cfg)
     ncand = n_candidates(space)
     table = layer_table(space)
-    ctx = ContextManager(table, _capacity(cfg, len(ncand), len(table)), cfg.device)
+    ctx = TieredLayerCache(table, _capacity(cfg, len(ncand), len(table)), cfg.device)
     data = _Data(cfg)
-    feed = SubnetFeed(_source(cfg, ncand), ncand, cfg.steps)
+    source = _source(cfg, ncand)
+    report = _report(source)
+    feed = SubnetFeed(source, ncand, cfg.steps)
     losses = []
     t0 = time.perf_counter()
     try:
         for seq in range(cfg.steps):
-            keys = list(enumerate(feed.get(seq)))
+            subnet = feed.get(seq)
+            keys = list(enumerate(subnet))
             mods = ctx.acquire(keys)
             x, y = data.batch(seq)
             loss = F.cross_entropy(run_layers(mods, x.to(ctx.device)), y.to(ctx.device))
+            check_loss(loss.item(), seq, subnet, cfg)
+            report(seq, loss.item())
             loss.backward()
             ctx.release(keys)
             grads = _take_grads(mods)
@@ -210,7 +268,7 @@ def _take_grads(mods: list) -> list[list[torch.Tensor]]:
 class StageWorker:
     """Returns the worker of one process's share of the pipeline; :meth:`run` trains it.
 
-    It owns its stage's blocks (in a :class:`ContextManager`), the forward queue, the ready
+    It owns its stage's blocks (in a :class:`TieredLayerCache`), the forward queue, the ready
     backwards, the finished list and the Algorithm 1 loop.
     """
 
@@ -224,13 +282,16 @@ class StageWorker:
         mine = {key: m for key, m in table.items() if key[0] in self.partition[rank]}
         cap = _capacity(cfg, len(self.partition[rank]), len(mine))
         self.device = torch.device(cfg.device)
-        self.ctx = ContextManager(mine, cap, self.device)
+        self.ctx = TieredLayerCache(mine, cap, self.device)
         self.data = _Data(cfg)
         numel = _boundary_numels(table, len(self.ncand), self.data.batch(0)[0])
         b0 = self.partition[rank].start
         self.in_numel = cfg.batch_size * numel[b0 - 1] if rank > 0 else 0
         self.out_numel = cfg.batch_size * numel[self.partition[rank].stop - 1]
-        self.feed = SubnetFeed(_source(cfg, self.ncand), self.ncand, cfg.steps)
+        source = _source(cfg, self.ncand)
+        self.report = _report(source)
+        self.loss_of: dict[int, float] = {}  # losses of subnets, passed back with gradients
+        self.feed = SubnetFeed(source, self.ncand, cfg.steps)
         self.window = cfg.window or self.d
         self.bulk = cfg.bulk or self.d
         self.queue: list[int] = []  # forward tasks ready here, arrival order
@@ -248,8 +309,11 @@ class StageWorker:
 
     # messages --------------------------------------------------------------------------------
 
-    def _send(self, seq: int, payload: torch.Tensor, dst: int) -> None:
-        msg = torch.cat([torch.tensor([float(seq)], device=payload.device), payload.flatten()])
+    def _send(self, seq: int, payload: torch.Tensor, dst: int, loss: float = 0.0) -> None:
+        # header [seq, loss]: a gradient carries its subnet's loss back to every stage, for a
+        # sampler that learns from losses (StrategyFeed)
+        head = torch.tensor([float(seq), loss], device=payload.device)
+        msg = torch.cat([head, payload.flatten()])
         self.sends.append((dist.isend(msg, dst), msg))
         self.sends = [(w, t) for w, t in self.sends if not w.is_completed()]
 
@@ -287,6 +351,11 @@ class StageWorker:
         if self.last:
             y = self.data.batch(seq)[1].to(self.device)
             loss = F.cross_entropy(out, y)
+            # The last stage alone sees the loss: it raises, its process exits with a
+            # divergence record, and the launcher ends every other stage (launcher._worker).
+            check_loss(loss.item(), seq, self.feed.get(seq), cfg)
+            self.report(seq, loss.item())
+            self.loss_of[seq] = loss.item()
             loss.backward()
             self.losses[seq] = loss.item()
             self.busy += time.perf_counter() - t0
@@ -310,7 +379,7 @@ class StageWorker:
     def _after_backward(self, seq: int, inp: torch.Tensor, mods: list, keys: list) -> None:
         grads = _take_grads(mods)
         if self.k > 0:
-            self._send(seq, inp.grad, self.k - 1)
+            self._send(seq, inp.grad, self.k - 1, self.loss_of.pop(seq))
         t0 = time.perf_counter()
         if self.cfg.policy == "bsp":
             for key, g in zip(keys, grads):
@@ -361,13 +430,22 @@ class StageWorker:
     # Algorithm 1 ---------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
+        """Returns this stage's ``{"state", "losses", "stats", "busy", "wall"}`` after the run.
+
+        Raises:
+            DivergenceError: (last stage) a step's loss is NaN or infinite.
+            RuntimeError: a neighbour's message could not be received (it died).
+        """
         steps = self.cfg.steps
         inbox: queue.Queue = queue.Queue()
         threads = []
         if self.k > 0:
             threads.append(_Receiver(self.k - 1, self.in_numel, steps, "fwd", self.device, inbox))
         if not self.last:
-            threads.append(_Receiver(self.k + 1, self.out_numel, steps, "bwd", self.device, inbox))
+            threads.append(
+                _Receiver(self.k + 1, self.out_numel, steps, "bwd", self.device, inbox,
+                          self._on_loss)
+            )  # fmt: skip
         for th in threads:
             th.start()
         t0 = time.perf_counter()
@@ -412,6 +490,12 @@ class StageWorker:
             "wall": wall,
         }
 
+    def _on_loss(self, seq: int, loss: float) -> None:
+        """Records a loss that came back with a gradient (called by the receiver thread, so a
+        sampler waiting for it never waits on this stage's main loop)."""
+        self.loss_of[seq] = loss
+        self.report(seq, loss)
+
 
 class _Receiver(threading.Thread):
     """Receives ``n`` messages from one neighbour with blocking ``recv`` into the inbox.
@@ -420,19 +504,24 @@ class _Receiver(threading.Thread):
     the stage's main thread only reads the inbox, never blocks on a neighbour.
     """
 
-    def __init__(self, src: int, numel: int, n: int, kind: str, device, inbox) -> None:
+    def __init__(
+        self, src: int, numel: int, n: int, kind: str, device, inbox, on_loss=None
+    ) -> None:
         super().__init__(daemon=True)
         self.src, self.numel, self.n, self.kind = src, numel, n, kind
-        self.device, self.inbox = device, inbox
+        self.device, self.inbox, self.on_loss = device, inbox, on_loss
 
     def run(self) -> None:
         try:
             for _ in range(self.n):
-                buf = torch.empty(1 + self.numel, device=self.device)
+                buf = torch.empty(2 + self.numel, device=self.device)
                 dist.recv(buf, self.src)
-                # clone: buf[1:] starts 4 bytes into its storage, and a misaligned operand can
+                seq = int(buf[0].item())
+                if self.on_loss is not None:
+                    self.on_loss(seq, buf[1].item())
+                # clone: buf[2:] starts 8 bytes into its storage, and a misaligned operand can
                 # send BLAS down another kernel whose rounding differs from sequential training
-                self.inbox.put((self.kind, int(buf[0].item()), buf[1:].clone()))
+                self.inbox.put((self.kind, seq, buf[2:].clone()))
         except BaseException as exc:  # the stage's main loop re-raises it
             self.inbox.put(("error", -1, exc))
 
@@ -474,7 +563,14 @@ def check_config(cfg: RunConfig) -> None:
         for seq, sn in enumerate(cfg.subnets[: cfg.steps]):
             check_subnet(list(sn), ncand, seq)
     else:
-        get_sampler(cfg.sampler, ncand, cfg.seed)
+        source = get_sampler(cfg.sampler, ncand, cfg.seed, cfg.feedback_lag)
+        in_flight = max(cfg.window or cfg.n_stages, cfg.bulk or cfg.n_stages)
+        if hasattr(source, "report") and in_flight > cfg.feedback_lag:
+            raise ConfigError(
+                f"sampler {cfg.sampler!r} learns from losses {cfg.feedback_lag} subnets late, "
+                f"but {in_flight} subnets can be in flight (window/bulk/stages); raise "
+                "feedback_lag to at least that"
+            )
 
 
 def config_dict(cfg: RunConfig) -> dict[str, Any]:

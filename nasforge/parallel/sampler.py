@@ -15,13 +15,14 @@ from __future__ import annotations
 import queue
 import random
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from nasforge.errors import ConfigError
 from nasforge.parallel.csp import Subnet, check_subnet
 from nasforge.parallel.fair_sampler import FairSampler
 
-__all__ = ["UniformSampler", "EvolutionSampler", "SubnetFeed", "get_sampler"]
+__all__ = ["UniformSampler", "StrategyFeed", "evolution_feed", "SubnetFeed", "get_sampler"]
 
 
 class UniformSampler:
@@ -36,51 +37,97 @@ class UniformSampler:
             yield tuple(self.rng.randrange(n) for n in self.n_candidates)
 
 
-class EvolutionSampler:
-    """Returns an endless iterator of subnets from seeded regularised-evolution-style mutation.
+class StrategyFeed:
+    """Returns an endless iterator of subnets asked from an ask/tell strategy, with fitness
+    feedback at a fixed lag: the loss of subnet ``s`` is told (as ``-loss``) before subnet
+    ``s + lag`` is asked, in sequence order.
 
-    Without fitness feedback (a pipeline cannot wait for it without breaking the stream), each
-    child mutates one block of a parent drawn from a sliding population of the last
-    ``population`` subnets, as the exploration of §5's evolution strategy does between
-    selections; it is deterministic for a seed.
+    A pipeline cannot wait for a subnet's loss before starting the next one, but it never has
+    more than ``lag`` subnets in flight (the window, or the bulk), so when any stage needs
+    subnet ``q`` the losses of every subnet up to ``q - lag`` have reached it. Every process
+    therefore replays the same asks and tells and draws the same sequence; the sequential
+    reference uses the same lag and draws it too.
+
+    ``report(seq, loss)`` hands in a loss (from any thread); the iterator waits for the losses
+    it needs.
+
+    Invariants: the same strategy, seed, lag and losses give the same subnets; a tell always
+    follows its ask; a non-finite loss is told as a failure (None).
     """
 
-    def __init__(self, n_candidates: Sequence[int], seed: int = 0, population: int = 8) -> None:
-        self.n_candidates = list(n_candidates)
-        self.rng = random.Random(seed)
-        self.population = population
+    def __init__(
+        self, strategy: Any, n_candidates: Sequence[int], lag: int, timeout: float = 600.0
+    ) -> None:
+        from nasforge.space.search_space import Decision, SearchSpace
+
+        if not isinstance(lag, int) or lag < 1:
+            raise ConfigError(f"the feedback lag must be an int >= 1, got {lag!r}")
+        self.labels = [f"block{b}" for b in range(len(n_candidates))]
+        space = SearchSpace(
+            [Decision(lb, "layer", tuple(range(n))) for lb, n in zip(self.labels, n_candidates)]
+        )
+        strategy.setup(space)
+        self.strategy, self.lag, self.timeout = strategy, lag, timeout
+        self._losses: dict[int, float] = {}
+        self._ready = threading.Condition()
+
+    def report(self, seq: int, loss: float) -> None:
+        """Records the training loss of subnet ``seq`` (thread-safe)."""
+        with self._ready:
+            self._losses[seq] = float(loss)
+            self._ready.notify_all()
+
+    def _loss(self, seq: int) -> float:
+        with self._ready:
+            if not self._ready.wait_for(lambda: seq in self._losses, self.timeout):
+                raise ConfigError(
+                    f"the loss of subnet {seq} did not arrive in {self.timeout} s; the pipeline "
+                    f"keeps more than lag={self.lag} subnets in flight"
+                )
+            return self._losses[seq]
 
     def __iter__(self) -> Iterator[Subnet]:
-        pop: list[Subnet] = []
+        asked: dict[int, Any] = {}
+        seq = told = 0
         while True:
-            if len(pop) < self.population:
-                child = tuple(self.rng.randrange(n) for n in self.n_candidates)
-            else:
-                parent = list(pop[self.rng.randrange(len(pop))])
-                b = self.rng.randrange(len(parent))
-                parent[b] = self.rng.randrange(self.n_candidates[b])
-                child = tuple(parent)
-                pop.pop(0)
-            pop.append(child)
-            yield child
+            while told <= seq - self.lag:
+                loss = self._loss(told)
+                fitness = -loss if loss == loss and abs(loss) != float("inf") else None
+                self.strategy.tell(asked.pop(told), fitness)
+                told += 1
+            arch = self.strategy.ask()
+            asked[seq] = arch
+            seq += 1
+            yield tuple(arch[lb] for lb in self.labels)
 
 
-_SAMPLERS: dict[str, Callable[..., object]] = {
-    "uniform": UniformSampler,
-    "evolution": EvolutionSampler,
-    "fair": FairSampler,
+def evolution_feed(n_candidates: Sequence[int], seed: int = 0, lag: int = 8) -> StrategyFeed:
+    """Returns the ``evolution`` sampler: the engine's regularized evolution (population 8,
+    tournament 3) fed each subnet's loss ``lag`` subnets later."""
+    from nasforge.strategy import RegularizedEvolution
+
+    return StrategyFeed(RegularizedEvolution(8, 3, seed), n_candidates, lag)
+
+
+#: name -> factory (n_candidates, seed, feedback lag) -> an iterable of subnets
+_SAMPLERS: dict[str, Callable[[Sequence[int], int, int], Any]] = {
+    "uniform": lambda n, seed, lag: UniformSampler(n, seed),
+    "evolution": lambda n, seed, lag: evolution_feed(n, seed, lag),
+    "fair": lambda n, seed, lag: FairSampler(n, seed),
 }
 
 
-def get_sampler(name: str, n_candidates: Sequence[int], seed: int) -> Iterator[Subnet]:
-    """Returns a fresh subnet iterator of the named sampler.
+def get_sampler(name: str, n_candidates: Sequence[int], seed: int, lag: int = 8) -> Any:
+    """Returns a fresh sampler (an iterable of subnets; a :class:`StrategyFeed` also takes
+    ``report(seq, loss)``) of the named kind; ``lag`` is the feedback lag of the samplers
+    that learn from losses.
 
     Raises:
         ConfigError: unknown sampler name.
     """
     if name not in _SAMPLERS:
         raise ConfigError(f"sampler must be one of {sorted(_SAMPLERS)}, got {name!r}")
-    return iter(_SAMPLERS[name](n_candidates, seed))  # type: ignore[call-overload]
+    return _SAMPLERS[name](n_candidates, seed, lag)
 
 
 class SubnetFeed:
@@ -95,7 +142,7 @@ class SubnetFeed:
 
     def __init__(
         self,
-        source: Iterator[Sequence[int]],
+        source: Iterable[Sequence[int]],
         n_candidates: Sequence[int],
         total: int,
         maxsize: int = 16,
@@ -107,7 +154,7 @@ class SubnetFeed:
         self._next = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(
-            target=self._produce, args=(source, list(n_candidates), total), daemon=True
+            target=self._produce, args=(iter(source), list(n_candidates), total), daemon=True
         )
         self._thread.start()
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import nasforge as nf
@@ -24,8 +25,49 @@ __all__ = ["ChoiceSupernet", "choice_blocks", "layer_table", "n_candidates", "ar
 _ACTIVATIONS: list[type[nn.Module]] = [nn.ReLU, nn.Tanh, nn.GELU, nn.Identity, nn.SiLU]
 
 
-def _candidate(d_in: int, d_out: int, act: type[nn.Module] | None) -> nn.Module:
-    return nn.Sequential(nn.Linear(d_in, d_out), act()) if act else nn.Linear(d_in, d_out)
+class _Residual(nn.Sequential):
+    """Returns ``x + alpha * act(Linear(x))``; ``alpha`` starts at 0 (ReZero, Bachlechner et
+    al. 2020), so a fresh candidate is the identity.
+
+    Why: a chain of plain ``Linear -> activation`` layers with PyTorch's default init shrinks
+    the signal 2-4x per layer (weight variance 1/(3 fan_in), halved again by ReLU-like
+    activations); measured on 8 blocks, the per-sample spread of the activations falls from
+    0.10 after block 0 to 0.0003 before the head, so the logits do not depend on the input and
+    the loss stays at ln 10. With the residual path a deep chain starts as block 0 followed by
+    the head, and each middle block adds to it as its ``alpha`` grows.
+    """
+
+    def __init__(self, *layers: nn.Module) -> None:
+        super().__init__(*layers)
+        self.alpha = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.alpha * super().forward(x)
+
+
+class _InputNormalised(nn.Sequential):
+    """Returns ``act(Linear(layer_norm(x)))``: each sample's features scaled to zero mean and
+    unit variance (no parameters) before the first block's layer.
+
+    Why: raw digit pixels (``/ 16``) share a large common component (mean 0.31, spread 0.38),
+    and a caller may not standardise them (the pipeline runner feeds ``[0, 1]`` pixels).
+    Measured on the 8-block example after 64 steps, held-out accuracy (8 subnets) rose from
+    0.21 to 0.43 on ``[0, 1]`` pixels and from 0.45 to 0.50 on standardised ones; after 512
+    steps it was unchanged (0.87 / 0.89).
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(F.layer_norm(x, x.shape[-1:]))
+
+
+def _candidate(d_in: int, d_out: int, act: type[nn.Module] | None, first: bool) -> nn.Module:
+    if act is None:
+        return _InputNormalised(nn.Linear(d_in, d_out)) if first else nn.Linear(d_in, d_out)
+    if first:
+        return _InputNormalised(nn.Linear(d_in, d_out), act())
+    if d_in == d_out:
+        return _Residual(nn.Linear(d_in, d_out), act())
+    return nn.Sequential(nn.Linear(d_in, d_out), act())
 
 
 class ChoiceSupernet(nf.ModelSpace):
@@ -34,7 +76,15 @@ class ChoiceSupernet(nf.ModelSpace):
     Block 0 maps ``d_in`` to ``hidden``, the middle blocks keep ``hidden``, the last maps to
     ``n_classes``. Candidate c of a block is a Linear followed by the activation
     ``_ACTIVATIONS[c % 5]`` (the last block's candidates have no activation and differ by
-    initialisation). Labels are ``block0`` .. ``block{m-1}``.
+    initialisation). A middle block's candidate is residual, ``x + alpha * act(Linear(x))``
+    with a learned scalar ``alpha`` that starts at 0, so a deep chain trains (a plain chain of
+    8 blocks stays at chance loss). Block 0's candidates first normalise each sample's
+    features (``layer_norm``, no parameters). ``candidate[0]`` is the Linear in every case.
+    Labels are ``block0`` .. ``block{m-1}``. Inputs train best standardised per feature, as
+    :func:`nasforge.parallel.runtime.digits` gives them.
+
+    Invariants:
+        * A freshly built middle candidate is the identity map (``alpha == 0``).
 
     Raises:
         ConfigError: fewer than 2 blocks or 1 candidate, or a non-positive width.
@@ -61,7 +111,7 @@ class ChoiceSupernet(nf.ModelSpace):
             o = n_classes if b == n_blocks - 1 else hidden
             last = b == n_blocks - 1
             cands = [
-                _candidate(i, o, None if last else _ACTIVATIONS[c % len(_ACTIVATIONS)])
+                _candidate(i, o, None if last else _ACTIVATIONS[c % len(_ACTIVATIONS)], b == 0)
                 for c in range(n_candidates)
             ]
             blocks.append(nf.LayerChoice(cands, label=f"block{b}"))

@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from nasforge.run.files import load_run_file, rebuild_runner
@@ -65,6 +66,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
+    from nasforge.run.store import Store
+
+    with Store.open(args.dir) as store:
+        kind = store.kind
+    args.load_runners(kind)  # only the family that wrote the run
     runner = rebuild_runner(args.dir, **_overrides(args))
     runner.resume()
     _report(runner)
@@ -105,18 +111,23 @@ def add_run_commands(p: argparse.ArgumentParser) -> None:
     )
 
 
-def register(subparsers: Any) -> None:
-    """Adds the shared subcommands to the ``nasforge`` parser."""
+def _all_runners(kind: str | None = None) -> None:
+    """Loads no runner: the default of :func:`register` when the caller registered them."""
+
+
+def register(subparsers: Any, load_runners: Callable[[str | None], None] = _all_runners) -> None:
+    """Adds the shared subcommands to the ``nasforge`` parser; ``load_runners(kind)`` registers
+    the runner of a kind (all of them for None) before ``run`` and ``resume`` need it."""
     p = subparsers.add_parser("run", help="run a run file (.py, .yaml, .toml) of any kind")
     p.add_argument("file", help="run file; see docs/architecture.md and each kind's guide")
     p.add_argument("--dir", help="run directory (default runs/<file stem>)")
     add_run_commands(p)
-    p.set_defaults(func=_cmd_run, needs_runners=True)
+    p.set_defaults(func=_cmd_run, needs_runners=True, load_runners=load_runners)
 
     p = subparsers.add_parser("resume", help="continue a stopped or crashed run of any kind")
     p.add_argument("dir", help="run directory")
     add_run_commands(p)
-    p.set_defaults(func=_cmd_resume, needs_runners=True)
+    p.set_defaults(func=_cmd_resume, load_runners=load_runners)
 
     p = subparsers.add_parser("status", help="state, progress and trials of a run, best first")
     p.add_argument("dir", help="run directory")

@@ -54,15 +54,16 @@ def export_top(
     directory = Path(directory)
     with Store.open(directory) as store:
         cfg, obj = store.config(), store.objective()
-        trials = store.trials()
-    ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"])
-    if per is not None:
-        groups: dict[Any, list[TrialRecord]] = {}
-        for t in ranked:
-            groups.setdefault((t.metrics or {}).get(per), []).append(t)
-        chosen = [t for g in groups.values() for t in g[:k]]
-    else:
-        chosen = ranked[:k]
+        trials = store.trials(light=True)
+        ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"])
+        if per is not None:
+            groups: dict[Any, list[TrialRecord]] = {}
+            for t in ranked:
+                groups.setdefault((t.metrics or {}).get(per), []).append(t)
+            chosen = [t for g in groups.values() for t in g[:k]]
+        else:
+            chosen = ranked[:k]
+        chosen = [store.trial(t.id) for t in chosen]
     if not chosen:
         raise StoreError(
             f"{directory} has no finished trial ranked by {obj['metric']!r} to export "

@@ -15,6 +15,9 @@ from nasforge.run.store import Store
 
 __all__ = ["plot_run"]
 
+#: at most this many trials are drawn as points (the running best uses every trial)
+_MAX_POINTS = 2000
+
 
 def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
     """Returns the path of the PNG written for the run in ``directory``.
@@ -22,16 +25,13 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
     Raises:
         StoreError: the record cannot be read, or it holds nothing to plot.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: no global state, a faster import
 
     from nasforge.errors import StoreError
 
     directory = Path(directory)
     with Store.open(directory) as store:
-        obj, trials, rows = store.objective(), store.trials(), store.progress()
+        obj, trials, rows = store.objective(), store.trials(light=True), store.progress()
     metric, mode, cons, second = obj["metric"], obj["mode"], obj["constraints"], obj["second"]
     trials = [t for t in trials if t.status != "cached"]  # a repeat adds no new point
     series: dict[str, tuple[list[int], list[float]]] = {}
@@ -48,7 +48,8 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
         panels = ["trials"]
     if not panels:
         raise StoreError(f"{directory} has no progress rows and no trials to plot yet")
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
+    fig = Figure(figsize=(6 * len(panels), 4))
+    axes = fig.subplots(1, len(panels), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         if panel == "progress":
             for k, (xs, ys) in series.items():
@@ -67,9 +68,14 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
                 ys.append(t.metrics[metric])
                 if best is None or s > best[0]:
                     best = (s, t.metrics[metric])
-                bx.append(t.id)
-                by.append(best[1])
-            ax.scatter(xs, ys, s=12, alpha=0.6, label="trial")
+                    bx.append(t.id)  # the running best's steps: only where it changes
+                    by.append(best[1])
+            if xs:
+                bx.append(xs[-1])
+                by.append(by[-1])
+            stride = -(-len(xs) // _MAX_POINTS)  # a big run: every stride-th trial is drawn
+            label = "trial" if stride == 1 else f"every {stride}th trial"
+            ax.scatter(xs[::stride], ys[::stride], s=12, alpha=0.6, label=label)
             ax.step(bx, by, where="post", color="C3", label="running best")
             failed = [t.id for t in trials if t.status == "failed"]
             if failed:
@@ -95,5 +101,4 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
     fig.tight_layout()
     out = Path(out) if out is not None else directory / "plot.png"
     fig.savefig(out, dpi=100)
-    plt.close(fig)
     return out

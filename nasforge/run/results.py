@@ -16,6 +16,7 @@ __all__ = [
     "score",
     "rank_trials",
     "pareto_front",
+    "pareto_indices",
 ]
 
 _OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
@@ -101,6 +102,21 @@ def rank_trials(
     return out
 
 
+def pareto_indices(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Returns the indices of the points ``(a, b)``, both maximised, that no other point
+    dominates (at least as good in both, better in one), sorted by ``a`` descending.
+
+    Invariants: pure; one index per distinct non-dominated point (ties keep the first).
+    """
+    order = sorted(range(len(points)), key=lambda i: (-points[i][0], -points[i][1], i))
+    front, best_b = [], float("-inf")
+    for i in order:
+        if points[i][1] > best_b:
+            front.append(i)
+            best_b = points[i][1]
+    return front
+
+
 def pareto_front(
     trials: Sequence[TrialRecord],
     first: tuple[str, str],
@@ -112,17 +128,15 @@ def pareto_front(
 
     Invariants: no returned trial is dominated by any feasible trial; one trial per arch id.
     """
-    pts = []
-    for t in rank_trials(trials, first[0], first[1], constraints):
-        if t.metrics is None or second[0] not in t.metrics:
-            continue
-        a = t.metrics[first[0]] * (1 if first[1] == "max" else -1)
-        b = t.metrics[second[0]] * (1 if second[1] == "max" else -1)
-        pts.append((a, b, t))
-    front = []
-    best_b = float("-inf")
-    for _a, b, t in sorted(pts, key=lambda p: (-p[0], -p[1], p[2].id)):
-        if b > best_b:
-            front.append(t)
-            best_b = b
-    return front
+    kept = [
+        t
+        for t in rank_trials(trials, first[0], first[1], constraints)
+        if t.metrics is not None and second[0] in t.metrics
+    ]
+    kept.sort(key=lambda t: t.id)  # ties go to the earlier trial
+    pts = [
+        (t.metrics[first[0]] * (1 if first[1] == "max" else -1),
+         t.metrics[second[0]] * (1 if second[1] == "max" else -1))
+        for t in kept
+    ]  # fmt: skip
+    return [kept[i] for i in pareto_indices(pts)]

@@ -92,7 +92,7 @@ def trial_table(store: Store, limit: int | None = 20) -> tuple[list[str], list[l
     """Returns (header, rows, n_more): the trials best feasible first, one row per distinct
     architecture (a cached repeat is counted in its original's row), then the unranked ones by
     id; ``n_more`` counts the rows left out by ``limit``."""
-    obj, trials = store.objective(), store.trials()
+    obj, trials = store.objective(), store.trials(light=True)
     metric = obj["metric"]
     ranked = rank_trials(trials, metric, obj["mode"], obj["constraints"])
     repeats = Counter(t.cached_from for t in trials if t.status == "cached" and t.cached_from)
@@ -106,7 +106,7 @@ def trial_table(store: Store, limit: int | None = 20) -> tuple[list[str], list[l
     ordered = ranked + rest
     others = sorted({k for t in trials if t.metrics for k in t.metrics} - {metric})
     header = ["rank", "trial", "status", "how", metric, *others, "seconds", "arch / error"]
-    shown = ordered[:limit] if limit else ordered
+    shown = [store.trial(t.id) for t in (ordered[:limit] if limit else ordered)]
     rows = []
     for i, t in enumerate(shown):
         m = t.metrics or {}
@@ -132,7 +132,8 @@ def _print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title)
+    sys.stdout.write(title + "\n")  # above the table: a narrow table would wrap it
+    table = Table()
     for h in header:
         table.add_column(h)
     for r in rows:

@@ -56,12 +56,12 @@ import math
 import sqlite3
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nasforge.errors import StoreError
 from nasforge.run.lock import WriterLock
+from nasforge.run.records import EVALUATIONS, FINISHED, STATUSES, TrialRecord, check_compatible
 
 __all__ = [
     "Store",
@@ -80,9 +80,6 @@ FORMAT = "nasforge-run"
 FORMAT_VERSION = 2
 DB_NAME = "run.db"
 OLD_DB_NAME = "experiment.db"  # format 1 (nasforge 0.1): refused with a clear message
-STATUSES = ("running", "done", "failed", "early_stopped", "cached")
-FINISHED = ("done", "failed", "early_stopped", "cached")
-EVALUATIONS = ("trained", "inherited", "predicted")
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -132,46 +129,6 @@ def _dumps(what: str, data: Any) -> str:
 def is_run(directory: str | Path) -> bool:
     """Returns whether ``directory`` holds a run record (of any kind)."""
     return (Path(directory) / DB_NAME).exists()
-
-
-def check_compatible(
-    directory: Path, stored: Mapping[str, Any], current: Mapping[str, Any], keys: tuple[str, ...]
-) -> None:
-    """Returns None if the stored configuration agrees with the current one on ``keys``.
-
-    Raises:
-        StoreError: a key differs (the message shows both values and the fix).
-    """
-    for key in keys:
-        if stored.get(key) != current.get(key):
-            raise StoreError(
-                f"{directory}: the stored run has a different {key} "
-                f"({stored.get(key)!r:.200}) than this one ({current.get(key)!r:.200}); resume "
-                "with the same settings, or run in a new directory"
-            )
-
-
-@dataclass
-class TrialRecord:
-    """One trial as stored: plain data. ``metrics`` is None unless the trial finished well."""
-
-    id: int
-    arch_id: str
-    arch: dict[str, Any]
-    status: str
-    metrics: dict[str, float] | None = None
-    intermediates: list[dict[str, float]] = field(default_factory=list)
-    error: str | None = None
-    started: float | None = None
-    finished: float | None = None
-    duration: float | None = None
-    checkpoint: str | None = None
-    cached_from: int | None = None
-    evaluation: str = "trained"
-
-    def to_dict(self) -> dict[str, Any]:
-        """Returns the record as a JSON-able dict."""
-        return dict(self.__dict__)
 
 
 class Store:
@@ -558,16 +515,16 @@ class Store:
         self.finish_trial(tid, status, metrics, evaluation=evaluation, event=False, **fields)
         return tid
 
-    def _row(self, r: sqlite3.Row) -> TrialRecord:
+    def _row(self, r: sqlite3.Row, light: bool = False) -> TrialRecord:
         tid = r["id"]
         metrics = r["metrics"]
         return TrialRecord(
             id=tid,
             arch_id=r["arch_id"],
-            arch=self._decode(r["arch"], "trials", tid, dict),
+            arch={} if light else self._decode(r["arch"], "trials", tid, dict),
             status=r["status"],
             metrics=None if metrics is None else self._decode(metrics, "trials", tid, dict),
-            intermediates=self._decode(r["intermediates"], "trials", tid, list),
+            intermediates=[] if light else self._decode(r["intermediates"], "trials", tid, list),
             error=r["error"],
             started=r["started"],
             finished=r["finished"],
@@ -577,17 +534,21 @@ class Store:
             evaluation=r["evaluation"],
         )
 
-    def trials(self, status: str | None = None) -> list[TrialRecord]:
-        """Returns the trials in id order, optionally only those with ``status``.
+    def trials(self, status: str | None = None, light: bool = False) -> list[TrialRecord]:
+        """Returns the trials in id order, optionally only those with ``status``; ``light``
+        leaves the architecture and intermediate metrics out (empty), which is what ranking
+        and plotting a large run need.
 
         Raises:
             StoreError: a row does not decode.
         """
+        cols = "id, arch_id, status, metrics, error, started, finished, duration, checkpoint, "
+        cols += "cached_from, evaluation" + ("" if light else ", arch, intermediates")
         if status is None:
-            rows = self._query("SELECT * FROM trials ORDER BY id")
+            rows = self._query(f"SELECT {cols} FROM trials ORDER BY id")
         else:
-            rows = self._query("SELECT * FROM trials WHERE status=? ORDER BY id", (status,))
-        return [self._row(r) for r in rows]
+            rows = self._query(f"SELECT {cols} FROM trials WHERE status=? ORDER BY id", (status,))
+        return [self._row(r, light) for r in rows]
 
     def trial(self, trial_id: int) -> TrialRecord:
         """Returns one trial.

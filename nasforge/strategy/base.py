@@ -93,11 +93,14 @@ class BaseStrategy(abc.ABC):
                 "LayerChoice, InputChoice or Repeat to the model space"
             )
         self._space = space
-        #: label -> {value key -> candidate}: validate's answer for exact-typed values
-        self._lookup = {
-            d.label: {k: v for v in d.values if (k := _value_key(v)) is not None}
-            for d in space.decisions
-        }
+        #: label -> {value key -> candidate}: validate's answer for exact-typed values (only
+        #: for spaces that validate as SearchSpace does: a subclass may canonicalise)
+        self._lookup = {}
+        if type(space).validate is SearchSpace.validate:
+            self._lookup = {
+                d.label: {k: v for v in d.values if (k := _value_key(v)) is not None}
+                for d in space.decisions
+            }
         self._reset()
 
     def ask(self) -> Arch | None:
@@ -130,7 +133,7 @@ class BaseStrategy(abc.ABC):
                 there, errors included).
         """
         lookup = self._lookup
-        if type(arch) is dict and len(arch) == len(lookup):
+        if lookup and type(arch) is dict and len(arch) == len(lookup):
             out: Arch = {}
             for label, table in lookup.items():
                 key = _value_key(arch.get(label, _MISSING))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from nasforge.oneshot import supernet
-from nasforge.oneshot._loop import SearchConfig, arch_optimizer
+from nasforge.oneshot.common import SearchConfig, arch_optimizer
 
 from ._spaces import tiny_cell_space
 

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from nasforge.oneshot import supernet
-from nasforge.oneshot._loop import SearchConfig, weight_optimizer
+from nasforge.oneshot.common import SearchConfig, weight_optimizer
 from nasforge.oneshot.memory import saved_bytes
 from nasforge.oneshot.nasb import NasbLayer, binarize, nasb_step
 

@@ -13,7 +13,7 @@ from nasforge.cli import main
 from nasforge.data import split_dataset
 from nasforge.engine import Store
 from nasforge.errors import ConfigError, SpaceError
-from nasforge.oneshot._loop import accuracy
+from nasforge.oneshot.common import accuracy
 from nasforge.oneshot.runner import OneShot, OneShotExperiment
 from nasforge.run.export import load_model
 from nasforge.run.files import load_run_file as load_experiment
@@ -199,3 +199,17 @@ def test_bad_one_shot_settings_are_config_errors(tmp_path: Path) -> None:
     f.write_text(f.read_text().replace("data = load()", "data = None"))
     with pytest.raises(ConfigError, match="data"):
         load_experiment(f)
+
+
+def test_a_one_shot_run_sets_its_thread_count(tmp_path: Path, monkeypatch) -> None:
+    """Without `threads`, a one-shot run uses the library's default (NASFORGE_THREADS here),
+    not torch's; with `threads`, that count."""
+    f = _write(tmp_path, "nasb")
+    monkeypatch.setenv("NASFORGE_THREADS", "1")
+    torch.set_num_threads(2)
+    load_experiment(f, directory=tmp_path / "a", epochs=1, progress="off").run()
+    assert torch.get_num_threads() == 1
+    monkeypatch.delenv("NASFORGE_THREADS")
+    load_experiment(f, directory=tmp_path / "b", epochs=1, threads=2, progress="off").run()
+    assert torch.get_num_threads() == 2
+    torch.set_num_threads(1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nasforge.parallel.context import ContextManager, sgd_momentum_step
+from nasforge.parallel.context import TieredLayerCache, sgd_momentum_step
 
 
 def _layers(n: int) -> dict:
@@ -15,7 +15,7 @@ def _layers(n: int) -> dict:
 
 def test_budget_hits_and_evictions() -> None:
     """At most `capacity` layers are resident; re-use hits, a new layer evicts the LRU one."""
-    ctx = ContextManager(_layers(4), capacity=2)
+    ctx = TieredLayerCache(_layers(4), capacity=2)
     ctx.acquire([0, 1])
     ctx.release([0, 1])
     ctx.acquire([0])  # hit
@@ -29,7 +29,7 @@ def test_budget_hits_and_evictions() -> None:
 
 def test_prefetch_turns_a_miss_into_a_hit() -> None:
     """A predicted layer prefetched before its task is a hit when the task acquires it."""
-    ctx = ContextManager(_layers(3), capacity=2)
+    ctx = TieredLayerCache(_layers(3), capacity=2)
     ctx.prefetch([1])
     ctx.acquire([1])
     assert ctx.stats["hits"] == 1 and ctx.stats["prefetches"] == 1
@@ -38,7 +38,7 @@ def test_prefetch_turns_a_miss_into_a_hit() -> None:
 def test_eviction_writes_updates_back_bitwise() -> None:
     """An update made on the device copy survives eviction and equals a direct update."""
     ref = _layers(2)
-    ctx = ContextManager(_layers(2), capacity=1)
+    ctx = TieredLayerCache(_layers(2), capacity=1)
     grads = [torch.full_like(p, 0.5) for p in ref[0].parameters()]
     ctx.update(0, grads, lr=0.1, momentum=0.9)
     ctx.acquire([1])  # evicts layer 0: write-back to the host tier

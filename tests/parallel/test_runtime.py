@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
 import pytest
 import torch
 
-from nasforge.errors import ArchitectureError, ScheduleError, WorkerError
+from nasforge.errors import (
+    ArchitectureError,
+    ConfigError,
+    DivergenceError,
+    ScheduleError,
+    WorkerError,
+)
 from nasforge.parallel.launcher import collect, launch
 from nasforge.parallel.runtime import RunConfig, train_sequential
 from nasforge.parallel.supernet import ChoiceSupernet
@@ -118,6 +125,28 @@ def test_dying_worker_stops_the_run_and_leaves_no_process() -> None:
     assert not _children()
 
 
+#: lr=5 makes _cfg()'s run diverge; sequential and pipeline runs agree on where (bitwise).
+_DIVERGED = r"step 12 \(subnet \[1, 2, 2, 2\]\) is nan; expected a finite loss with lr=5.0"
+
+
+def test_nan_loss_stops_sequential_training() -> None:
+    """A NaN loss raises DivergenceError naming the step and subnet; nothing is returned."""
+    with pytest.raises(DivergenceError, match=_DIVERGED) as info:
+        train_sequential(_cfg(lr=5.0))
+    assert (info.value.step, info.value.subnet) == (12, [1, 2, 2, 2])
+
+
+def test_nan_loss_stops_every_pipeline_stage() -> None:
+    """The last stage's NaN loss ends both stages and the parent raises DivergenceError."""
+    with pytest.raises(
+        DivergenceError, match="pipeline stage 1: training diverged: the loss of " + _DIVERGED
+    ) as info:
+        launch(_cfg(lr=5.0, timeout_s=120))
+    err = info.value
+    assert (err.stage, err.step, err.subnet, math.isnan(err.loss)) == (1, 12, [1, 2, 2, 2], True)
+    assert not _children()
+
+
 @pytest.mark.slow
 def test_torchrun_launch_is_bitwise_sequential(sequential: dict, tmp_path: Path) -> None:
     """Stages started by torchrun (env:// rendezvous) reproduce sequential training bitwise."""
@@ -135,3 +164,14 @@ def test_torchrun_launch_is_bitwise_sequential(sequential: dict, tmp_path: Path)
     subprocess.run(cmd, check=True, timeout=240, env=env, capture_output=True)
     state, losses = _merged(collect(tmp_path, 2))
     _assert_same(state, losses, sequential)
+
+
+def test_csp_with_the_learning_evolution_sampler_is_bitwise_sequential(sequential: dict) -> None:
+    """With the evolution sampler (losses fed back with the gradients, `feedback_lag` subnets
+    late), 2-stage CSP draws the same subnets and ends with the same weights as sequential."""
+    ref = train_sequential(_cfg(sampler="evolution", feedback_lag=4))
+    state, losses = _merged(launch(_cfg(policy="csp", sampler="evolution", feedback_lag=4)))
+    _assert_same(state, losses, ref)
+    assert ref["losses"] != sequential["losses"]  # not the uniform sampler's sequence
+    with pytest.raises(ConfigError, match="feedback_lag"):
+        launch(_cfg(sampler="evolution", feedback_lag=1))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,15 @@ def test_cli_pipeline_flag_records_a_run(tmp_path: Path, capsys: pytest.CaptureF
     assert not (tmp_path / "sn_0.safetensors").exists()  # the suffix is part of the name
     assert main(argv) == 2  # never overwritten silently
     assert main([*argv, "--overwrite"]) == 0
+
+
+def test_cli_diverging_pipeline_exports_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`--lr 5 --pipeline 2` stops on the NaN loss with exit code 2 and writes no weights."""
+    out = tmp_path / "diverging"
+    argv = ["train-supernet", "--blocks", "4", "--candidates", "3", "--hidden", "16"]
+    argv += ["--steps", "32", "--batch-size", "8", "--lr", "5", "--pipeline", "2"]
+    assert main([*argv, "--out", str(out)]) == 2
+    assert re.search(r"training diverged: the loss of step \d+ \(subnet \[[\d, ]+\]\)", caplog.text)
+    assert not list(out.rglob("*.safetensors")) and not (out / "checkpoints").exists()

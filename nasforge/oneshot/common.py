@@ -17,6 +17,7 @@ from torch import nn
 
 from nasforge.errors import ConfigError
 from nasforge.space.search_space import Arch
+from nasforge.weightsharing import accuracy
 
 __all__ = [
     "SearchConfig",
@@ -208,19 +209,6 @@ def weight_step(net: Any, opt: torch.optim.Optimizer, batch: Batch, cfg: SearchC
     loss = weight_grads(net, batch)
     apply_weights(net, opt, cfg)
     return loss
-
-
-@torch.no_grad()
-def accuracy(model: nn.Module, data: Batch, batch_size: int = 256) -> float:
-    """Returns the classification accuracy of ``model`` on ``data`` in eval mode."""
-    was = model.training
-    model.eval()
-    x, y = data
-    correct = 0
-    for i in range(0, len(x), batch_size):
-        correct += int((model(x[i : i + batch_size]).argmax(1) == y[i : i + batch_size]).sum())
-    model.train(was)
-    return correct / max(1, len(x))
 
 
 def n_steps(split: Split, cfg: SearchConfig) -> int:

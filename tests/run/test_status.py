@@ -1,0 +1,45 @@
+"""What `nasforge status` shows: repeats folded into their original, the run's state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from nasforge.run.status import summary, trial_table
+from nasforge.run.store import Store
+from nasforge.run.threads import default_threads, set_threads
+
+OBJECTIVE = {"metric": "acc", "mode": "max", "constraints": {}, "second": None}
+
+
+def test_cached_repeats_are_folded_into_their_original(tmp_path: Path) -> None:
+    """Two repeats of an evaluated architecture give no rows of their own: the original's
+    row counts them, and ranks are distinct architectures."""
+    with Store.create(tmp_path, {"kind": "x", "objective": OBJECTIVE}) as s:
+        s.set_plan("trials", 3)
+        a = s.add_trial("a" * 16, {"w": 1})
+        s.finish_trial(a, "done", {"acc": 0.5})
+        b = s.add_trial("b" * 16, {"w": 2})
+        s.finish_trial(b, "done", {"acc": 0.9})
+        for _ in range(2):
+            c = s.add_trial("a" * 16, {"w": 1})
+            s.finish_trial(c, "cached", {"acc": 0.5}, cached_from=a)
+        header, rows, more = trial_table(s)
+        assert [r[1] for r in rows] == [str(b), str(a)] and more == 0
+        assert rows[1][2] == "done (+2 repeats)" and [r[0] for r in rows] == ["1", "2"]
+        s.finish()
+        assert "finished: 2 of 3 trials done" in summary(s)
+
+
+def test_threads_are_chosen_not_inherited(monkeypatch) -> None:
+    """set_threads uses the given count, else NASFORGE_THREADS, else half the cores (1-8)."""
+    before = torch.get_num_threads()
+    try:
+        assert set_threads(1) == 1 and torch.get_num_threads() == 1
+        monkeypatch.setenv("NASFORGE_THREADS", "2")
+        assert default_threads() == 2
+        monkeypatch.delenv("NASFORGE_THREADS")
+        assert 1 <= default_threads() <= 8
+    finally:
+        torch.set_num_threads(before)

@@ -1,0 +1,67 @@
+"""The package's layering: the shared floor imports no family, and no subpackage cycle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "nasforge"
+FAMILIES = {"engine", "oneshot", "ofa", "parallel"}
+#: the floor and what it may import
+FLOOR = {"run": {"errors", "space", "strategy"}}
+#: modules above everything, which may import any family
+TOP = {"cli", "runners", "__init__"}
+
+
+def _imports() -> dict[str, set[str]]:
+    """Returns subpackage (or top module) -> the nasforge subpackages it imports, anywhere in
+    its code (function-level imports included)."""
+    out: dict[str, set[str]] = {}
+    for path in PKG.rglob("*.py"):
+        rel = path.relative_to(PKG).parts
+        unit = rel[0].removesuffix(".py")
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "nasforge" and len(parts) > 1 and parts[1] != unit:
+                    out.setdefault(unit, set()).add(parts[1])
+    return out
+
+
+def test_the_floor_imports_no_family() -> None:
+    """nasforge.run imports only errors, space and strategy: never a family of search."""
+    imports = _imports()
+    for floor, allowed in FLOOR.items():
+        assert imports.get(floor, set()) <= allowed, imports.get(floor)
+
+
+def test_no_import_cycle_between_subpackages() -> None:
+    """The graph of imports between subpackages (top modules aside) has no cycle."""
+    graph = {u: {v for v in vs if v not in TOP} for u, vs in _imports().items() if u not in TOP}
+    seen: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        if seen.get(node) == 1:
+            raise AssertionError(f"import cycle: {' -> '.join([*stack, node])}")
+        if seen.get(node) == 2:
+            return
+        seen[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            visit(nxt, [*stack, node])
+        seen[node] = 2
+
+    for node in sorted(graph):
+        visit(node, [])
+
+
+def test_families_do_not_import_each_other_except_through_the_floor() -> None:
+    """A family imports no other family's modules (they meet in the run record)."""
+    imports = _imports()
+    for family in FAMILIES:
+        crossing = imports.get(family, set()) & (FAMILIES - {family})
+        assert not crossing, f"{family} imports {crossing}"
