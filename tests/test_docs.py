@@ -1,0 +1,272 @@
+"""Every fenced code block of README.md and docs/*.md runs as printed.
+
+Python blocks of one file run in order in one namespace; shell blocks (``bash``, ``sh``, and
+plain blocks whose lines are commands) run line by line with bash; YAML and TOML blocks are
+parsed, and a complete run file among them is run through ``nasforge run``. A block is left
+out only by ``<!-- docs-test: skip because <reason> -->`` on the line right before its fence;
+a block that takes minutes is marked ``<!-- docs-test: slow -->`` and runs in a slow test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+#: The venv's bin folder (not resolved: a venv's python is a symlink out of it).
+VENV_BIN = Path(sys.executable).parent
+FENCE = re.compile(r"^```([\w+-]*)\s*$")
+SKIP = re.compile(r"^<!--\s*docs-test:\s*skip because (?P<reason>\S.*?)\s*-->$")
+SLOW = re.compile(r"^<!--\s*docs-test:\s*slow\s*-->$")
+DIRECTIVE = re.compile(r"^<!--\s*docs-test:")
+SHELL_LANGS = {"bash", "sh", "shell", "console"}
+#: Seconds one shell command may take (the slow example takes about 4 minutes).
+COMMAND_TIMEOUT = 420
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced code block: its file, first line number, language, text and marks."""
+
+    path: Path
+    line: int
+    lang: str
+    text: str
+    skip: str | None
+    slow: bool
+
+    @property
+    def where(self) -> str:
+        """Returns ``file:line`` of the block's opening fence."""
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+def parse_blocks(path: Path) -> list[Block]:
+    """Returns the fenced code blocks of a Markdown file, in order.
+
+    Raises:
+        ValueError: an unclosed fence, or a ``docs-test`` comment that is neither a skip with
+            a reason nor ``slow``.
+    """
+    lines = path.read_text().splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        start, lang = i, m.group(1).lower()
+        j = i + 1
+        while j < len(lines) and lines[j].strip() != "```":
+            j += 1
+        if j == len(lines):
+            raise ValueError(f"{path.name}:{start + 1}: fence never closed")
+        before = lines[start - 1].strip() if start > 0 else ""
+        skip = SKIP.match(before)
+        if DIRECTIVE.match(before) and not skip and not SLOW.match(before):
+            raise ValueError(
+                f"{path.name}:{start}: {before!r} is not '<!-- docs-test: skip because "
+                "<reason> -->' nor '<!-- docs-test: slow -->'"
+            )
+        text = "\n".join(lines[start + 1 : j]) + "\n"
+        blocks.append(
+            Block(
+                path,
+                start + 1,
+                lang,
+                text,
+                skip.group("reason") if skip else None,
+                bool(SLOW.match(before)),
+            )
+        )
+        i = j + 1
+    return blocks
+
+
+def command_lines(text: str) -> list[str]:
+    """Returns the non-empty, non-comment lines of a shell block."""
+    return [
+        ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")
+    ]
+
+
+def is_shell(block: Block) -> bool:
+    """Returns whether a block holds shell commands: ``bash``/``sh``, or a plain block one of
+    whose lines starts with a program found on the PATH (so a diagram stays text, while a plain
+    block with a mistyped command still runs and fails)."""
+    if block.lang in SHELL_LANGS:
+        return True
+    if block.lang:
+        return False
+    path = f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+    for ln in command_lines(block.text):
+        word = ln.split()[0]
+        if re.fullmatch(r"[A-Za-z][\w.-]*", word) and shutil.which(word, path=path):
+            return True
+    return False
+
+
+ALL_BLOCKS = {p.name: parse_blocks(p) for p in DOC_FILES}
+
+
+def _cases(select, slow: bool = False) -> list:
+    """Returns one pytest param per documentation file that has a selected block."""
+    cases = []
+    for name, blocks in ALL_BLOCKS.items():
+        if any(select(b) and b.skip is None and b.slow == slow for b in blocks):
+            marks = [pytest.mark.slow] if slow else []
+            cases.append(pytest.param(name, marks=marks, id=name))
+    return cases
+
+
+def _selected(name: str, select, slow: bool = False) -> list[Block]:
+    """Returns the selected, not skipped blocks of one file with the given slowness."""
+    return [b for b in ALL_BLOCKS[name] if select(b) and b.skip is None and b.slow == slow]
+
+
+def _is_python(b: Block) -> bool:
+    return b.lang in ("python", "py")
+
+
+def _is_config(b: Block) -> bool:
+    return b.lang in ("yaml", "yml", "toml")
+
+
+def _env() -> dict[str, str]:
+    """Returns the environment of documented commands: the venv first on PATH, the repository
+    importable, one torch thread per process."""
+    env = dict(os.environ)
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = str(ROOT)
+    env.setdefault("NASFORGE_THREADS", "1")
+    env["MPLBACKEND"] = "Agg"
+    return env
+
+
+def _workdir(tmp_path: Path) -> Path:
+    """Returns a fresh working directory with ``examples``, ``benchmarks`` and ``.venv`` linked
+    in."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("examples", "benchmarks"):
+        (work / name).symlink_to(ROOT / name)
+    # The README's commands use the venv by path, as in a clone where `.venv` was created.
+    (work / ".venv").symlink_to(VENV_BIN.parent)
+    return work
+
+
+def _run_shell(blocks: list[Block], work: Path) -> None:
+    """Runs every command line of the blocks in order in ``work``; each must exit with 0."""
+    env = _env()
+    for block in blocks:
+        for cmd in command_lines(block.text):
+            proc = subprocess.run(
+                ["bash", "-c", cmd],
+                cwd=work,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=COMMAND_TIMEOUT,
+            )
+            assert proc.returncode == 0, (
+                f"{block.where}: `{cmd}` exited with {proc.returncode}\n"
+                f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
+            )
+
+
+def test_parser_finds_blocks_and_marks() -> None:
+    """The parser returns every block with its language, and reads skip and slow marks."""
+    readme = ALL_BLOCKS["README.md"]
+    assert any(_is_python(b) for b in readme) and any(is_shell(b) for b in readme)
+    for blocks in ALL_BLOCKS.values():
+        for b in blocks:
+            assert b.skip is None or b.skip.strip(), b.where
+    diagram = next(b for b in ALL_BLOCKS["architecture.md"] if not b.lang)
+    assert not is_shell(diagram)
+    assert is_shell(Block(ROOT, 1, "", "nasforge status runs/x\n", None, False))
+
+
+#: What a skip may name: install or CI commands (CI runs them itself), or something absent
+#: on the test machine (a GPU, the network).
+ALLOWED_SKIP = re.compile(r"\b(install|CI|GPU|CUDA|network|download)", re.I)
+
+
+def test_skips_name_an_allowed_reason() -> None:
+    """A block is skipped only for install/CI commands or for a GPU or network it needs."""
+    for blocks in ALL_BLOCKS.values():
+        for b in blocks:
+            if b.skip is not None:
+                assert ALLOWED_SKIP.search(b.skip), (
+                    f"{b.where}: skip reason {b.skip!r} is not an install/CI command nor a "
+                    "missing GPU or network; make the block run instead"
+                )
+
+
+@pytest.mark.parametrize("name", _cases(_is_python))
+def test_python_blocks(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """All Python blocks of one file run in order, in one namespace, in a fresh directory."""
+    torch.set_num_threads(1)
+    monkeypatch.chdir(_workdir(tmp_path))
+    monkeypatch.setenv("NASFORGE_THREADS", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    scope: dict = {"__name__": f"docs_{Path(name).stem}"}
+    for i, block in enumerate(_selected(name, _is_python)):
+        code = compile(block.text, f"{block.where}", "exec")
+        exec(code, scope)
+        if name == "README.md" and i == 0:
+            _check_concepts(scope)
+
+
+def _check_concepts(scope: dict) -> None:
+    """The README's concepts example built a space, sampled an architecture of it and froze
+    a working model."""
+    ss, arch, model = scope["ss"], scope["arch"], scope["model"]
+    assert set(arch) == set(ss)
+    assert model(torch.randn(2, 1, 8, 8)).shape == (2, 10)
+
+
+@pytest.mark.parametrize("name", _cases(is_shell))
+def test_shell_blocks(name: str, tmp_path: Path) -> None:
+    """Every command of the file's shell blocks exits with status 0, in order, in one folder."""
+    _run_shell(_selected(name, is_shell), _workdir(tmp_path))
+
+
+@pytest.mark.parametrize("name", _cases(is_shell, slow=True))
+def test_slow_shell_blocks(name: str, tmp_path: Path) -> None:
+    """Every command of the file's slow shell blocks exits with status 0."""
+    _run_shell(_selected(name, is_shell, slow=True), _workdir(tmp_path))
+
+
+@pytest.mark.parametrize("name", _cases(_is_config))
+def test_config_blocks(name: str, tmp_path: Path) -> None:
+    """YAML and TOML blocks parse; a complete run file among them runs with ``nasforge run``."""
+    work = _workdir(tmp_path)
+    for k, block in enumerate(_selected(name, _is_config)):
+        if block.lang == "toml":
+            data = tomllib.loads(block.text)
+            suffix = ".toml"
+        else:
+            data = yaml.safe_load(block.text)
+            suffix = ".yaml"
+        assert isinstance(data, dict), f"{block.where}: not a mapping"
+        if "space" in data and ("kind" in data or "strategy" in data):
+            run_file = work / f"block{k}{suffix}"
+            run_file.write_text(block.text)
+            cmd = f"nasforge run {run_file.name} --dir runs/block{k}"
+            _run_shell([Block(block.path, block.line, "bash", cmd + "\n", None, False)], work)
