@@ -174,8 +174,12 @@ class Experiment(BaseRunner):
         """
         s = {**dict(settings), **overrides}
         s.pop("search_space", None)  # stored for the resume check; the space rebuilds it
-        if s.get("data") is None:
-            s.pop("data", None)
+        data = s.pop("data", None)
+        if isinstance(data, (str, dict, list)):
+            raise ConfigError(
+                f"`data` ({data!r:.80}) is not a setting of a multi-trial run: give the data "
+                "to the evaluator, e.g. evaluator: {type: classification, data: digits}"
+            )  # a Python run file's own `data` object is the script's business: ignored
         bench = s.pop("benchmark", None)
         if bench:
             from nasforge.engine.tabular import NasBenchMacro
