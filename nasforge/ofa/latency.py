@@ -38,8 +38,9 @@ class LayerShape:
     input side and activation; hashable, so it keys the latency table.
 
     For ``mb`` (inverted residual) ``mid`` is the hidden width (equal to ``cin`` when there is no
-    expansion convolution); for ``head`` ``mid`` is the final expansion and ``kernel`` the
-    feature width.
+    expansion convolution), ``se`` the hidden width of its squeeze-and-excitation (0: none) and
+    ``idskip`` whether it adds its input (an identity shortcut: stride 1 and ``cin == cout``);
+    for ``head`` ``mid`` is the final expansion and ``kernel`` the feature width.
     """
 
     kind: str
@@ -50,6 +51,8 @@ class LayerShape:
     stride: int
     side: int
     hswish: bool
+    se: int = 0
+    idskip: bool = False
 
     @property
     def side_out(self) -> int:
@@ -68,7 +71,8 @@ class LayerShape:
             return s_out * self.cin * self.cout * self.kernel * self.kernel
         if self.kind == "mb":
             expand = s_in * self.cin * self.mid if self.has_expand else 0
-            return expand + s_out * self.mid * (self.kernel * self.kernel + self.cout)
+            se = 2 * self.mid * self.se
+            return expand + se + s_out * self.mid * (self.kernel * self.kernel + self.cout)
         if self.kind == "head":
             return s_in * self.cin * self.mid + self.mid * self.kernel + self.kernel * self.cout
         raise AssertionError(self.kind)
@@ -79,17 +83,27 @@ class LayerShape:
 
     @classmethod
     def from_key(cls, key: str) -> LayerShape:
-        """Returns the shape that :meth:`key` produced."""
+        """Returns the shape that :meth:`key` produced (also a key written before shapes had
+        ``se`` and ``idskip``: no SE, identity skip where stride 1 keeps the width)."""
         kind, *nums = key.split(",")
-        *ints, hs = nums
-        return cls(kind, *(int(v) for v in ints), hswish=hs == "True")  # type: ignore[arg-type]
+        if len(nums) == 7:  # the older 8-field key
+            *ints, hs = nums
+            se, idskip = 0, None
+        else:
+            *ints, hs, se_s, skip = nums
+            se, idskip = int(se_s), skip == "True"
+        cin, mid, cout, kernel, stride, side = (int(v) for v in ints)
+        if idskip is None:
+            idskip = kind == "mb" and stride == 1 and cin == cout
+        return cls(kind, cin, mid, cout, kernel, stride, side, hs == "True", se, idskip)
 
 
 def _fixed_prefix(spec: OFASpec, side: int) -> tuple[list[LayerShape], int]:
     stem = LayerShape("stem", spec.in_channels, 0, spec.ch(spec.stem_channels), 3,
                       spec.stem_stride, side, True)  # fmt: skip
-    first = LayerShape("mb", stem.cout, stem.cout, spec.ch(spec.first_channels), 3, 1,
-                       stem.side_out, False)  # fmt: skip
+    cout = spec.ch(spec.first_channels)
+    first = LayerShape("mb", stem.cout, stem.cout, cout, 3, 1, stem.side_out, False,
+                       idskip=stem.cout == cout)  # fmt: skip
     return [stem, first], first.side_out
 
 
@@ -116,11 +130,17 @@ def layer_shapes(space: OFASearchSpace, arch: Mapping[str, Any]) -> list[LayerSh
         cin = spec.block_in_channels(b)[j]
         stride = spec.strides[b] if j == 0 else 1
         s = sides[b] if j == 0 else sides[b + 1]
-        cout = spec.ch(spec.stage_channels[b])
-        mid = spec.mid_channels(cin, e)
-        shapes.append(LayerShape("mb", cin, mid, cout, k, stride, s, spec.hswish[b]))
+        shapes.append(_mb(spec, b, cin, e, k, stride, s))
     shapes.append(_head(spec, sides[-1]))
     return shapes
+
+
+def _mb(spec: OFASpec, b: int, cin: int, e: int, k: int, stride: int, side: int) -> LayerShape:
+    cout = spec.ch(spec.stage_channels[b])
+    mid = spec.mid_channels(cin, e)
+    se = spec.se_channels(mid) if spec.has_se(b) else 0
+    idskip = stride == 1 and cin == cout
+    return LayerShape("mb", cin, mid, cout, k, stride, side, spec.hswish[b], se, idskip)
 
 
 def _head(spec: OFASpec, side: int) -> LayerShape:
@@ -144,11 +164,9 @@ def distinct_shapes(space: OFASearchSpace) -> list[LayerShape]:
             for j in (0, 1):  # layers 1.. of a block share one shape
                 for e in expands:
                     for k in spec.layer_kernels(b):
-                        found[LayerShape("mb", cins[j], spec.mid_channels(cins[j], e),
-                                         spec.ch(spec.stage_channels[b]), k,
-                                         spec.strides[b] if j == 0 else 1,
-                                         sides[b] if j == 0 else sides[b + 1],
-                                         spec.hswish[b])] = None  # fmt: skip
+                        stride = spec.strides[b] if j == 0 else 1
+                        side_in = sides[b] if j == 0 else sides[b + 1]
+                        found[_mb(spec, b, cins[j], e, k, stride, side_in)] = None
         found[_head(spec, sides[-1])] = None
     return list(found)
 

@@ -103,6 +103,7 @@ class OFASpec:
     stage_channels: tuple[int, ...] = (24, 40, 80, 112, 160)  # one per elastic block
     strides: tuple[int, ...] = (2, 2, 2, 1, 2)
     hswish: tuple[bool, ...] = (False, False, True, True, True)
+    se: tuple[bool, ...] = ()  # squeeze-and-excitation per block; empty: none (OFA: F,T,F,T,T)
     final_expand: int = 960
     feature_dim: int = 1280
     image_size: int = 224  # the input side used for FLOPs/latency when no resolution decision
@@ -111,7 +112,9 @@ class OFASpec:
         if self.coupling not in _COUPLINGS:
             raise ConfigError(f"coupling {self.coupling!r} is not one of {_COUPLINGS}")
         n = len(self.stage_channels)
-        for name in ("strides", "hswish"):
+        for name in ("strides", "hswish", "se"):
+            if name == "se" and not self.se:
+                continue
             if len(getattr(self, name)) != n:
                 raise ConfigError(
                     f"OFASpec.{name} has {len(getattr(self, name))} entries, expected one per "
@@ -161,6 +164,15 @@ class OFASpec:
         )
         out = self.ch(self.stage_channels[block])
         return [prev] + [out] * (self.max_depth - 1)
+
+    def has_se(self, block: int) -> bool:
+        """Returns whether the layers of block ``block`` have squeeze-and-excitation."""
+        return bool(self.se) and bool(self.se[block])
+
+    def se_channels(self, mid: int) -> int:
+        """Returns the hidden width of the squeeze-and-excitation of a layer with ``mid`` hidden
+        channels (a quarter, rounded as MobileNetV3 does)."""
+        return make_divisible(mid // 4, self.divisor)
 
     def layer_kernels(self, block: int) -> tuple[int, ...]:
         """Returns the kernel candidates of each layer of block ``block``."""
