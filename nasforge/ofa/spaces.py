@@ -271,6 +271,8 @@ class OFASearchSpace(SearchSpace):
         if len(spec.resolutions) > 1:
             decisions.append(Decision("resolution", "value", spec.resolutions))
         super().__init__(decisions)
+        # every candidate is a plain int: validation of an all-int arch is set membership
+        self._int_values = {d.label: frozenset(d.values) for d in decisions}
 
     @property
     def size(self) -> int:
@@ -300,7 +302,22 @@ class OFASearchSpace(SearchSpace):
             for label in self._layer_labels(b):
                 if label not in full and d is not None and _layer_of(label) >= d:
                     full[label] = self[label].default
-        return self.canonical(super().validate(full))
+        fast = self._validate_ints(full)
+        return self.canonical(fast if fast is not None else super().validate(full))
+
+    def _validate_ints(self, full: dict[str, Any]) -> Arch | None:
+        """Returns ``full`` in space order when its labels are exactly the space's and every
+        value is a plain int among the candidates (what the general check would return), else
+        None (the general check then gives the error)."""
+        if len(full) != len(self._int_values):
+            return None
+        out: Arch = {}
+        for label, values in self._int_values.items():
+            v = full.get(label)
+            if type(v) is not int or v not in values:
+                return None
+            out[label] = v
+        return out
 
     def canonical(self, arch: Mapping[str, Any]) -> Arch:
         """Returns a valid ``arch`` with inactive layers' decisions set to their defaults."""
@@ -313,8 +330,11 @@ class OFASearchSpace(SearchSpace):
         return out
 
     def _layer_labels(self, block: int) -> list[str]:
-        prefix = f"blocks.{block}."
-        return [lb for lb in self if lb.startswith(prefix) and not lb.endswith(".depth")]
+        cache = self.__dict__.setdefault("_layer_labels_cache", {})
+        if block not in cache:
+            prefix = f"blocks.{block}."
+            cache[block] = [lb for lb in self if lb.startswith(prefix) and ".depth" not in lb]
+        return cache[block]
 
     # -- sampling and enumeration -----------------------------------------------------------
     def sample(self, rng: Any = None) -> Arch:

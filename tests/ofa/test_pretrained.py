@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from nasforge.errors import StoreError
-from nasforge.ofa.mobilenet import OFAMobileNetV3, extract
+from nasforge.ofa.mobilenet import extract
 from nasforge.ofa.pretrained import load_pretrained, ofa_to_nasforge_key
 from nasforge.ofa.published import from_ofa_arch, published_spec
 from tests.ofa._ofa_ref import require_ofa
+from tests.ofa._synthetic import ofa_layout_state
 
 
 def _ofa_supernet(width: float) -> torch.nn.Module:
@@ -97,36 +98,9 @@ def test_key_mapping_covers_both_layouts():
     assert ofa_to_nasforge_key("blocks.1.conv.mystery.weight", 4) is None
 
 
-_BN = ("weight", "bias", "running_mean", "running_var", "num_batches_tracked")
-
-
-def _published_state(width: float = 1.0) -> dict:
-    """Returns a state dict in once-for-all's layout built from nasforge's names (no ofa)."""
-    net = OFAMobileNetV3(published_spec(width_mult=width, n_classes=10))
-    inverse = {}
-    names = [f"blocks.{i}.conv.{part}" for i in range(21) for part in (
-        "inverted_bottleneck.conv.conv.weight", "depth_conv.conv.conv.weight",
-        "depth_conv.conv.7to5_matrix", "depth_conv.conv.5to3_matrix",
-        "depth_conv.se.fc.reduce.weight", "depth_conv.se.fc.reduce.bias",
-        "depth_conv.se.fc.expand.weight", "depth_conv.se.fc.expand.bias",
-        "point_linear.conv.conv.weight",
-    )] + [f"blocks.{i}.conv.{m}.bn.bn.{s}" for i in range(21)
-          for m in ("inverted_bottleneck", "depth_conv", "point_linear")
-          for s in _BN] + [
-        "first_conv.conv.weight", "final_expand_layer.conv.weight",
-        "feature_mix_layer.conv.weight", "classifier.linear.weight", "classifier.linear.bias",
-    ] + [f"{m}.bn.{s}" for m in ("first_conv", "final_expand_layer") for s in _BN]  # fmt: skip
-    own = net.state_dict()
-    for name in names:
-        target = ofa_to_nasforge_key(name, 4)
-        if target in own:
-            inverse[name] = own[target].clone()
-    return inverse
-
-
 def test_load_is_strict_and_names_the_first_mismatch(tmp_path):
     """A wrong shape, an unknown tensor and a missing tensor each raise StoreError naming it."""
-    state = _published_state()
+    state = ofa_layout_state()
     good = tmp_path / "ofa_mbv3_d234_e346_k357_w1.0"
     torch.save({"state_dict": state}, good)
     net = load_pretrained(good)
@@ -154,6 +128,6 @@ def test_load_is_strict_and_names_the_first_mismatch(tmp_path):
 
 def test_width_is_read_off_an_unnamed_file(tmp_path):
     """Without a net id in the file name, the width comes from the tensors (w1.2 here)."""
-    torch.save({"state_dict": _published_state(1.2)}, tmp_path / "supernet.pth")
+    torch.save({"state_dict": ofa_layout_state(1.2)}, tmp_path / "supernet.pth")
     net = load_pretrained(tmp_path / "supernet.pth")
     assert net.spec.width_mult == 1.2 and net.spec.ch(net.spec.stem_channels) == 24
