@@ -176,3 +176,15 @@ def test_predictor_depth_width_and_ensemble_are_configurable():
     assert other.predict(archs) == pred.predict(archs)
     with pytest.raises(ConfigError, match="encoding"):
         AccuracyPredictor(space, encoding="onehot")
+
+
+def test_published_formats_are_pure():
+    """The arch, feature and latency-table code imports without torch."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import nasforge.ofa.published, nasforge.ofa.latency; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
