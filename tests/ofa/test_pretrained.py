@@ -131,3 +131,29 @@ def test_width_is_read_off_an_unnamed_file(tmp_path):
     torch.save({"state_dict": ofa_layout_state(1.2)}, tmp_path / "supernet.pth")
     net = load_pretrained(tmp_path / "supernet.pth")
     assert net.spec.width_mult == 1.2 and net.spec.ch(net.spec.stem_channels) == 24
+
+
+def test_se_layer_sorts_channels_and_builds_from_its_shape():
+    """Sorting hidden channels keeps an SE layer's function; a table shape with SE builds."""
+    from nasforge.ofa.latency import layer_shapes
+    from nasforge.ofa.layers import DynamicMBConv
+    from nasforge.ofa.mobilenet import build_layer
+    from nasforge.ofa.spaces import OFASearchSpace
+
+    layer = DynamicMBConv(16, 16, 6, 5, 1, True, se=True).eval()
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    x = torch.randn(2, 16, 8, 8)
+    with torch.no_grad():
+        before = layer(x)
+        layer.sort_channels()
+        after = layer(x)
+    torch.testing.assert_close(after, before, rtol=1e-5, atol=1e-5)
+    space = OFASearchSpace(published_spec(1.0, resolutions=(160,)))
+    shape = next(s for s in layer_shapes(space, space.largest()) if s.se)
+    built = build_layer(shape).eval()
+    assert built.se.reduce.weight.shape == (shape.se, shape.mid, 1, 1)
+    with torch.no_grad():
+        out = built(torch.randn(1, shape.cin, shape.side, shape.side))
+    assert out.shape == (1, shape.cout, shape.side_out, shape.side_out)
