@@ -111,6 +111,7 @@ class AccuracyPredictor:
         n_hidden: int = 2,
         encoding: str = "flat",
         n_models: int = 1,
+        weight_decay: float = 1e-4,
     ) -> None:
         if encoding not in ENCODINGS:
             raise ConfigError(f"predictor encoding {encoding!r} is not one of {ENCODINGS}")
@@ -121,6 +122,7 @@ class AccuracyPredictor:
             )
         self.space, self.encoding = space, encoding
         self.hidden, self.n_hidden = hidden, n_hidden
+        self.weight_decay = weight_decay  # fit's default
         n = len(_features(space, encoding, space.largest()))
         self.nets = []
         for m in range(n_models):
@@ -140,8 +142,12 @@ class AccuracyPredictor:
     @classmethod
     def structured(cls, space: OFASearchSpace, seed: int = 0) -> AccuracyPredictor:
         """Returns the predictor nasforge fits on its own supernets: the ``structured``
-        encoding, 2 x 128 units, an ensemble of 5."""
-        return cls(space, 128, seed, n_hidden=2, encoding="structured", n_models=5)
+        encoding, 2 x 128 units, a mean of 10 MLPs, weight decay 1e-2 (on the small MNIST
+        supernet, 2,800 pairs: Spearman 0.72 on unseen networks, against 0.67 with 5 MLPs and
+        weight decay 1e-4; see ``benchmarks/ofa_predictor.py``)."""
+        return cls(
+            space, 128, seed, n_hidden=2, encoding="structured", n_models=10, weight_decay=1e-2
+        )
 
     def _x(self, archs: Sequence[Mapping[str, Any]]) -> torch.Tensor:
         rows = [_features(self.space, self.encoding, a) for a in archs]
@@ -153,10 +159,10 @@ class AccuracyPredictor:
         accuracies: Sequence[float],
         epochs: int = 300,
         lr: float = 3e-3,
-        weight_decay: float = 1e-4,
+        weight_decay: float | None = None,
     ) -> float:
-        """Trains each model on the pairs (full batch, Adam, MSE); returns the mean final
-        training loss.
+        """Trains each model on the pairs (full batch, Adam, MSE; ``weight_decay`` defaults to
+        the predictor's); returns the mean final training loss.
 
         Raises:
             ConfigError: fewer than 2 pairs, or lengths differ.
@@ -171,6 +177,7 @@ class AccuracyPredictor:
         self.mean, self.std = float(y.mean()), float(y.std().clamp_min(1e-6))
         y = (y - self.mean) / self.std
         losses = []
+        weight_decay = self.weight_decay if weight_decay is None else weight_decay
         for net in self.nets:
             opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
             loss = torch.tensor(0.0)
