@@ -3,14 +3,25 @@ distillation and fast deployment search (Cai et al. 2020; Sahni et al. 2021).
 
 Pure modules (no torch): :mod:`~nasforge.ofa.spaces` (design spaces, exact counts, coupling,
 phases), :mod:`~nasforge.ofa.latency` (layer shapes, FLOPs, latency tables, memoization),
-:mod:`~nasforge.ofa.evolution` (evolutionary deployment search, Pareto fronts). Torch modules:
+:mod:`~nasforge.ofa.evolution` (evolutionary deployment search, Pareto fronts),
+:mod:`~nasforge.ofa.published` (once-for-all's published plans, arch dictionaries and predictor
+features; its latency tables load with ``LatencyTable.from_ofa_yaml``). Torch modules:
 :mod:`~nasforge.ofa.layers`, :mod:`~nasforge.ofa.mobilenet`, :mod:`~nasforge.ofa.train`,
-:mod:`~nasforge.ofa.measure`, :mod:`~nasforge.ofa.predictor`; :mod:`~nasforge.ofa.record` keeps
+:mod:`~nasforge.ofa.measure`, :mod:`~nasforge.ofa.predictor`, :mod:`~nasforge.ofa.pretrained`
+(``load_pretrained``: published supernet checkpoints); :mod:`~nasforge.ofa.record` keeps
 a run in an engine experiment store (config, epochs, checkpoints, searches). Importing this
 package imports only the pure parts; the torch parts are imported from their modules.
 """
 
-from nasforge.ofa.latency import LatencyTable, LayerShape, MemoizedCost, count_macs, layer_shapes
+from nasforge.ofa.latency import (
+    LatencyTable,
+    LayerShape,
+    MemoizedCost,
+    PublishedLatencyTable,
+    count_macs,
+    layer_shapes,
+)
+from nasforge.ofa.published import from_ofa_arch, published_spec, to_ofa_arch
 from nasforge.ofa.spaces import (
     OFASearchSpace,
     OFASpec,
@@ -27,9 +38,13 @@ __all__ = [
     "OFASearchSpace",
     "OFASpec",
     "Phase",
+    "PublishedLatencyTable",
     "block_size",
     "compofa_phases",
     "count_macs",
+    "from_ofa_arch",
     "layer_shapes",
     "progressive_phases",
+    "published_spec",
+    "to_ofa_arch",
 ]

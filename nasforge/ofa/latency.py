@@ -10,13 +10,29 @@ inverted residual, the active inverted residuals of the elastic blocks, and the 
 1x1 expansion, global pooling, feature 1x1 convolution, classifier). A layer's input side does
 not depend on the depths chosen before it (only the first layer of a block strides), so the
 table of distinct shapes is small: for OFA's default plan about a hundred per resolution.
+
+Once-for-all publishes per-device tables (note10, pixel1, ...), one YAML file per input
+resolution (``160_lookup_table.yaml``), keyed by layer descriptions (:func:`ofa_lut_keys`)::
+
+    Conv-input:224x224x3-output:112x112x24                            the stem
+    expanded_conv-input:112x112x24-output:112x112x24-expand:24-kernel:3-stride:1-idskip:1-se:0-hs:0
+    Conv_1-input:7x7x192-output:7x7x1152    AvgPool2D-input:7x7x1152-output:1x1x1152
+    Conv_2-input:1x1x1152-output:1x1x1536   Logits-input:1x1x1536-output:1000
+
+(``expand`` is the hidden width, not the ratio). :meth:`LatencyTable.from_ofa_yaml` reads them
+into a :class:`PublishedLatencyTable`, which sums an architecture's entries from the table of
+its own resolution in once-for-all's order, so that the total equals once-for-all's, exactly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from nasforge.errors import ConfigError
 from nasforge.ofa.spaces import OFASearchSpace, OFASpec
@@ -28,7 +44,9 @@ __all__ = [
     "distinct_shapes",
     "count_macs",
     "LatencyTable",
+    "PublishedLatencyTable",
     "MemoizedCost",
+    "ofa_lut_keys",
 ]
 
 
@@ -38,8 +56,9 @@ class LayerShape:
     input side and activation; hashable, so it keys the latency table.
 
     For ``mb`` (inverted residual) ``mid`` is the hidden width (equal to ``cin`` when there is no
-    expansion convolution); for ``head`` ``mid`` is the final expansion and ``kernel`` the
-    feature width.
+    expansion convolution), ``se`` the hidden width of its squeeze-and-excitation (0: none) and
+    ``idskip`` whether it adds its input (an identity shortcut: stride 1 and ``cin == cout``);
+    for ``head`` ``mid`` is the final expansion and ``kernel`` the feature width.
     """
 
     kind: str
@@ -50,6 +69,8 @@ class LayerShape:
     stride: int
     side: int
     hswish: bool
+    se: int = 0
+    idskip: bool = False
 
     @property
     def side_out(self) -> int:
@@ -68,7 +89,8 @@ class LayerShape:
             return s_out * self.cin * self.cout * self.kernel * self.kernel
         if self.kind == "mb":
             expand = s_in * self.cin * self.mid if self.has_expand else 0
-            return expand + s_out * self.mid * (self.kernel * self.kernel + self.cout)
+            se = 2 * self.mid * self.se
+            return expand + se + s_out * self.mid * (self.kernel * self.kernel + self.cout)
         if self.kind == "head":
             return s_in * self.cin * self.mid + self.mid * self.kernel + self.kernel * self.cout
         raise AssertionError(self.kind)
@@ -79,17 +101,27 @@ class LayerShape:
 
     @classmethod
     def from_key(cls, key: str) -> LayerShape:
-        """Returns the shape that :meth:`key` produced."""
+        """Returns the shape that :meth:`key` produced (also a key written before shapes had
+        ``se`` and ``idskip``: no SE, identity skip where stride 1 keeps the width)."""
         kind, *nums = key.split(",")
-        *ints, hs = nums
-        return cls(kind, *(int(v) for v in ints), hswish=hs == "True")  # type: ignore[arg-type]
+        if len(nums) == 7:  # the older 8-field key
+            *ints, hs = nums
+            se, idskip = 0, None
+        else:
+            *ints, hs, se_s, skip = nums
+            se, idskip = int(se_s), skip == "True"
+        cin, mid, cout, kernel, stride, side = (int(v) for v in ints)
+        if idskip is None:
+            idskip = kind == "mb" and stride == 1 and cin == cout
+        return cls(kind, cin, mid, cout, kernel, stride, side, hs == "True", se, idskip)
 
 
 def _fixed_prefix(spec: OFASpec, side: int) -> tuple[list[LayerShape], int]:
     stem = LayerShape("stem", spec.in_channels, 0, spec.ch(spec.stem_channels), 3,
                       spec.stem_stride, side, True)  # fmt: skip
-    first = LayerShape("mb", stem.cout, stem.cout, spec.ch(spec.first_channels), 3, 1,
-                       stem.side_out, False)  # fmt: skip
+    cout = spec.ch(spec.first_channels)
+    first = LayerShape("mb", stem.cout, stem.cout, cout, 3, 1, stem.side_out, False,
+                       idskip=stem.cout == cout)  # fmt: skip
     return [stem, first], first.side_out
 
 
@@ -116,11 +148,17 @@ def layer_shapes(space: OFASearchSpace, arch: Mapping[str, Any]) -> list[LayerSh
         cin = spec.block_in_channels(b)[j]
         stride = spec.strides[b] if j == 0 else 1
         s = sides[b] if j == 0 else sides[b + 1]
-        cout = spec.ch(spec.stage_channels[b])
-        mid = spec.mid_channels(cin, e)
-        shapes.append(LayerShape("mb", cin, mid, cout, k, stride, s, spec.hswish[b]))
+        shapes.append(_mb(spec, b, cin, e, k, stride, s))
     shapes.append(_head(spec, sides[-1]))
     return shapes
+
+
+def _mb(spec: OFASpec, b: int, cin: int, e: int, k: int, stride: int, side: int) -> LayerShape:
+    cout = spec.ch(spec.stage_channels[b])
+    mid = spec.mid_channels(cin, e)
+    se = spec.se_channels(mid) if spec.has_se(b) else 0
+    idskip = stride == 1 and cin == cout
+    return LayerShape("mb", cin, mid, cout, k, stride, side, spec.hswish[b], se, idskip)
 
 
 def _head(spec: OFASpec, side: int) -> LayerShape:
@@ -144,11 +182,9 @@ def distinct_shapes(space: OFASearchSpace) -> list[LayerShape]:
             for j in (0, 1):  # layers 1.. of a block share one shape
                 for e in expands:
                     for k in spec.layer_kernels(b):
-                        found[LayerShape("mb", cins[j], spec.mid_channels(cins[j], e),
-                                         spec.ch(spec.stage_channels[b]), k,
-                                         spec.strides[b] if j == 0 else 1,
-                                         sides[b] if j == 0 else sides[b + 1],
-                                         spec.hswish[b])] = None  # fmt: skip
+                        stride = spec.strides[b] if j == 0 else 1
+                        side_in = sides[b] if j == 0 else sides[b + 1]
+                        found[_mb(spec, b, cins[j], e, k, stride, side_in)] = None
         found[_head(spec, sides[-1])] = None
     return list(found)
 
@@ -199,14 +235,46 @@ class LatencyTable:
 
     __call__ = predict
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, Any]:
         """Returns the table as JSON-able data (shape key -> ms)."""
         return {s.key(): ms for s, ms in self.entries.items()}
 
     @classmethod
-    def from_dict(cls, space: OFASearchSpace, data: Mapping[str, float]) -> LatencyTable:
-        """Returns the table that :meth:`to_dict` produced."""
+    def from_dict(cls, space: OFASearchSpace, data: Mapping[str, Any]) -> LatencyTable:
+        """Returns the table that :meth:`to_dict` produced (a :class:`PublishedLatencyTable`
+        for the data of one)."""
+        if data.get("format") == PublishedLatencyTable.FORMAT:
+            tables = {int(r): dict(t) for r, t in data["tables"].items()}
+            return PublishedLatencyTable(space, tables)
         return cls(space, {LayerShape.from_key(k): float(v) for k, v in data.items()})
+
+    @classmethod
+    def from_ofa_yaml(
+        cls, paths: str | Path | Sequence[str | Path], space: OFASearchSpace | None = None
+    ) -> PublishedLatencyTable:
+        """Returns once-for-all's published latency tables: a folder holding
+        ``<side>_lookup_table.yaml`` files, or the files themselves (one per resolution; the
+        side comes from the name, else from the table's stem entry).
+
+        Without ``space``, the space is the published MobileNetV3 plan
+        (:func:`~nasforge.ofa.published.published_spec`) with the width read off the tables'
+        head entries and the tables' resolutions.
+
+        Raises:
+            ConfigError: no table files, an unreadable file or one without a ``Conv`` stem
+                entry, two tables of one resolution, or a resolution of ``space`` without a table.
+        """
+        files = _table_files(paths)
+        tables: dict[int, dict[str, float]] = {}
+        for f in files:
+            entries = _read_yaml_table(f)
+            side = _table_side(f, entries)
+            if side in tables:
+                raise ConfigError(f"two latency tables for resolution {side} (second: {f})")
+            tables[side] = entries
+        if space is None:
+            space = OFASearchSpace(_spec_of_tables(tables))
+        return PublishedLatencyTable(space, tables)
 
 
 class MemoizedCost:
@@ -234,3 +302,161 @@ class MemoizedCost:
     def n_measured(self) -> int:
         """Returns how many distinct configurations were computed."""
         return len(self.cache)
+
+
+def ofa_lut_keys(shape: LayerShape) -> list[str]:
+    """Returns the keys of once-for-all's MobileNetV3 latency tables that make up ``shape``: one
+    for the stem or an inverted residual, four for the head (final expansion, pooling, feature
+    mix, classifier), in forward order."""
+    s, so = shape.side, shape.side_out
+    if shape.kind == "stem":
+        return [f"Conv-input:{s}x{s}x{shape.cin}-output:{so}x{so}x{shape.cout}"]
+    if shape.kind == "mb":
+        return [
+            f"expanded_conv-input:{s}x{s}x{shape.cin}-output:{so}x{so}x{shape.cout}"
+            f"-expand:{shape.mid}-kernel:{shape.kernel}-stride:{shape.stride}"
+            f"-idskip:{int(shape.idskip)}-se:{int(shape.se > 0)}-hs:{int(shape.hswish)}"
+        ]
+    if shape.kind == "head":
+        e, f = shape.mid, shape.kernel  # final expansion, feature width
+        return [
+            f"Conv_1-input:{s}x{s}x{shape.cin}-output:{s}x{s}x{e}",
+            f"AvgPool2D-input:{s}x{s}x{e}-output:1x1x{e}",
+            f"Conv_2-input:1x1x{e}-output:1x1x{f}",
+            f"Logits-input:1x1x{f}-output:{shape.cout}",
+        ]
+    raise ConfigError(f"unknown layer kind {shape.kind!r}; expected stem, mb or head")
+
+
+class PublishedLatencyTable(LatencyTable):
+    """Returns predicted latency (ms) from once-for-all's published per-resolution tables.
+
+    Invariants: ``predict(arch)`` adds, starting from 0.0 and in forward order, the ``mean`` of
+    every :func:`ofa_lut_keys` entry of ``arch``'s layers in the table of ``arch``'s own
+    resolution: once-for-all's sum, term by term; a missing entry raises, never counts as 0.
+    """
+
+    FORMAT = "ofa-lut"
+
+    def __init__(self, space: OFASearchSpace, tables: Mapping[int, Mapping[str, float]]) -> None:
+        super().__init__(space)
+        self.tables = {int(r): dict(t) for r, t in tables.items()}
+        sides = space.spec.resolutions or (space.spec.image_size,)
+        lacking = [r for r in sides if r not in self.tables]
+        if lacking:
+            raise ConfigError(
+                f"the space offers resolutions {list(sides)} but there are latency tables for "
+                f"{sorted(self.tables)} only (none for {lacking}); add the files "
+                f"{', '.join(f'{r}_lookup_table.yaml' for r in lacking)} or narrow the space"
+            )
+
+    def build(self, measure: Callable[[LayerShape], float], shapes: Iterable[LayerShape] = ()):
+        """Refuses: published tables are read, not measured.
+
+        Raises:
+            ConfigError: always.
+        """
+        raise ConfigError("a published latency table cannot be measured; build a LatencyTable")
+
+    def predict(self, arch: Mapping[str, Any]) -> float:
+        """Returns the latency of ``arch`` (ms) summed from its resolution's table.
+
+        Raises:
+            ConfigError: a layer's entry is missing from the table (the key is named).
+            ArchitectureError: ``arch`` does not fit the space.
+        """
+        side = self.space.resolution(arch)
+        table = self.tables[side]
+        total = 0.0
+        for shape in layer_shapes(self.space, arch):
+            for key in ofa_lut_keys(shape):
+                ms = table.get(key)
+                if ms is None:
+                    raise ConfigError(
+                        f"latency table of resolution {side} has no entry {key!r} "
+                        f"({len(table)} entries); the table is of another network plan or "
+                        "device, or incomplete"
+                    )
+                total += ms
+        return total
+
+    __call__ = predict
+
+    def missing_keys(self) -> dict[int, list[str]]:
+        """Returns, per resolution, every key some architecture of the space needs that the
+        table of that resolution lacks (empty lists: the tables cover the space)."""
+        out: dict[int, list[str]] = {}
+        for r in self.space.spec.resolutions or (self.space.spec.image_size,):
+            one = OFASearchSpace(replace(self.space.spec, resolutions=(r,)))
+            keys = [k for shape in distinct_shapes(one) for k in ofa_lut_keys(shape)]
+            out[r] = [k for k in dict.fromkeys(keys) if k not in self.tables[r]]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the tables as JSON-able data (:meth:`LatencyTable.from_dict` reads it)."""
+        return {"format": self.FORMAT, "tables": {str(r): t for r, t in self.tables.items()}}
+
+
+def _table_files(paths: str | Path | Sequence[str | Path]) -> list[Path]:
+    items = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    files: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            files += sorted(p.glob("*_lookup_table.yaml")) or sorted(p.glob("*.yaml"))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise ConfigError(f"no latency table at {p}; give a folder of *_lookup_table.yaml")
+    if not files:
+        raise ConfigError(f"no *_lookup_table.yaml files in {items}")
+    return files
+
+
+def _read_yaml_table(path: Path) -> dict[str, float]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader: published files are big
+    try:
+        data = yaml.load(path.read_text(), Loader=loader)  # noqa: S506 - a safe loader
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read latency table {path}: {exc}") from exc
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"latency table {path} holds {type(data).__name__}, expected a mapping")
+    out: dict[str, float] = {}
+    for key, value in data.items():
+        ms = value.get("mean") if isinstance(value, Mapping) else value
+        if not isinstance(ms, (int, float)):
+            raise ConfigError(
+                f"latency table {path}: entry {key!r} is {value!r}, expected {{mean: ms, ...}}"
+            )
+        out[str(key)] = ms
+    return out
+
+
+_SIDE_IN_NAME = re.compile(r"(\d+)_lookup_table")
+_STEM_KEY = re.compile(r"Conv-input:(\d+)x\d+x\d+-")
+
+
+def _table_side(path: Path, entries: Mapping[str, float]) -> int:
+    m = _SIDE_IN_NAME.search(path.name)
+    if m is not None:
+        return int(m.group(1))
+    sides = {int(h.group(1)) for k in entries if (h := _STEM_KEY.match(k))}
+    if len(sides) != 1:
+        raise ConfigError(
+            f"cannot tell the resolution of latency table {path}: name it <side>_lookup_table.yaml"
+            f" (its Conv entries give sides {sorted(sides)})"
+        )
+    return sides.pop()
+
+
+def _spec_of_tables(tables: Mapping[int, Mapping[str, float]]) -> OFASpec:
+    from nasforge.ofa.published import published_spec
+
+    final = {int(m.group(1)) for t in tables.values() for k in t
+             if (m := re.match(r"Conv_1-input:\d+x\d+x\d+-output:\d+x\d+x(\d+)$", k))}  # fmt: skip
+    if len(final) != 1:
+        raise ConfigError(
+            f"cannot read the network's width off the tables (final expansion widths {final}); "
+            "pass the space the tables were measured for"
+        )
+    return published_spec(width_mult=round(final.pop() / 960, 2), resolutions=sorted(tables))

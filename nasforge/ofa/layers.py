@@ -8,7 +8,11 @@ Every layer holds the weights of its largest configuration; a smaller configurat
                           larger one passed through a learned ``k*k x k*k`` kernel-transformation
                           matrix (identity at first), applied along the chain 7 -> 5 -> 3
     DynamicBatchNorm2d    the first ``c`` entries of its affine parameters *and* statistics
-    DynamicMBConv         an inverted residual whose expansion ratio and kernel are elastic;
+    DynamicSE             squeeze-and-excitation over the first ``c`` channels: the first
+                          ``make_divisible(c // 4)`` reduce filters over the first ``c`` inputs,
+                          and the matching corner of the expand filters (MobileNetV3's SE)
+    DynamicMBConv         an inverted residual whose expansion ratio and kernel are elastic,
+                          with an optional SE after the depthwise convolution;
                           ``sort_channels`` orders hidden channels by importance (L1 norm of
                           the projection weights), so that the first channels are the best ones
 
@@ -34,6 +38,7 @@ __all__ = [
     "DynamicConv2d",
     "DynamicDepthwiseConv",
     "DynamicBatchNorm2d",
+    "DynamicSE",
     "DynamicMBConv",
     "candidates_of",
 ]
@@ -153,6 +158,68 @@ class DynamicDepthwiseConv(nn.Module):
         self.weight.copy_(src.kernel_weight(c, k))
 
 
+class _BiasedConv1x1(nn.Module):
+    """Returns a 1x1 convolution with bias using the leading ``out x in`` block of its weights."""
+
+    def __init__(self, max_in: int, max_out: int) -> None:
+        super().__init__()
+        conv = nn.Conv2d(max_in, max_out, 1, bias=True)  # PyTorch's default initialisation
+        self.weight, self.bias = conv.weight, conv.bias
+
+    def forward(self, x: torch.Tensor, out: int) -> torch.Tensor:
+        return F.conv2d(x, self.weight[:out, : x.shape[1]], self.bias[:out])
+
+    @torch.no_grad()
+    def copy_active_from(self, src: _BiasedConv1x1) -> None:
+        """Copies the leading block of ``src``'s weight and bias that fits this layer."""
+        o, i = self.weight.shape[:2]
+        self.weight.copy_(src.weight[:o, :i])
+        self.bias.copy_(src.bias[:o])
+
+
+class DynamicSE(nn.Module):
+    """Returns ``x * hsigmoid(expand(relu(reduce(mean(x)))))`` with elastic channels: for an
+    input of ``c`` channels the hidden width is ``make_divisible(c // 4, divisor)`` and the
+    1x1 convolutions (with bias) use the leading corner of the largest weights.
+
+    Invariants: ``reduce.weight`` is ``(hidden(max_channels), max_channels, 1, 1)`` and
+    ``expand.weight`` the transposed shape; at ``c == max_channels`` it is an ordinary SE module.
+    """
+
+    def __init__(self, max_channels: int, divisor: int = 8, hidden: int | None = None) -> None:
+        super().__init__()
+        self.divisor = divisor
+        self.fixed_hidden = hidden  # a frozen layer of a latency-table shape has its own width
+        width = hidden or self.hidden(max_channels)
+        self.reduce = _BiasedConv1x1(max_channels, width)
+        self.expand = _BiasedConv1x1(width, max_channels)
+
+    def hidden(self, channels: int) -> int:
+        """Returns the hidden width for ``channels`` input channels."""
+        if self.fixed_hidden:
+            return self.fixed_hidden
+        from nasforge.ofa.spaces import make_divisible  # pure
+
+        return make_divisible(channels // 4, self.divisor)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        c = x.shape[1]
+        y = F.relu(self.reduce(x.mean(dim=(2, 3), keepdim=True), self.hidden(c)))
+        return x * F.hardsigmoid(self.expand(y, c))
+
+    @torch.no_grad()
+    def permute(self, order: torch.Tensor) -> None:
+        """Reorders the channels (as the hidden channels of the enclosing layer were), then its
+        own hidden units by importance (L1 norm of their expand filters, largest first)."""
+        self.expand.weight.copy_(self.expand.weight[order])
+        self.expand.bias.copy_(self.expand.bias[order])
+        self.reduce.weight.copy_(self.reduce.weight[:, order])
+        inner = torch.argsort(self.expand.weight.abs().sum(dim=(0, 2, 3)), descending=True)
+        self.expand.weight.copy_(self.expand.weight[:, inner])
+        self.reduce.weight.copy_(self.reduce.weight[inner])
+        self.reduce.bias.copy_(self.reduce.bias[inner])
+
+
 def _activation(hswish: bool) -> nn.Module:
     return nn.Hardswish() if hswish else nn.ReLU()
 
@@ -163,6 +230,7 @@ class DynamicMBConv(nn.Module):
 
     ``expand`` and ``kernel`` are ints or value choices; ``mid_channels(e)`` maps a ratio to a
     hidden width. Without expansion (a single candidate equal to 1) there is no expand conv.
+    With ``se`` a :class:`DynamicSE` follows the depthwise convolution's activation.
     """
 
     def __init__(
@@ -174,6 +242,7 @@ class DynamicMBConv(nn.Module):
         stride: int,
         hswish: bool,
         divisor: int = 8,
+        se: bool = False,
     ) -> None:
         super().__init__()
         from nasforge.ofa.spaces import make_divisible  # pure
@@ -194,6 +263,7 @@ class DynamicMBConv(nn.Module):
             self.expand_bn = DynamicBatchNorm2d(max_mid)
         self.dw_conv = DynamicDepthwiseConv(max_mid, self.kernels, stride)
         self.dw_bn = DynamicBatchNorm2d(max_mid)
+        self.se = DynamicSE(max_mid, divisor) if se else None
         self.project = DynamicConv2d(max_mid, out_channels, 1)
         self.project_bn = DynamicBatchNorm2d(out_channels)
         self.act = _activation(hswish)
@@ -217,6 +287,8 @@ class DynamicMBConv(nn.Module):
         if self.has_expand:
             h = self.act(self.expand_bn(self.expand_conv(h, mid)))
         h = self.act(self.dw_bn(self.dw_conv(h, self.active_kernel)))
+        if self.se is not None:
+            h = self.se(h)
         h = self.project_bn(self.project(h))
         return x + h if self.residual else h
 
@@ -229,6 +301,8 @@ class DynamicMBConv(nn.Module):
         order = torch.argsort(importance, descending=True)
         self.project.weight.copy_(self.project.weight[:, order])
         self.dw_conv.weight.copy_(self.dw_conv.weight[order])
+        if self.se is not None:
+            self.se.permute(order)
         bns = [self.dw_bn]
         if self.has_expand:
             self.expand_conv.weight.copy_(self.expand_conv.weight[order])
@@ -241,5 +315,5 @@ class DynamicMBConv(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"{self.in_channels}->{self.out_channels}, expand={self.expands}, "
-            f"kernel={self.kernels}, stride={self.stride}"
+            f"kernel={self.kernels}, stride={self.stride}, se={self.se is not None}"
         )

@@ -30,6 +30,7 @@ from nasforge.ofa.layers import (
     DynamicConv2d,
     DynamicDepthwiseConv,
     DynamicMBConv,
+    DynamicSE,
 )
 from nasforge.ofa.spaces import (
     OFASearchSpace,
@@ -144,7 +145,7 @@ class OFAMobileNetV3(nf.ModelSpace):
             stride = spec.strides[b] if j == 0 else 1
             return DynamicMBConv(
                 cins[j], spec.ch(spec.stage_channels[b]), expand, kernel, stride,
-                spec.hswish[b], spec.divisor,
+                spec.hswish[b], spec.divisor, se=spec.has_se(b),
             )  # fmt: skip
 
         return make
@@ -253,6 +254,8 @@ def build_layer(shape: LayerShape) -> nn.Module:
     if shape.kind == "mb":
         ratio_mid = shape.mid
         layer = DynamicMBConv(shape.cin, shape.cout, 1, shape.kernel, shape.stride, shape.hswish)
+        if shape.se:
+            layer.se = DynamicSE(ratio_mid, hidden=shape.se)
         if shape.has_expand:  # build with the exact hidden width
             layer.has_expand = True
             layer._mid = {1: ratio_mid}

@@ -103,6 +103,7 @@ class OFASpec:
     stage_channels: tuple[int, ...] = (24, 40, 80, 112, 160)  # one per elastic block
     strides: tuple[int, ...] = (2, 2, 2, 1, 2)
     hswish: tuple[bool, ...] = (False, False, True, True, True)
+    se: tuple[bool, ...] = ()  # squeeze-and-excitation per block; empty: none (OFA: F,T,F,T,T)
     final_expand: int = 960
     feature_dim: int = 1280
     image_size: int = 224  # the input side used for FLOPs/latency when no resolution decision
@@ -111,7 +112,9 @@ class OFASpec:
         if self.coupling not in _COUPLINGS:
             raise ConfigError(f"coupling {self.coupling!r} is not one of {_COUPLINGS}")
         n = len(self.stage_channels)
-        for name in ("strides", "hswish"):
+        for name in ("strides", "hswish", "se"):
+            if name == "se" and not self.se:
+                continue
             if len(getattr(self, name)) != n:
                 raise ConfigError(
                     f"OFASpec.{name} has {len(getattr(self, name))} entries, expected one per "
@@ -161,6 +164,15 @@ class OFASpec:
         )
         out = self.ch(self.stage_channels[block])
         return [prev] + [out] * (self.max_depth - 1)
+
+    def has_se(self, block: int) -> bool:
+        """Returns whether the layers of block ``block`` have squeeze-and-excitation."""
+        return bool(self.se) and bool(self.se[block])
+
+    def se_channels(self, mid: int) -> int:
+        """Returns the hidden width of the squeeze-and-excitation of a layer with ``mid`` hidden
+        channels (a quarter, rounded as MobileNetV3 does)."""
+        return make_divisible(mid // 4, self.divisor)
 
     def layer_kernels(self, block: int) -> tuple[int, ...]:
         """Returns the kernel candidates of each layer of block ``block``."""
@@ -259,6 +271,8 @@ class OFASearchSpace(SearchSpace):
         if len(spec.resolutions) > 1:
             decisions.append(Decision("resolution", "value", spec.resolutions))
         super().__init__(decisions)
+        # every candidate is a plain int: validation of an all-int arch is set membership
+        self._int_values = {d.label: frozenset(d.values) for d in decisions}
 
     @property
     def size(self) -> int:
@@ -288,7 +302,22 @@ class OFASearchSpace(SearchSpace):
             for label in self._layer_labels(b):
                 if label not in full and d is not None and _layer_of(label) >= d:
                     full[label] = self[label].default
-        return self.canonical(super().validate(full))
+        fast = self._validate_ints(full)
+        return self.canonical(fast if fast is not None else super().validate(full))
+
+    def _validate_ints(self, full: dict[str, Any]) -> Arch | None:
+        """Returns ``full`` in space order when its labels are exactly the space's and every
+        value is a plain int among the candidates (what the general check would return), else
+        None (the general check then gives the error)."""
+        if len(full) != len(self._int_values):
+            return None
+        out: Arch = {}
+        for label, values in self._int_values.items():
+            v = full.get(label)
+            if type(v) is not int or v not in values:
+                return None
+            out[label] = v
+        return out
 
     def canonical(self, arch: Mapping[str, Any]) -> Arch:
         """Returns a valid ``arch`` with inactive layers' decisions set to their defaults."""
@@ -301,8 +330,11 @@ class OFASearchSpace(SearchSpace):
         return out
 
     def _layer_labels(self, block: int) -> list[str]:
-        prefix = f"blocks.{block}."
-        return [lb for lb in self if lb.startswith(prefix) and not lb.endswith(".depth")]
+        cache = self.__dict__.setdefault("_layer_labels_cache", {})
+        if block not in cache:
+            prefix = f"blocks.{block}."
+            cache[block] = [lb for lb in self if lb.startswith(prefix) and ".depth" not in lb]
+        return cache[block]
 
     # -- sampling and enumeration -----------------------------------------------------------
     def sample(self, rng: Any = None) -> Arch:
