@@ -78,7 +78,7 @@ def main() -> None:
     archs = [space.sample_dims(10_000 + i) for i in range(args.n_pairs)]
     accs = [evaluate(net, a, te, calib) for a in archs]
     n_fit = int(0.75 * len(archs))
-    predictor = AccuracyPredictor(space, seed=0)
+    predictor = AccuracyPredictor.structured(space, seed=0)
     predictor.fit(archs[:n_fit], accs[:n_fit], epochs=300)
     rho = spearmanr(predictor.predict(archs[n_fit:]), accs[n_fit:]).statistic
 

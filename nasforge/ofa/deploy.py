@@ -100,7 +100,7 @@ def make_accuracy(
         accs.append(measured(a))
         if progress is not None:
             progress(i + 1, n_pairs)
-    predictor = AccuracyPredictor(space, seed=seed)
+    predictor = AccuracyPredictor.structured(space, seed=seed)
     predictor.fit(archs, accs)
     return predictor
 
