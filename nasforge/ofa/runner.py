@@ -149,6 +149,12 @@ class OFARun(BaseRunner):
         run.spec = OFASpec.from_dict(s["spec"])
         run.train_config = TrainConfig(**s["train"])
         r = s["run"]
+        if not {"data", "seed", "threads", "probes"} <= set(r):
+            raise ConfigError(
+                "this OFA run was trained from Python with nasforge.ofa.train.train(...), "
+                "which records no data source; resume it by calling train(..., directory=DIR) "
+                "with the same data"
+            )
         run.data, run.seed, run.threads, run.probes = (
             r["data"],
             r["seed"],
