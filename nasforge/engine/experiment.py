@@ -191,7 +191,8 @@ class Experiment(BaseRunner):
         if "space" not in s or evaluator is None:
             raise ConfigError(
                 "a multi-trial run needs `space` and `evaluator` (or a function `evaluate`, or "
-                "`benchmark`); see docs/engine.md"
+                "`benchmark`); see docs/engine.md. (Resuming a run started from Python whose "
+                "space could not be recorded by class and arguments? Resume it from Python.)"
             )
         space = materialize(s.pop("space"), base)
         if isinstance(evaluator, dict) and "unrebuildable" in evaluator:

@@ -242,7 +242,10 @@ class OneShotSearch(BaseRunner):
         s = {**dict(settings), **overrides}
         s.pop("objective", None)
         if "space" not in s:
-            raise ConfigError("a one-shot run needs `space`; see docs/oneshot.md")
+            raise ConfigError(
+                "a one-shot run needs `space`; see docs/oneshot.md. (Resuming a run started "
+                "from Python whose space could not be recorded? Resume it from Python.)"
+            )
         space = materialize(s.pop("space"), base)
         strategy = s.pop("strategy")
         if isinstance(strategy, Mapping) and "config" in strategy:  # a stored section
