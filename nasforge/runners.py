@@ -26,6 +26,10 @@ def _ofa() -> None:
     import nasforge.ofa.runner  # noqa: F401
 
 
+def _ofa_deploy() -> None:
+    import nasforge.ofa.deploy_runner  # noqa: F401
+
+
 def _pipeline() -> None:
     import nasforge.parallel.runner  # noqa: F401
 
@@ -35,6 +39,7 @@ BUILTIN: dict[str, Callable[[], None]] = {
     "multitrial": _multitrial,
     "oneshot": _oneshot,
     "ofa": _ofa,
+    "ofa-deploy": _ofa_deploy,
     "pipeline": _pipeline,
 }
 

@@ -59,8 +59,40 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _search_published(args: argparse.Namespace) -> int:
+    from nasforge.errors import ConfigError
+    from nasforge.ofa.deploy_runner import OFADeploy
+    from nasforge.run.export import export_top
+
+    if not (args.predictor and args.target_ms and args.out):
+        raise ConfigError(
+            "a search on published artifacts needs --predictor, --target-ms and --out"
+        )
+    ints = [int(r) for r in args.resolutions.split(",")] if args.resolutions else None
+    runner = OFADeploy(
+        args.latency_table, args.predictor, [float(t) for t in args.target_ms.split(",")],
+        supernet=args.supernet, resolutions=ints, population=args.population,
+        generations=500 if args.generations is None else args.generations, seed=args.seed,
+        threads=args.threads, directory=args.out,
+    ).run()  # fmt: skip
+    for t in runner.trials():
+        m = t.metrics or {}
+        _say(f"target {m.get('target'):g} ms: predicted accuracy {m.get('accuracy'):.4f} at "
+             f"{m.get('latency_ms'):.3f} ms")  # fmt: skip
+    if args.supernet:
+        for d in export_top(runner.directory, 1, per="target"):
+            _say(f"exported {d}")
+    return 0
+
+
 def _search(args: argparse.Namespace) -> int:
+    from nasforge.errors import ConfigError
     from nasforge.ofa.deploy import load_supernet
+
+    if args.latency_table:
+        return _search_published(args)
+    if not args.runs or not args.targets:
+        raise ConfigError("give run folders and --targets, or --latency-table and --predictor")
     from nasforge.ofa.runner import load_data, open_for_search, search_run
     from nasforge.run.threads import set_threads
 
@@ -69,7 +101,7 @@ def _search(args: argparse.Namespace) -> int:
     data = load_data(args.data)
     settings = {"targets": args.targets, "latency": args.latency, "accuracy": args.accuracy,
                 "n_pairs": args.n_pairs, "population": args.population,
-                "generations": args.generations}  # fmt: skip
+                "generations": args.generations or 20}  # fmt: skip
     fronts = {}
     for run, net in nets.items():
         with open_for_search(run) as store:
@@ -167,13 +199,25 @@ def register(subparsers: Any) -> None:
     t.set_defaults(func=_train)
 
     s = sub.add_parser("search", help="evolutionary search for a list of targets")
-    s.add_argument("runs", nargs="+", help="run folders written by `ofa train`")
-    s.add_argument("--targets", type=float, nargs="+", required=True)
+    s.add_argument("runs", nargs="*", help="run folders written by `ofa train`")
+    s.add_argument("--targets", type=float, nargs="+", help="latency (ms) or MMACs budgets")
+    s.add_argument(
+        "--latency-table",
+        nargs="+",
+        help="published <side>_lookup_table.yaml folder or files: search on once-for-all's "
+        "artifacts, no training run",
+    )
+    s.add_argument("--predictor", help="once-for-all's published acc_predictor.pth")
+    s.add_argument("--supernet", help="a published supernet checkpoint, or a trained run")
+    s.add_argument("--target-ms", help="comma-separated latency targets, e.g. 20,25,30")
+    s.add_argument("--resolutions", help="comma-separated input sides to search, e.g. 160,224")
+    s.add_argument("--out", help="run directory of a search on published artifacts")
+    s.add_argument("--seed", type=int, default=0)
     s.add_argument("--latency", choices=("measured", "table", "flops"), default="measured")
     s.add_argument("--accuracy", choices=("auto", "measured", "predictor"), default="auto")
     s.add_argument("--n-pairs", type=int, default=150, help="pairs to fit the predictor")
     s.add_argument("--population", type=int, default=100)
-    s.add_argument("--generations", type=int, default=20)
+    s.add_argument("--generations", type=int, help="default 20 (500 on published artifacts)")
     s.add_argument("--data", default="mnist")
     s.add_argument("--png", default=None, help="plot path (default: first run/front.png)")
     s.add_argument(

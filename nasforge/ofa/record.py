@@ -35,6 +35,7 @@ __all__ = [
     "stage_from_dict",
     "section",
     "run_config",
+    "spec_ref",
     "open_run",
     "open_ofa_store",
 ]
@@ -83,18 +84,23 @@ def run_config(
 ) -> dict[str, Any]:
     """Returns the whole run config of an OFA training started from Python (``train(...,
     directory=...)``)."""
-    space_ref = {
-        "object": "nasforge.ofa.mobilenet:OFAMobileNetV3",
-        "args": [{"__dataclass__": "nasforge.ofa.spaces:OFASpec", "fields": spec.to_dict()}],
-        "kwargs": {},
-    }
     return {
         "kind": KIND,
         "objective": Objective("accuracy", "max").to_dict(),
         KIND: section(spec, plan, train_config, run),
-        "space": json.loads(json.dumps(space_ref)),
+        "space": spec_ref(spec),
         "source": None,
     }
+
+
+def spec_ref(spec: OFASpec) -> dict[str, Any]:
+    """Returns the record's reference to ``OFAMobileNetV3(spec)`` (see nasforge.run.refs), so
+    that ``load_model`` rebuilds the space of an export without building it here."""
+    return json.loads(json.dumps({
+        "object": "nasforge.ofa.mobilenet:OFAMobileNetV3",
+        "args": [{"__dataclass__": "nasforge.ofa.spaces:OFASpec", "fields": spec.to_dict()}],
+        "kwargs": {},
+    }))  # fmt: skip
 
 
 def open_ofa_store(directory: str | Path, readonly: bool = True) -> Store:
