@@ -60,6 +60,7 @@ def test_missing_published_file_is_a_clear_error(tmp_path):
     """A predictor path that does not exist exits with code 2 before any search."""
     write_ofa_tables(tmp_path / "note10", width=1.2)
     argv = ["ofa", "search", "--latency-table", str(tmp_path / "note10"), "--predictor",
-            str(tmp_path / "nope.pth"), "--target-ms", "25", "--out", str(tmp_path / "r")]  # fmt: skip
+            str(tmp_path / "nope.pth"), "--target-ms", "25",
+            "--out", str(tmp_path / "r")]  # fmt: skip
     assert main(argv) == 2
     assert not (tmp_path / "r").exists()
