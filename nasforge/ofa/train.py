@@ -40,6 +40,7 @@ from nasforge.ofa.mobilenet import OFAMobileNetV3, extract, sort_channels
 from nasforge.ofa.record import open_run, run_config
 from nasforge.ofa.spaces import Phase, compofa_phases, progressive_phases
 from nasforge.run.store import Store
+from nasforge.run.weights import save_state
 from nasforge.weightsharing import accuracy, recalibrate_bn
 
 __all__ = [
@@ -115,13 +116,6 @@ def _kd_loss(logits: torch.Tensor, teacher: torch.Tensor, temperature: float) ->
     t = temperature
     soft = F.softmax(teacher / t, dim=1)
     return F.kl_div(F.log_softmax(logits / t, dim=1), soft, reduction="batchmean") * t * t
-
-
-def _save(path: Path, state: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)  # a crash never leaves a half-written checkpoint
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -272,11 +266,11 @@ def _train(
                         {k: v for k, v in row.items() if k.startswith("acc_")})  # fmt: skip
             if store is not None:
                 rel = f"checkpoints/{si:02d}-{stage.name}-e{epoch + 1:03d}.pt"
-                _save(store.directory / rel, {
+                save_state({
                     "model": supernet.state_dict(),
                     "teacher": teacher.state_dict() if teacher is not None else None,
                     "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                })  # fmt: skip
+                }, store.directory / rel)  # fmt: skip
                 row["checkpoint"] = rel
                 row["seconds"] = time.perf_counter() - t0
                 step = sum(s.epochs for s in plan[:si]) + epoch + 1
@@ -286,7 +280,7 @@ def _train(
             logs.append(row)
     supernet.set_active(space.largest())
     if store is not None:
-        _save(store.directory / SUPERNET_FILE, supernet.state_dict())
+        save_state(supernet.state_dict(), store.directory / SUPERNET_FILE)
         store.add_artifact("supernet", SUPERNET_FILE, "supernet")
     return logs
 

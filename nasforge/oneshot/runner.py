@@ -48,7 +48,7 @@ from nasforge.run.refs import materialize
 from nasforge.run.runner import BaseRunner, Objective, find_ref, register_runner
 from nasforge.run.store import Store
 from nasforge.run.threads import set_threads
-from nasforge.run.weights import load_weights, save_weights
+from nasforge.run.weights import load_weights, save_state, save_weights
 from nasforge.space import ModelSpace, arch_id
 from nasforge.strategy import list_strategies
 
@@ -297,7 +297,7 @@ class OneShotSearch(BaseRunner):
 
         def checkpoint(row: dict[str, Any], state: SearchState) -> None:
             path = ckpt / f"oneshot_epoch{row['epoch']}.pt"
-            _atomic_save(state.state_dict(), path)
+            save_state(state.state_dict(), path)
             store.add_progress(row["epoch"], row)  # committed after the file: resume point
             store.set_meta("elapsed", repr(time.monotonic() - t0))
             for old in ckpt.glob("oneshot_epoch*.pt"):
@@ -371,12 +371,6 @@ class OneShotSearch(BaseRunner):
 
 #: The name of 0.1, kept: a one-shot search is a run like every other.
 OneShotExperiment = OneShotSearch
-
-
-def _atomic_save(state: dict[str, Any], path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)  # a kill never leaves a half-written checkpoint
 
 
 def _last_checkpoint(store: Store, ckpt: Path) -> dict[str, Any] | None:

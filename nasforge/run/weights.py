@@ -10,22 +10,28 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["save_weights", "load_weights"]
+__all__ = ["save_state", "save_weights", "load_weights"]
 
 
-def save_weights(model: Any, path: str | Path) -> str:
-    """Returns ``path`` after writing the state dict of ``model`` (a module or a dict of
-    tensors) there as CPU tensors; a crash never leaves a half-written file."""
+def save_state(state: Any, path: str | Path) -> str:
+    """Returns ``path`` after ``torch.save`` of ``state`` (tensors and plain data only, so it
+    loads with ``weights_only=True``) there; written beside and renamed, so a crash never
+    leaves a half-written file."""
     import torch
 
-    state = model.state_dict() if hasattr(model, "state_dict") else model
-    state = {k: v.detach().cpu().contiguous().clone() for k, v in state.items()}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     torch.save(state, tmp)
     os.replace(tmp, path)
     return str(path)
+
+
+def save_weights(model: Any, path: str | Path) -> str:
+    """Returns ``path`` after writing the state dict of ``model`` (a module or a dict of
+    tensors) there as CPU tensors; a crash never leaves a half-written file."""
+    state = model.state_dict() if hasattr(model, "state_dict") else model
+    return save_state({k: v.detach().cpu().contiguous().clone() for k, v in state.items()}, path)
 
 
 def load_weights(path: str | Path) -> dict[str, Any]:
