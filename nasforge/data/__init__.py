@@ -1,7 +1,7 @@
 """Real datasets that need no download, with deterministic splits and loaders."""
 
 from nasforge.data.mnist import mnist_tensors
-from nasforge.data.splits import Splits, load_digits, split_dataset
+from nasforge.data.splits import Splits, load_digits, split_dataset, to_tensors
 from nasforge.data.translation import Bpe, Pairs, bleu, load_pairs, split_pairs, token_batches
 
 __all__ = [
@@ -14,5 +14,6 @@ __all__ = [
     "mnist_tensors",
     "split_dataset",
     "split_pairs",
+    "to_tensors",
     "token_batches",
 ]

@@ -15,7 +15,15 @@ from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 
 from nasforge.errors import ConfigError
 
-__all__ = ["Splits", "load_digits", "split_dataset"]
+__all__ = ["Splits", "load_digits", "split_dataset", "to_tensors"]
+
+
+def to_tensors(dataset: Dataset | Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Returns a dataset of (x, y) examples as two stacked tensors (a pair passes through)."""
+    if isinstance(dataset, (tuple, list)) and len(dataset) == 2:
+        return dataset[0], dataset[1]
+    x, y = next(iter(DataLoader(dataset, batch_size=len(dataset))))  # type: ignore[arg-type]
+    return x, y
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset
 
+from nasforge.data import to_tensors
 from nasforge.errors import ConfigError, StoreError
 from nasforge.oneshot.common import Batch, SearchConfig, Split, accuracy, split_data
 from nasforge.oneshot.search import ALGORITHMS, SearchState, search
@@ -114,13 +114,6 @@ def get_oneshot(spec: str | Mapping[str, Any] | OneShot, **settings: Any) -> One
     )
 
 
-def _tensors(dataset: Dataset | Any) -> Batch:
-    if isinstance(dataset, (tuple, list)) and len(dataset) == 2:
-        return dataset[0], dataset[1]
-    x, y = next(iter(DataLoader(dataset, batch_size=len(dataset))))  # type: ignore[arg-type]
-    return x, y
-
-
 def load_data(data: Any, seed: int) -> tuple[Split, Batch | None]:
     """Returns the weight/architecture split and the test part (or None) of one-shot ``data``.
 
@@ -147,7 +140,9 @@ def load_data(data: Any, seed: int) -> tuple[Split, Batch | None]:
     if all(hasattr(data, k) for k in ("train", "val", "test")) and not isinstance(data, Mapping):
         data = {"train": data.train, "val": data.val, "test": data.test}
     if isinstance(data, Mapping) and "train" in data and "val" in data:
-        parts = {k: _tensors(data[k]) for k in ("train", "val", "test") if data.get(k) is not None}
+        parts = {
+            k: to_tensors(data[k]) for k in ("train", "val", "test") if data.get(k) is not None
+        }
         if flat:
             parts = {k: (x.flatten(1), y) for k, (x, y) in parts.items()}
         test = parts.pop("test", None)

@@ -16,6 +16,7 @@ schedule, generators).
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -223,7 +224,7 @@ def _epoch(algo: type[Algorithm], state: SearchState, split: Split, cfg: SearchC
                 val_iter = batches(split.val, cfg.batch_size, state.g)
                 val_batch = next(val_iter)
         lt, lv = algo.step(state.net, state, train_batch, val_batch, cfg)
-        if not (torch.isfinite(torch.tensor(lt)) and (lv is None or abs(lv) < float("inf"))):
+        if not (math.isfinite(lt) and (lv is None or math.isfinite(lv))):
             raise DivergenceError(
                 f"{algo.name}: the loss became {lt if lv is None else (lt, lv)} at epoch "
                 f"{state.epoch + 1}, step {i + 1}; lower the learning rate (w_lr={cfg.w_lr}, "

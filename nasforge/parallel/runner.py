@@ -184,7 +184,7 @@ class PipelineTraining(BaseRunner):
 
 
 def _flat(pair: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    from torch.utils.data import DataLoader
+    from nasforge.data import to_tensors
 
-    x, y = next(iter(DataLoader(pair, batch_size=len(pair))))
+    x, y = to_tensors(pair)
     return x.flatten(1), y

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from nasforge.errors import ConfigError, DivergenceError, NasforgeError, StoreError
+from nasforge.errors import ConfigError, NasforgeError, StoreError
 from nasforge.run.refs import object_path, to_ref
 from nasforge.run.results import parse_constraints, rank_trials
 from nasforge.run.store import Store, TrialRecord, check_compatible
@@ -258,7 +258,7 @@ class BaseRunner(abc.ABC):
                 self.directory,
             )
             raise
-        except (DivergenceError, NasforgeError) as exc:
+        except NasforgeError as exc:  # a diverged loss, every trial failed, ...
             store.finish("failed", str(exc))
             raise
         else:
