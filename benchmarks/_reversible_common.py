@@ -21,21 +21,21 @@ METHODS = {
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
-def batch(vocab: int, b: int, t: int, seed: int) -> Batch:
+def batch(vocab: int, b: int, t: int, seed: int, device: str = "cpu") -> Batch:
     """Returns a fixed token batch ``(src, tgt_in, tgt_out)`` (memory depends on shapes only)."""
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(4, vocab, (b, t), generator=g)
     tgt = torch.randint(4, vocab, (b, t + 1), generator=g)
-    return src, tgt[:, :-1], tgt[:, 1:]
+    return src.to(device), tgt[:, :-1].to(device), tgt[:, 1:].to(device)
 
 
-def make(method: str, depth: int, d: int, vocab: int, e: int = 64, seed: int = 0):
+def make(method: str, depth: int, d: int, vocab: int, e: int = 64, seed: int = 0, device="cpu"):
     """Returns (supernet, optimizers, config) for ``method`` with ``depth`` searched layers in
-    the encoder and in the decoder (2/3 splits, max pooling, dropout 0.1)."""
+    the encoder and in the decoder (2/3 splits, max pooling, dropout 0.1), on ``device``."""
     torch.manual_seed(seed)
     algo, rec = METHODS[method]
-    space = Seq2SeqSpace(vocab, d=d, e=e, n_splits=2, s=depth, repeats=1)
-    net = Supernet(space, algo)
+    space = Seq2SeqSpace(vocab, d=d, e=e, n_splits=2, s=depth, repeats=1).to(device)
+    net = Supernet(space, algo).to(device)
     set_reconstruct(net, rec)
     cfg = RevSearchConfig(algorithm=algo.name, reconstruct=rec)
     opt_w = torch.optim.Adam(net.weights(), lr=cfg.w_lr, betas=(0.9, 0.98))

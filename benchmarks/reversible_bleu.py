@@ -119,6 +119,14 @@ def main() -> None:
         default=1,
         help="torch threads (1 on a shared machine; the cpu setting's budget assumes 2 cores)",
     )
+    ap.add_argument(
+        "--search-steps",
+        type=int,
+        default=None,
+        help="a step budget for the search instead of the setting's time budget (the same "
+        "computation on any device: measure the seconds per step on 2 cores, run it on a GPU)",
+    )
+    ap.add_argument("--train-steps", type=int, default=None, help="likewise for each retrain")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     cfg = SETTINGS[args.setting]
@@ -155,13 +163,15 @@ def main() -> None:
         batches(src[:half], tgt[:half], int(cfg["search_tokens"])),
         batches(src[half:], tgt[half:], int(cfg["search_tokens"])),
         RevSearchConfig(
-            time_budget_s=float(cfg["search_s"]),
+            time_budget_s=float(cfg["search_s"]) if args.search_steps is None else 1e9,
+            max_steps=args.search_steps or 10**9,
             seed=args.seed,
             device=args.device,
             **cfg["search"],  # type: ignore[arg-type]
         ),
     )
     search_s = time.perf_counter() - t0
+    logging.info("search: %d steps in %.1fs", found.steps, search_s)
     rand_arch = space.search_space().sample(args.seed)
     models = {
         "searched": nf.freeze(space, found.arch),
@@ -176,11 +186,19 @@ def main() -> None:
     for name, model in models.items():
         torch.manual_seed(args.seed)
         model.to(args.device)
+        t_train = time.perf_counter()
         rows = train_seq2seq(
             model,
             batches(src, tgt),
-            TrainConfig(time_budget_s=float(cfg["train_s"]), **cfg["train"]),
+            TrainConfig(
+                time_budget_s=float(cfg["train_s"]) if args.train_steps is None else 1e9,
+                max_steps=args.train_steps or 10**9,
+                **cfg["train"],
+            ),
         )
+        out.setdefault("train_s", {})[name] = round(time.perf_counter() - t_train, 1)
+        logging.info("retrain %s: %.1fs", name, out["train_s"][name])
+        out.setdefault("train_logged_steps", {})[name] = rows[-1]["step"] if rows else 0
         greedy, _ = translate_bleu(model, bpe, test.src, test.tgt, beam=1)
         n_beam = int(cfg["n_test_beam"])
         beam, _ = translate_bleu(

@@ -33,18 +33,38 @@ from nasforge.oneshot.peak_memory import peak_saved_bytes  # noqa: E402
 logger = logging.getLogger("reversible_memory")
 
 
-def peak(method: str, depth: int, d: int, vocab: int, b: int, t: int) -> int:
+def peak(method: str, depth: int, d: int, vocab: int, b: int, t: int, device: str = "cpu") -> int:
     """Returns the peak saved bytes of one search step (after one warm-up step)."""
-    net, opts, cfg = make(method, depth, d, vocab)
-    train, val = batch(vocab, b, t, 1), batch(vocab, b, t, 2)
+    net, opts, cfg = make(method, depth, d, vocab, device=device)
+    train, val = batch(vocab, b, t, 1, device), batch(vocab, b, t, 2, device)
     step(net, opts, cfg, train, val)  # warm-up: probes candidates, fills optimizer state
     if cfg.algorithm == "nasb":
         binarize(net)
     return peak_saved_bytes(lambda: step(net, opts, cfg, train, val), net.parameters())
 
 
+def cuda_peak(method: str, depth: int, d: int, vocab: int, b: int, t: int) -> int:
+    """Returns the peak CUDA bytes one search step allocates above what is resident before it
+    (weights, optimizer state, batches), less the parameter gradients it leaves: the
+    activation memory the paper measures, as the allocator saw it."""
+    net, opts, cfg = make(method, depth, d, vocab, device="cuda")
+    train, val = batch(vocab, b, t, 1, "cuda"), batch(vocab, b, t, 2, "cuda")
+    step(net, opts, cfg, train, val)
+    if cfg.algorithm == "nasb":
+        binarize(net)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    step(net, opts, cfg, train, val)
+    torch.cuda.synchronize()
+    # the step's parameter gradients grow with depth for every method: not activation memory
+    grads = sum(p.grad.nbytes for p in net.parameters() if p.grad is not None)
+    return torch.cuda.max_memory_allocated() - base - grads
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu", help="cuda: the GPU allocator's peak instead")
     ap.add_argument("--d", type=int, default=96)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--len", type=int, default=20)
@@ -57,6 +77,21 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(1)
     depths = [int(x) for x in args.depths.split(",")]
+    if args.device.startswith("cuda"):  # the allocator's view on a GPU, instead of the hooks'
+        cuda = {
+            m: {str(k): cuda_peak(m, k, args.d, args.vocab, args.batch, args.len) for k in depths}
+            for m in METHODS
+        }
+        rd = cuda["reversible_darts"]
+        out = {
+            "device": torch.cuda.get_device_name(),
+            "setting": vars(args),
+            "cuda_activation_bytes": cuda,
+            "cuda_flat_ratio_reversible_darts": rd[str(max(depths))] / rd[str(min(depths))],
+            "cuda_reversible_over_darts": {k: rd[k] / cuda["darts"][k] for k in rd},
+        }
+        print(json.dumps(out))
+        return
     saved: dict[str, dict[str, int]] = {m: {} for m in METHODS}
     for depth in depths:
         for m in METHODS:

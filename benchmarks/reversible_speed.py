@@ -30,16 +30,20 @@ from _reversible_common import METHODS, batch, make, step  # noqa: E402
 
 def measure(d: int, args: argparse.Namespace) -> dict[str, float]:
     """Returns the median step seconds of each method at hidden size ``d``."""
-    train = batch(args.vocab, args.batch, args.len, 1)
-    val = batch(args.vocab, args.batch, args.len, 2)
-    runs = {m: make(m, args.depth, d, args.vocab) for m in METHODS}
+    dev = args.device
+    sync = torch.cuda.synchronize if dev.startswith("cuda") else (lambda: None)
+    train = batch(args.vocab, args.batch, args.len, 1, dev)
+    val = batch(args.vocab, args.batch, args.len, 2, dev)
+    runs = {m: make(m, args.depth, d, args.vocab, device=dev) for m in METHODS}
     for net, opts, cfg in runs.values():
         step(net, opts, cfg, train, val)  # warm-up
     times: dict[str, list[float]] = {m: [] for m in METHODS}
     for _ in range(args.reps):
         for m, (net, opts, cfg) in runs.items():
+            sync()
             t0 = time.perf_counter()
             step(net, opts, cfg, train, val)
+            sync()
             times[m].append(time.perf_counter() - t0)
     return {m: statistics.median(v) for m, v in times.items()}
 
@@ -52,6 +56,7 @@ def main() -> None:
     ap.add_argument("--len", type=int, default=20)
     ap.add_argument("--vocab", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--device", default="cpu", help="cuda on a GPU (the paper's setting)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     sizes = [int(x) for x in args.d.split(",")]

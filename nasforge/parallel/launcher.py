@@ -19,6 +19,7 @@ import socket
 import tempfile
 import time
 import traceback
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from nasforge.parallel.runtime import (
     set_determinism,
 )
 
-__all__ = ["launch", "collect", "is_loopback", "loopback_interface", "DIVERGED_EXIT"]
+__all__ = ["launch", "collect", "is_loopback", "loopback_interface", "rank_device", "DIVERGED_EXIT"]
 
 #: Exit code of a stage process that stopped on a NaN or infinite loss.
 DIVERGED_EXIT = 3
@@ -102,8 +103,24 @@ def _rendezvous(cfg: RunConfig, out_dir: str) -> str:
     return f"tcp://{cfg.bind}:{port}"
 
 
-def _worker(rank: int, cfg: RunConfig, init: str, out_dir: str) -> None:
+def rank_device(device: str, local_rank: int) -> str:
+    """Returns the device of the stage with ``local_rank`` on its machine: a bare ``"cuda"`` is
+    that machine's GPU ``local_rank`` (NCCL needs one GPU per process; stages beyond the
+    machine's GPU count share them round-robin); any other device is kept as given."""
+    if device != "cuda":
+        return device
+    return f"cuda:{local_rank % max(1, torch.cuda.device_count())}"
+
+
+def _worker(
+    rank: int, cfg: RunConfig, init: str, out_dir: str, local_rank: int | None = None
+) -> None:
     try:
+        cfg = replace(
+            cfg, device=rank_device(cfg.device, rank if local_rank is None else local_rank)
+        )
+        if cfg.device.startswith("cuda"):
+            torch.cuda.set_device(torch.device(cfg.device))
         set_determinism(cfg.seed)
         if is_loopback(cfg.bind):
             _pin_to_loopback()
@@ -302,7 +319,7 @@ def _torchrun_main(argv: list[str] | None = None) -> int:
     if rank == 0:
         check_config(cfg)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    _worker(rank, cfg, "env://", args.out)
+    _worker(rank, cfg, "env://", args.out, local_rank=int(os.environ.get("LOCAL_RANK", rank)))
     return 0
 
 

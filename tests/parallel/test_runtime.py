@@ -166,6 +166,47 @@ def test_torchrun_launch_is_bitwise_sequential(sequential: dict, tmp_path: Path)
     _assert_same(state, losses, sequential)
 
 
+@pytest.mark.slow
+def test_two_node_torchrun_launch_is_bitwise_sequential(sequential: dict, tmp_path: Path) -> None:
+    """Two torchrun agents as two "nodes" (--nnodes 2, one stage each, a c10d rendezvous on
+    loopback) reproduce sequential training bitwise, as a multi-node run would."""
+    import shutil
+    import socket
+    import subprocess
+    import sys
+
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    nodes = [
+        subprocess.Popen(
+            [
+                torchrun, "--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(rank),
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                "--rdzv-id", "two-nodes", "--local-addr", "127.0.0.1",
+                "-m", "nasforge.parallel.launcher",
+                "--space-kwargs", '{"n_blocks": 4, "n_candidates": 3, "hidden": 16}',
+                "--steps", str(STEPS), "--batch-size", "8", "--out", str(tmp_path),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for rank in (0, 1)
+    ]  # fmt: skip
+    try:
+        outs = [p.communicate(timeout=240)[0].decode(errors="replace") for p in nodes]
+    finally:
+        for p in nodes:
+            p.kill()
+            p.wait()
+    assert all(p.returncode == 0 for p in nodes), outs
+    state, losses = _merged(collect(tmp_path, 2))
+    _assert_same(state, losses, sequential)
+
+
 def test_csp_with_the_learning_evolution_sampler_is_bitwise_sequential(sequential: dict) -> None:
     """With the evolution sampler (losses fed back with the gradients, `feedback_lag` subnets
     late), 2-stage CSP draws the same subnets and ends with the same weights as sequential."""

@@ -1,0 +1,129 @@
+"""NASPipe's CUDA path on one GPU: the host-stashed supernet with predicted prefetch.
+
+Trains one supernet of choice blocks (wide Linear candidates, sklearn digits) for the same subnet
+sequence three ways on one GPU, and compares them:
+
+- ``resident``: every layer of the supernet lives on the device (what GPipe/BSP hold: the whole
+  partition), the upper bound on speed and on device memory;
+- ``csp_cache``: the supernet lives in pinned host memory and the device holds a cache of about
+  ``--cache-subnets`` subnets' layers, filled ahead of use by the predictor on a side CUDA stream
+  (:class:`nasforge.parallel.context.TieredLayerCache`), in this process;
+- ``csp_nccl``: the same through the pipeline runtime's stage process, with NCCL as the process
+  group's backend (one stage: one GPU is all a lent machine has).
+
+Reported: samples/s, the cache hit rate, the peak device memory of each run, whether each
+equals the resident run bitwise (the cache must not change a single bit), and the ratios.
+With ``--device cpu`` the same code runs on gloo (no memory figures); ``--device cuda`` without a
+GPU prints ``{"skipped": ...}``.
+
+Last line: one JSON object ``{"samples_per_s": {...}, "hit_rate": {...}, "peak_device_bytes":
+{...}, "equals_resident": {...}, "csp_cache_over_resident": ..., "memory_ratio": ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from dataclasses import replace
+
+import torch
+
+from nasforge.parallel.launcher import launch
+from nasforge.parallel.runtime import RunConfig, train_sequential
+from nasforge.parallel.supernet import ChoiceSupernet
+
+log = logging.getLogger("naspipe_cuda")
+
+
+def _run(cfg: RunConfig, nccl: bool) -> dict:
+    cuda = cfg.device.startswith("cuda")
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    if nccl:
+        (r,) = launch(replace(cfg, n_stages=1))
+        r["losses"] = [r["losses"][i] for i in range(cfg.steps)]  # keyed by step there
+    else:
+        r = train_sequential(cfg)
+    # launch's stage process holds its own CUDA context: its peak is not this process's
+    r["peak"] = torch.cuda.max_memory_allocated() if cuda and not nccl else None
+    log.info("cache_subnets=%s nccl=%s: %.2fs, %s", cfg.cache_subnets, nccl, r["wall"], r["stats"])
+    return r
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the three trainings; prints the JSON line last."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--blocks", type=int, default=8)
+    ap.add_argument("--candidates", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=2048)
+    ap.add_argument("--steps", type=int, default=64)
+    ap.add_argument("--batch-size", type=int, default=512)
+    ap.add_argument("--cache-subnets", type=float, default=3.0)
+    ap.add_argument("--device", default="cuda", help="cpu runs the same code paths (gloo)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(json.dumps({"skipped": "no CUDA device"}))
+        return 0
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
+    torch.set_num_threads(1)
+    space = {"n_blocks": args.blocks, "n_candidates": args.candidates, "hidden": args.hidden}
+    base = RunConfig(
+        ChoiceSupernet,
+        space,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=0.01,
+        device=args.device,
+        timeout_s=300.0,
+    )
+    runs = {
+        "resident": _run(replace(base, cache_subnets=None), nccl=False),
+        "csp_cache": _run(replace(base, cache_subnets=args.cache_subnets), nccl=False),
+    }
+    try:
+        runs["csp_nccl"] = _run(replace(base, cache_subnets=args.cache_subnets), nccl=True)
+    except Exception as exc:  # reported, not hidden: the JSON says what failed
+        log.exception("the NCCL stage run failed")
+        runs["csp_nccl"] = {"error": f"{type(exc).__name__}: {exc}"}
+    ref = runs["resident"]
+    sps, hit, peak, equal, errors = {}, {}, {}, {}, {}
+    for name, r in runs.items():
+        if "error" in r:
+            errors[name] = r["error"]
+            continue
+        sps[name] = round(args.steps * args.batch_size / r["wall"], 1)
+        hit[name] = round(float(r["stats"].get("hit_rate", 0.0)), 4)
+        peak[name] = r["peak"]
+        equal[name] = r["losses"] == ref["losses"] and all(
+            torch.equal(r["state"][k].cpu(), v.cpu()) for k, v in ref["state"].items()
+        )
+    out = {
+        "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
+        "torch": torch.__version__,
+        "samples_per_s": sps,
+        "hit_rate": hit,
+        "peak_device_bytes": peak,
+        "equals_resident": equal,
+        "errors": errors,
+        "csp_cache_over_resident": round(sps["csp_cache"] / sps["resident"], 3),
+        "memory_ratio": round(peak["csp_cache"] / peak["resident"], 3)
+        if peak["resident"]
+        else None,
+        "config": {
+            **space,
+            "steps": args.steps,
+            "batch_size": args.batch_size,
+            "cache": args.cache_subnets,
+        },
+    }
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
