@@ -66,13 +66,12 @@ class _Reader:
             if 1 < len(distinct) <= MAX_GROUPS and len(distinct) < len(trials):
                 group = m
                 break
+        ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"])
+        ids = [t.id for t in ranked] or [t.id for t in trials]
         sel = dict(selection or {})
-        if not sel.get("a"):
-            ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"])
-            sel = {
-                "a": ranked[0].id if ranked else (trials[0].id if trials else None),
-                "b": ranked[1].id if len(ranked) > 1 else None,
-            }
+        sel["a"] = sel.get("a") or (ids[0] if ids else None)
+        if not sel.get("b"):  # compare with the best trial that is not the one shown
+            sel["b"] = next((i for i in ids if i != sel["a"]), None)
         return {**obj, "metrics": metrics, "group": group, "selection": sel}
 
     def importance(self, store: Store) -> tuple[dict[str, float], str]:
