@@ -153,7 +153,12 @@ def importance(values: Mapping[str, float], metric: str) -> go.Figure:
     """Returns a horizontal bar per decision, most important on top."""
     names = list(values)[::-1]
     fig = go.Figure(go.Bar(x=[values[n] for n in names], y=names, orientation="h"))
-    fig = _layout(fig, f"decision importance for {metric} (fANOVA)", "importance", "")
+    fig = _layout(
+        fig,
+        f"decision importance for {metric} (random forest, mean decrease in impurity)",
+        "importance",
+        "",
+    )
     fig.update_layout(height=max(240, 28 * len(names) + 100))
     return fig
 

@@ -1,5 +1,8 @@
-"""Which decisions of a space matter most for a run's metric: Optuna's fANOVA importance
-evaluator over the run's finished trials.
+"""Which decisions of a space matter most for a run's metric: Optuna's mean-decrease-in-impurity
+importance evaluator (a random forest) over the run's finished trials.
+
+Optuna's fANOVA evaluator ranks the decisions the same way on the runs we tried, but takes
+about 25 s on 2,000 trials of 12 decisions on this machine, against under 1 s for this one.
 
 The trials become an in-memory Optuna study (one categorical distribution per decision, the
 values the trials took), so any run whose trials carry architectures gets an importance view,
@@ -40,7 +43,8 @@ def decision_importance(
     seed: int = 0,
 ) -> dict[str, float]:
     """Returns decision label -> importance (non-negative, summing to 1, largest first) of
-    the architectures' decisions for ``metric``, by fANOVA over the scored trials.
+    the architectures' decisions for ``metric``, by a random forest's mean decrease in
+    impurity over the latest :data:`MAX_TRIALS` scored trials.
 
     Invariants: the same trials and seed give the same importances; decisions that every
     trial takes the same value for are left out (they explain nothing).
@@ -50,7 +54,7 @@ def decision_importance(
     """
     import optuna
     from optuna.distributions import CategoricalDistribution
-    from optuna.importance import FanovaImportanceEvaluator
+    from optuna.importance import MeanDecreaseImpurityImportanceEvaluator
 
     scored = [(t, score(t, metric, mode, constraints or {})) for t in trials]
     kept = [(t, s) for t, s in scored if s is not None and t.arch][-MAX_TRIALS:]
@@ -82,7 +86,7 @@ def decision_importance(
     study = optuna.create_study(direction="maximize")  # scores are maximised
     study.add_trials(frozen)
     result = optuna.importance.get_param_importances(
-        study, evaluator=FanovaImportanceEvaluator(seed=seed)
+        study, evaluator=MeanDecreaseImpurityImportanceEvaluator(seed=seed)
     )
     log.debug("importance over %d trials: %s", len(frozen), result)
     return dict(result)
