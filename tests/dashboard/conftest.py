@@ -87,8 +87,12 @@ def nasforge(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """Returns the finished ``nasforge ARGS`` process (run in ``cwd``); it must exit with 0."""
     proc = subprocess.run(
         [sys.executable, "-m", "nasforge.cli", *args],
-        cwd=cwd, env=_env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -106,8 +110,12 @@ def make_runs(base: Path) -> Path:
     (base / "slow.py").write_text(SLOW_MULTITRIAL)
     (base / "darts.py").write_text(DARTS)
     runs = base / "runs"
-    files = {"multitrial": base / "multitrial.py", "darts": base / "darts.py",
-             "ofa": _ofa_file(base), "pipeline": _pipeline_file(base)}  # fmt: skip
+    files = {
+        "multitrial": base / "multitrial.py",
+        "darts": base / "darts.py",
+        "ofa": _ofa_file(base),
+        "pipeline": _pipeline_file(base),
+    }
     for name, f in files.items():
         nasforge("run", str(f), "--dir", str(runs / name), cwd=base)
     (runs / "corrupt").mkdir()
@@ -131,11 +139,23 @@ class Server:
         self.log = cwd / f"serve-{self.port}.log"
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "nasforge.cli", "serve", *map(str, dirs),
-                 "--port", str(self.port), "--interval", "0.5"],
-                cwd=cwd, env=_env(), stdout=out, stderr=subprocess.STDOUT,
+                [
+                    sys.executable,
+                    "-m",
+                    "nasforge.cli",
+                    "serve",
+                    *map(str, dirs),
+                    "--port",
+                    str(self.port),
+                    "--interval",
+                    "0.5",
+                ],
+                cwd=cwd,
+                env=_env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -191,15 +211,22 @@ def browser() -> Iterator[Any]:
     ``chromium`` and ``chromium-driver`` are not installed."""
     found = _chromium()
     if found is None:
-        pytest.skip("no chromium/chromedriver binary found (apt-get install chromium "
-                    "chromium-driver); .ci/run installs them")  # fmt: skip
+        pytest.skip(
+            "no chromium/chromedriver binary found (apt-get install chromium "
+            "chromium-driver); .ci/run installs them"
+        )
     webdriver = pytest.importorskip("selenium.webdriver")
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = found[0]
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                "--window-size=1400,1000", "--disable-gpu"):  # fmt: skip
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        "--disable-gpu",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(options=options, service=Service(found[1]))
     driver.implicitly_wait(0)

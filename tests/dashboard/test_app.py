@@ -60,12 +60,17 @@ def test_overview_lists_every_run_and_explains_bad_directories(
     """The overview lists the four runs with kind, state and best value, and shows a clear
     message for a corrupt store and for a directory that is not a run."""
     _get(browser, served, "/")
-    rows = wait_for(browser, lambda b: len(_all(b, "tr.nf-run")) == 4 and _all(b, "tr.nf-run"),
-                    "four run rows")  # fmt: skip
+    rows = wait_for(
+        browser, lambda b: len(_all(b, "tr.nf-run")) == 4 and _all(b, "tr.nf-run"), "four run rows"
+    )
     text = {r.text.split()[0]: r.text for r in rows}
     assert set(text) == {f"runs/{k}" for k in ("darts", "multitrial", "ofa", "pipeline")}
-    for name, kind in [("darts", "oneshot"), ("multitrial", "multitrial"), ("ofa", "ofa"),
-                       ("pipeline", "pipeline")]:  # fmt: skip
+    for name, kind in [
+        ("darts", "oneshot"),
+        ("multitrial", "multitrial"),
+        ("ofa", "ofa"),
+        ("pipeline", "pipeline"),
+    ]:
         assert f" {kind} " in text[f"runs/{name}"] and "finished" in text[f"runs/{name}"]
     with Store.open(runs / "multitrial") as store:
         best = rank_trials(store.trials(), "accuracy", "max")[0]
@@ -92,8 +97,9 @@ def test_trial_table_shows_every_trial_best_first(browser: Any, served: Server, 
     assert first == sorted(first, reverse=True)
     screenshot(browser, "trials")
     _all(browser, "#trial-table button.next-page")[0].click()
-    rest = wait_for(browser, lambda b: len(_all(b, css)) == len(trials) - 20 and _all(b, css),
-                    "the second page")  # fmt: skip
+    rest = wait_for(
+        browser, lambda b: len(_all(b, css)) == len(trials) - 20 and _all(b, css), "the second page"
+    )
     assert max(float(c.text) for c in rest) <= first[-1]
 
 
@@ -200,8 +206,11 @@ def test_a_page_updates_while_a_run_adds_trials(browser: Any, served: Server, ru
     live = runs / "live"
     proc = subprocess.Popen(
         [sys.executable, "-m", "nasforge.cli", "run", "slow.py", "--dir", str(live)],
-        cwd=runs.parent, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        cwd=runs.parent,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         while not (live / "run.db").exists() and time.monotonic() < deadline:
