@@ -60,10 +60,12 @@ class _Reader:
         obj = store.objective()
         trials = self.cache.trials(store)
         metrics = data.metric_names(trials, obj["metric"])
-        group = None
+        # the Pareto view's x: the second objective, else the first other metric (a cost)
+        second = obj.get("second") or [next(iter(metrics[1:]), obj["metric"]), "min"]
+        group = None  # a metric of few values besides the two axes (e.g. a deployment target)
         for m in metrics[1:]:
             distinct = {(t.metrics or {}).get(m) for t in trials if t.metrics}
-            if 1 < len(distinct) <= MAX_GROUPS and len(distinct) < len(trials):
+            if m != second[0] and 1 < len(distinct) <= MAX_GROUPS:
                 group = m
                 break
         ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"])
@@ -72,7 +74,7 @@ class _Reader:
         sel["a"] = sel.get("a") or (ids[0] if ids else None)
         if not sel.get("b"):  # compare with the best trial that is not the one shown
             sel["b"] = next((i for i in ids if i != sel["a"]), None)
-        return {**obj, "metrics": metrics, "group": group, "selection": sel}
+        return {**obj, "second": second, "metrics": metrics, "group": group, "selection": sel}
 
     def importance(self, store: Store) -> tuple[dict[str, float], str]:
         """Returns (decision importances, metric) of the run, computed once per version.

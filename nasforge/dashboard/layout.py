@@ -198,7 +198,8 @@ def _label(text: str) -> html.Span:
 def tab_layout(tab: str, info: Mapping[str, Any]) -> html.Div:
     """Returns the components of one tab of a run's page; ``info`` holds what they need to
     start: ``metrics`` (metric names, the objective's first), ``metric``, ``mode``,
-    ``second`` (the second objective or None), ``group`` (a metric to colour by or None),
+    ``second`` ([metric, mode] of the Pareto view's x axis), ``group`` (a metric to colour
+    by, or None),
     ``selection`` ({"a": trial id, "b": trial id})."""
     metrics: list[str] = list(info.get("metrics", []))
     if tab == "trials":
@@ -256,7 +257,7 @@ def tab_layout(tab: str, info: Mapping[str, Any]) -> html.Div:
             ]
         )
     if tab == "pareto":
-        second = info.get("second") or [next((m for m in metrics[1:]), info["metric"]), "min"]
+        second = info["second"]
         return html.Div(
             [
                 _label("x"),

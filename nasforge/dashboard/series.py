@@ -6,7 +6,8 @@ the kind of run:
 ========================  =====================================================================
 value in a row            becomes
 ========================  =====================================================================
-number                    one line ``key`` over steps (losses, accuracies, seconds)
+number                    one line ``key`` over steps (losses, accuracies, seconds), unless
+                          it only repeats the step number
 mapping of numbers        one chart ``key`` with a line per inner name (e.g. a hit rate per
                           stage, an accuracy per probe)
 list of numbers           one chart ``key`` with a line per position
@@ -79,6 +80,8 @@ def progress_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                     for name, xs in v.items():
                         for j, x in enumerate(xs):
                             put(f"{k}: {name}", str(j), i, x)
+    # a counter that only repeats the step (an epoch number per epoch) draws nothing new
+    scalars = {k: v for k, v in scalars.items() if v != steps or n < 2}
     return {"steps": steps, "scalars": scalars, "groups": groups, "decisions": decisions}
 
 

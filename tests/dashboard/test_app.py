@@ -155,8 +155,18 @@ def test_pareto_page_shows_the_front(browser: Any, served: Server, runs: Path) -
     _get(browser, served, "/run/0/runs/ofa?tab=pareto")  # accuracy against cost, per target
     rows = wait_for(browser, lambda b: _all(b, "#front-table tbody tr"), "the OFA front")
     with Store.open(runs / "ofa") as store:
-        ofa = pareto_front(store.trials(), ("accuracy", "max"), ("cost", "min"))
-    assert sorted(int(r.text.split()[0]) for r in rows) == sorted(t.id for t in ofa)
+        ofa = store.trials()
+    targets = {t.metrics["target"] for t in ofa}
+    assert len(targets) == 2
+    per_target = [
+        f.id
+        for g in targets
+        for f in pareto_front([t for t in ofa if t.metrics["target"] == g],
+                              ("accuracy", "max"), ("cost", "min"))
+    ]  # fmt: skip
+    assert sorted(int(r.text.split()[0]) for r in rows) == sorted(per_target)
+    assert _all(browser, "#front-table th")[-1].text == "target"  # coloured by target
+    screenshot(browser, "pareto_ofa")
 
 
 def test_importance_ranks_the_decisions(browser: Any, served: Server) -> None:
