@@ -62,5 +62,5 @@ def serve(
         ConfigError: no directory given, or one is not a directory.
     """
     app = create_app(directories, interval_s)
-    log.warning("nasforge dashboard on http://%s:%d/ (Ctrl-C stops it)", host, port)
+    log.info("nasforge dashboard on http://%s:%d/ (Ctrl-C stops it)", host, port)
     app.run(host=host, port=port, debug=False)

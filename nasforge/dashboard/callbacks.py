@@ -32,6 +32,8 @@ __all__ = ["register"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: a chart beside another
+HALF = {"width": "49%", "display": "inline-block", "verticalAlign": "top"}
 #: at most this many distinct values make a metric a grouping (e.g. a deployment target)
 MAX_GROUPS = 8
 
@@ -119,7 +121,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
                 reader.read(key, lambda s: s.config())  # a clear message now if unreadable
             except NasforgeError as exc:
                 return html.Div([html.H3(key), _fail(exc)])
-            return layout.run_page(key, key.split("/", 1)[-1], tab)
+            return layout.run_page(key, key.split("/", 1)[-1], tab, data.version(directory))
         if path != "/":
             return layout.message(f"no page {path!r}; the overview is at /")
         return html.Div(_overview(), id="overview-body")
@@ -383,7 +385,8 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
                 )
             )
             art_parts += [
-                dcc.Graph(figure=charts.bars(f"{a['name']}: {k}", v)) for k, v in a["lists"].items()
+                html.Div(dcc.Graph(figure=charts.bars(f"{a['name']}: {k}", v)), style=HALF)
+                for k, v in a["lists"].items()
             ]
         return layout.progress_block(graphs, ps["decisions"], html.Div(art_parts))
 

@@ -160,12 +160,13 @@ def overview(runs: Sequence[RunSummary]) -> html.Div:
     )
 
 
-def run_page(key: str, name: str, tab: str) -> html.Div:
-    """Returns a run's page: its summary line, the tabs, and the tab's slot."""
+def run_page(key: str, name: str, tab: str, version: Sequence[int] = ()) -> html.Div:
+    """Returns a run's page: its summary line, the tabs, and the tab's slot; ``version`` is
+    the record's version when the page was made (a live update comes only after a change)."""
     return html.Div(
         [
             dcc.Store(id="run-key", data=key),
-            dcc.Store(id="run-version"),
+            dcc.Store(id="run-version", data=list(version)),
             dcc.Store(id="selection", data={}),
             html.H3(name),
             html.Div(id="run-summary", style={"marginBottom": "8px"}),

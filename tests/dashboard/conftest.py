@@ -259,4 +259,9 @@ def screenshot(driver: Any, name: str) -> None:
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         time.sleep(0.5)  # let charts finish their transitions
+        size = driver.get_window_size()
+        height = driver.execute_script("return document.documentElement.scrollHeight")
+        driver.set_window_size(size["width"], min(max(height, 600) + 160, 2200))  # whole page
+        time.sleep(0.3)
         driver.save_screenshot(str(Path(folder) / f"{name}.png"))
+        driver.set_window_size(size["width"], size["height"])

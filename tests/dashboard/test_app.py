@@ -34,6 +34,11 @@ def _text(browser: Any, css: str) -> str:
     return found[0].text if found else ""
 
 
+def _texts(browser: Any, css: str) -> list[str]:
+    """Returns the texts of the elements (read at once: a live update may replace them)."""
+    return [e.text for e in _all(browser, css)]
+
+
 def _digest(directory: Path) -> str:
     h = hashlib.sha256()
     for p in sorted(directory.rglob("*")):
@@ -61,9 +66,11 @@ def test_overview_lists_every_run_and_explains_bad_directories(
     message for a corrupt store and for a directory that is not a run."""
     _get(browser, served, "/")
     rows = wait_for(
-        browser, lambda b: len(_all(b, "tr.nf-run")) == 4 and _all(b, "tr.nf-run"), "four run rows"
+        browser,
+        lambda b: len(_all(b, "tr.nf-run")) == 4 and _texts(b, "tr.nf-run"),
+        "four run rows",
     )
-    text = {r.text.split()[0]: r.text for r in rows}
+    text = {r.split()[0]: r for r in rows}
     assert set(text) == {f"runs/{k}" for k in ("darts", "multitrial", "ofa", "pipeline")}
     for name, kind in [
         ("darts", "oneshot"),
@@ -75,7 +82,7 @@ def test_overview_lists_every_run_and_explains_bad_directories(
     with Store.open(runs / "multitrial") as store:
         best = rank_trials(store.trials(), "accuracy", "max")[0]
     assert f"accuracy {best.metrics['accuracy']:.5g} (trial {best.id})" in text["runs/multitrial"]
-    problems = " ".join(p.text for p in _all(browser, ".nf-problem"))
+    problems = " ".join(_texts(browser, ".nf-problem"))
     assert "corrupt/run.db is not a readable run record" in problems
     assert "not_a_run is not a nasforge run directory" in problems
     screenshot(browser, "overview")
@@ -91,16 +98,18 @@ def test_trial_table_shows_every_trial_best_first(browser: Any, served: Server, 
     _get(browser, served, "/run/0/runs/multitrial")
     wait_for(browser, lambda b: _text(b, "#trial-count") == f"{len(trials)} trials", "the count")
     css = '#trial-table td[data-dash-column="m:accuracy"]'
-    cells = wait_for(browser, lambda b: len(_all(b, css)) == 20 and _all(b, css), "20 rows")
-    assert math.isclose(float(cells[0].text), best.metrics["accuracy"], rel_tol=1e-9)
-    first = [float(c.text) for c in cells]
+    cells = wait_for(browser, lambda b: len(_all(b, css)) == 20 and _texts(b, css), "20 rows")
+    assert math.isclose(float(cells[0]), best.metrics["accuracy"], rel_tol=1e-9)
+    first = [float(c) for c in cells]
     assert first == sorted(first, reverse=True)
     screenshot(browser, "trials")
-    _all(browser, "#trial-table button.next-page")[0].click()
+    wait_for(browser, lambda b: _all(b, "#trial-table button.next-page")[0].click() or 1, "next")
     rest = wait_for(
-        browser, lambda b: len(_all(b, css)) == len(trials) - 20 and _all(b, css), "the second page"
+        browser,
+        lambda b: len(_all(b, css)) == len(trials) - 20 and _texts(b, css),
+        "the second page",
     )
-    assert max(float(c.text) for c in rest) <= first[-1]
+    assert max(float(c) for c in rest) <= first[-1]
 
 
 def test_clicking_a_row_shows_its_architecture_and_the_difference(
@@ -109,21 +118,26 @@ def test_clicking_a_row_shows_its_architecture_and_the_difference(
     """A click on a trial's row opens the architecture tab with that trial's decisions, and
     the difference from the trial picked before."""
     _get(browser, served, "/run/0/runs/multitrial")
-    ids = wait_for(browser, lambda b: _all(b, '#trial-table td[data-dash-column="id"]'), "rows")
-    picked = int(ids[-1].text)
-    ids[-1].click()
+
+    def click_last_row(b: Any) -> int:
+        cells = _all(b, '#trial-table td[data-dash-column="id"]')
+        picked = int(cells[-1].text)
+        cells[-1].click()
+        return picked
+
+    picked = wait_for(browser, click_last_row, "a row to click")
     head = wait_for(browser, lambda b: _text(b, "#arch-view h4"), "the architecture view")
     assert head.startswith(f"Trial {picked}:")
     with Store.open(runs / "multitrial") as store:
         arch = store.trial(picked).arch
         best = rank_trials(store.trials(), "accuracy", "max")[0]
         other = store.trial(best.id).arch
-    rows = wait_for(browser, lambda b: _all(b, "#decision-view tbody tr"), "decision rows")
-    shown = dict(r.text.split(" ", 1) for r in rows)
+    rows = wait_for(browser, lambda b: _texts(b, "#decision-view tbody tr"), "decision rows")
+    shown = dict(r.split(" ", 1) for r in rows)
     assert shown == {k: str(v) for k, v in arch.items()}
-    diff = wait_for(browser, lambda b: _all(b, "#diff-table tbody tr"), "the difference")
+    diff = wait_for(browser, lambda b: _texts(b, "#diff-table tbody tr"), "the difference")
     n_diff = sum(arch[k] != other[k] for k in arch)
-    assert sum("differs" in r.text for r in diff) == n_diff
+    assert sum("differs" in r for r in diff) == n_diff
     screenshot(browser, "architecture")
 
 
@@ -148,12 +162,12 @@ def test_pareto_page_shows_the_front(browser: Any, served: Server, runs: Path) -
         trials = store.trials()
     front = pareto_front(trials, ("accuracy", "max"), ("params", "min"))
     _get(browser, served, "/run/0/runs/multitrial?tab=pareto")
-    rows = wait_for(browser, lambda b: _all(b, "#front-table tbody tr"), "the front table")
-    assert sorted(int(r.text.split()[0]) for r in rows) == sorted(t.id for t in front)
+    rows = wait_for(browser, lambda b: _texts(b, "#front-table tbody tr"), "the front table")
+    assert sorted(int(r.split()[0]) for r in rows) == sorted(t.id for t in front)
     wait_for(browser, lambda b: _all(b, "#pareto-graph path.point"), "points")
     screenshot(browser, "pareto")
     _get(browser, served, "/run/0/runs/ofa?tab=pareto")  # accuracy against cost, per target
-    rows = wait_for(browser, lambda b: _all(b, "#front-table tbody tr"), "the OFA front")
+    rows = wait_for(browser, lambda b: _texts(b, "#front-table tbody tr"), "the OFA front")
     with Store.open(runs / "ofa") as store:
         ofa = store.trials()
     targets = {t.metrics["target"] for t in ofa}
@@ -164,8 +178,8 @@ def test_pareto_page_shows_the_front(browser: Any, served: Server, runs: Path) -
         for f in pareto_front([t for t in ofa if t.metrics["target"] == g],
                               ("accuracy", "max"), ("cost", "min"))
     ]  # fmt: skip
-    assert sorted(int(r.text.split()[0]) for r in rows) == sorted(per_target)
-    assert _all(browser, "#front-table th")[-1].text == "target"  # coloured by target
+    assert sorted(int(r.split()[0]) for r in rows) == sorted(per_target)
+    assert _texts(browser, "#front-table th")[-1] == "target"  # coloured by target
     screenshot(browser, "pareto_ofa")
 
 
@@ -181,7 +195,7 @@ def test_kind_views_come_from_the_record(browser: Any, served: Server, runs: Pat
     loss per step and its cache hit rate per stage, from the same generic views."""
     _get(browser, served, "/run/0/runs/darts?tab=progress")
     wait_for(browser, lambda b: len(_all(b, "#progress-train_loss path.point")) == 2, "losses")
-    rows = wait_for(browser, lambda b: _all(b, "#decision-table tbody tr"), "the decisions")
+    rows = wait_for(browser, lambda b: _texts(b, "#decision-table tbody tr"), "the decisions")
     assert len(rows) == 2
     screenshot(browser, "oneshot_progress")
     _get(browser, served, "/run/0/runs/pipeline?tab=progress")
@@ -189,7 +203,7 @@ def test_kind_views_come_from_the_record(browser: Any, served: Server, runs: Pat
     with Store.open(runs / "pipeline") as store:
         rates = store.artifacts()["supernet"]["meta"]["cache_hit_rate"]
     wait_for(browser, lambda b: "supernet: cache_hit_rate" in b.page_source, "the hit rate")
-    assert len(_all(browser, ".barlayer .point")) == len(rates)
+    wait_for(browser, lambda b: len(_all(b, ".barlayer .point")) == len(rates), "a bar per stage")
     screenshot(browser, "pipeline_progress")
     _get(browser, served, "/run/0/runs/ofa?tab=config")
     assert '"kind": "ofa"' in wait_for(browser, lambda b: _text(b, "#config-json"), "config")
