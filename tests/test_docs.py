@@ -268,6 +268,8 @@ def test_parser_finds_blocks_and_marks() -> None:
     diagram = next(b for b in ALL_BLOCKS["architecture.md"] if not b.lang)
     assert not is_shell(diagram)
     assert is_shell(Block(ROOT, 1, "", "nasforge status runs/x\n", None, False))
+    servers = [b for b in ALL_BLOCKS["dashboard.md"] if b.server]
+    assert len(servers) == 1 and servers[0].text.startswith("nasforge serve")
 
 
 #: What a skip may name: install or CI commands (CI runs them itself), or something absent
