@@ -103,6 +103,7 @@ def _fail(exc: Exception) -> html.Div:
 def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None:
     """Returns None; registers every callback of the dashboard on ``app``."""
     reader = _Reader(served, cache)
+    summaries = data.SummaryCache(cache)
 
     @app.callback(Output("page", "children"), Input("url", "pathname"), Input("url", "search"))
     def route(path: str | None, search: str | None) -> Any:
@@ -129,7 +130,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
     def _overview() -> Any:
         return layout.overview(
             [
-                data.summarize(r.key, r.name, r.path, cache)
+                summaries.get(r.key, r.name, r.path)
                 if not r.problem
                 else data.RunSummary(r.key, r.name, problem=r.problem)
                 for r in served.discover()

@@ -30,6 +30,7 @@ from nasforge.run.store import DB_NAME, Store
 __all__ = [
     "RunSummary",
     "TrialCache",
+    "SummaryCache",
     "open_run",
     "version",
     "summarize",
@@ -49,14 +50,16 @@ BASE_COLUMNS = ("id", "status", "how", "seconds", "arch", "error")
 
 def version(directory: Path) -> tuple[int, ...]:
     """Returns a token that changes whenever the run's database changes (size and time of
-    ``run.db`` and its WAL file); reading it opens nothing."""
+    ``run.db`` and of its WAL file unless that is empty: a reader creates an empty one);
+    reading it opens nothing."""
     out: list[int] = []
     for name in (DB_NAME, DB_NAME + "-wal"):
         try:
             st = (directory / name).stat()
-            out += [st.st_mtime_ns, st.st_size]
         except OSError:
             out += [0, 0]
+            continue
+        out += [st.st_mtime_ns, st.st_size] if st.st_size or name == DB_NAME else [0, 0]
     return tuple(out)
 
 
@@ -233,6 +236,33 @@ def summarize(key: str, name: str, directory: Path, cache: TrialCache) -> RunSum
         duration=None if started is None or end is None else max(0.0, end - started),
         counts=counts,
     )
+
+
+class SummaryCache:
+    """Returns the overview row of a run, summarized again only when its record changed or
+    while it runs (whether a writer still holds it is not in the database files).
+
+    Invariants: a row is reused only for an unchanged :func:`version` and a state other than
+    ``running``; thread-safe.
+    """
+
+    def __init__(self, trials: TrialCache) -> None:
+        self.trials = trials
+        self._items: dict[Path, tuple[tuple[int, ...], RunSummary]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str, name: str, directory: Path) -> RunSummary:
+        """Returns the overview row of the run in ``directory`` (never raises for a bad
+        record: its row carries the problem)."""
+        ver = version(directory)
+        with self._lock:
+            hit = self._items.get(directory)
+        if hit is not None and hit[0] == ver and hit[1].state != "running":
+            return hit[1]
+        row = summarize(key, name, directory, self.trials)
+        with self._lock:
+            self._items[directory] = (ver, row)
+        return row
 
 
 def metric_names(trials: Sequence[TrialRecord], first: str = "") -> list[str]:

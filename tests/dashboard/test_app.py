@@ -40,9 +40,12 @@ def _texts(browser: Any, css: str) -> list[str]:
 
 
 def _digest(directory: Path) -> str:
+    """Returns a digest of the run's files; SQLite's shared-memory index and an empty WAL,
+    which any reader may create beside run.db, are left out."""
     h = hashlib.sha256()
     for p in sorted(directory.rglob("*")):
-        if p.is_file() and not p.name.endswith("-shm"):
+        side = p.name.endswith("-shm") or (p.name.endswith("-wal") and not p.stat().st_size)
+        if p.is_file() and not side:
             h.update(p.name.encode() + p.read_bytes())
     return h.hexdigest()
 

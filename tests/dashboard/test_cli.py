@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from nasforge.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_serve_listens_on_localhost_by_default() -> None:
@@ -33,3 +39,21 @@ def test_serve_refuses_a_missing_directory(tmp_path, caplog: pytest.LogCaptureFi
     pytest.importorskip("dash")
     assert main(["serve", str(tmp_path / "nope")]) == 2
     assert "nope is not a directory" in caplog.text
+
+
+def test_the_command_line_imports_no_web_framework() -> None:
+    """Building the parser (so `nasforge --help`) imports neither Dash nor Flask: the
+    command line works without the dashboard extra."""
+    code = (
+        "import sys, nasforge.cli as c; c.build_parser(); "
+        "print(any(m.split('.')[0] in ('dash', 'flask', 'plotly') for m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=True,
+    )
+    assert out.stdout.strip() == "False"

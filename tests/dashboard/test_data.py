@@ -100,3 +100,17 @@ def test_reading_a_live_run_never_blocks_or_changes_it(tmp_path: Path) -> None:
         assert (r.n_trials, r.best) == (6, 0.99)
     finally:
         writer.close()
+
+
+def test_summary_cache_reuses_a_finished_run_and_rereads_a_changed_one(tmp_path: Path) -> None:
+    """A finished run's row is reused while its record is unchanged; once the record
+    changes (a resumed writer adds a trial) the row is read again."""
+    make_record(tmp_path / "a", n=5)
+    cache = data.SummaryCache(data.TrialCache())
+    first = cache.get("0/a", "a", tmp_path / "a")
+    assert cache.get("0/a", "a", tmp_path / "a") is first
+    with Store.open(tmp_path / "a", readonly=False) as store:
+        store.record_trial("e" * 16, {"op": "conv", "width": 8}, {"accuracy": 0.99}, "trained")
+        store.finish()
+    again = cache.get("0/a", "a", tmp_path / "a")
+    assert again is not first and (again.n_trials, again.best) == (6, 0.99)
