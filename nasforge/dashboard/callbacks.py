@@ -119,10 +119,13 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
                 )
                 if problem:
                     return layout.message(problem)
-                reader.read(key, lambda s: s.config())  # a clear message now if unreadable
+                tab = tab if tab in layout.TABS else "trials"
+                version = data.version(directory)
+                info = reader.read(key, reader.info)  # a clear message now if unreadable
             except NasforgeError as exc:
                 return html.Div([html.H3(key), _fail(exc)])
-            return layout.run_page(key, key.split("/", 1)[-1], tab, data.version(directory))
+            content = layout.tab_layout(tab, info)  # here, not by a second round trip
+            return layout.run_page(key, key.split("/", 1)[-1], tab, content, version)
         if path != "/":
             return layout.message(f"no page {path!r}; the overview is at /")
         return html.Div(_overview(), id="overview-body")
@@ -188,6 +191,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         Input("tabs", "value"),
         State("run-key", "data"),
         State("selection", "data"),
+        prevent_initial_call=True,  # the page comes with its first tab
     )
     def tab(value: str, key: str, selection: dict[str, Any] | None) -> Any:
         try:

@@ -160,9 +160,10 @@ def overview(runs: Sequence[RunSummary]) -> html.Div:
     )
 
 
-def run_page(key: str, name: str, tab: str, version: Sequence[int] = ()) -> html.Div:
-    """Returns a run's page: its summary line, the tabs, and the tab's slot; ``version`` is
-    the record's version when the page was made (a live update comes only after a change)."""
+def run_page(key: str, name: str, tab: str, content: Any, version: Sequence[int] = ()) -> html.Div:
+    """Returns a run's page: its summary line, the tabs, and the open tab's ``content``;
+    ``version`` is the record's version when the page was made (a live update comes only
+    after a change)."""
     return html.Div(
         [
             dcc.Store(id="run-key", data=key),
@@ -177,7 +178,7 @@ def run_page(key: str, name: str, tab: str, version: Sequence[int] = ()) -> html
                     dcc.Tab(label=label, value=v, id=f"tab-{v}") for v, label in TABS.items()
                 ],
             ),
-            html.Div(id="tab-content", style={"paddingTop": "8px"}),
+            html.Div(content, id="tab-content", style={"paddingTop": "8px"}),
         ]
     )
 

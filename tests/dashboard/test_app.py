@@ -195,7 +195,8 @@ def test_importance_ranks_the_decisions(browser: Any, served: Server) -> None:
 
 def test_kind_views_come_from_the_record(browser: Any, served: Server, runs: Path) -> None:
     """The one-shot run shows its losses and its architecture per epoch, the pipeline run its
-    loss per step and its cache hit rate per stage, from the same generic views."""
+    loss per step and its cache hit rate per stage, from the same generic views; a click on a
+    tab shows the once-for-all run's config."""
     _get(browser, served, "/run/0/runs/darts?tab=progress")
     wait_for(browser, lambda b: len(_all(b, "#progress-train_loss path.point")) == 2, "losses")
     rows = wait_for(browser, lambda b: _texts(b, "#decision-table tbody tr"), "the decisions")
@@ -208,7 +209,8 @@ def test_kind_views_come_from_the_record(browser: Any, served: Server, runs: Pat
     wait_for(browser, lambda b: "supernet: cache_hit_rate" in b.page_source, "the hit rate")
     wait_for(browser, lambda b: len(_all(b, ".barlayer .point")) == len(rates), "a bar per stage")
     screenshot(browser, "pipeline_progress")
-    _get(browser, served, "/run/0/runs/ofa?tab=config")
+    _get(browser, served, "/run/0/runs/ofa")  # then a click on the Config tab
+    wait_for(browser, lambda b: _all(b, "#tab-config")[0].click() or 1, "the Config tab")
     assert '"kind": "ofa"' in wait_for(browser, lambda b: _text(b, "#config-json"), "config")
 
 
