@@ -251,7 +251,10 @@ def test_a_page_updates_while_a_run_adds_trials(browser: Any, served: Server, ru
 
         def finished(b: Any) -> bool:
             seen.add(_text(b, "#trial-count"))
-            return _text(b, "#run-state") == "finished"
+            state = _text(b, "#run-state")
+            if state == "running" and len(seen) == 3:
+                screenshot(b, "live")  # mid-run
+            return state == "finished"
 
         wait_for(browser, finished, "the run to finish", timeout=60)
         assert browser.execute_script("return window.nfMarker") == 1
@@ -260,7 +263,6 @@ def test_a_page_updates_while_a_run_adds_trials(browser: Any, served: Server, ru
         wait_for(browser, lambda b: _text(b, "#trial-count") == f"{n} trials", "the final count")
         counts = {int(s.split()[0]) for s in seen if s}
         assert len(counts) >= 3 and max(counts) <= n, counts
-        screenshot(browser, "live")
     finally:
         proc.wait(timeout=60)
     assert proc.returncode == 0, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
