@@ -107,6 +107,8 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
 
     @app.callback(Output("page", "children"), Input("url", "pathname"), Input("url", "search"))
     def route(path: str | None, search: str | None) -> Any:
+        """Returns the page of a URL: the overview, a run's page (its tab from ``?tab=``), or
+        a message."""
         path = path or "/"
         if path.startswith("/run/"):
             key = unquote(path[len("/run/") :])
@@ -131,6 +133,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         return html.Div(_overview(), id="overview-body")
 
     def _overview() -> Any:
+        """Returns the overview of every served run."""
         return layout.overview(
             [
                 summaries.get(r.key, r.name, r.path)
@@ -146,10 +149,12 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         prevent_initial_call=True,
     )
     def live_overview(_: int) -> Any:
+        """Returns the overview again at each tick (new runs appear, states change)."""
         return _overview()
 
     @app.callback(Output("clock", "children"), Input("tick", "n_intervals"))
     def clock(_: int | None) -> str:
+        """Returns the time of the last live update, shown in the header."""
         return "live, updated " + time.strftime("%H:%M:%S")
 
     @app.callback(
@@ -159,6 +164,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         State("run-version", "data"),
     )
     def run_version(_: int | None, key: str, old: Any) -> Any:
+        """Returns the run's new version token, or no update while its record is unchanged."""
         try:
             new = list(data.version(served.resolve(key)))
         except NasforgeError:
@@ -169,7 +175,11 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         Output("run-summary", "children"), Input("run-version", "data"), State("run-key", "data")
     )
     def summary(_: Any, key: str) -> Any:
-        r = data.summarize(key, key, served.resolve(key), cache)
+        """Returns the run's summary line: kind, state, progress, best trial, duration."""
+        try:
+            r = data.summarize(key, key, served.resolve(key), cache)
+        except NasforgeError as exc:
+            return _fail(exc)
         if r.problem:
             return layout.message(r.problem)
         best = (
@@ -194,6 +204,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         prevent_initial_call=True,  # the page comes with its first tab
     )
     def tab(value: str, key: str, selection: dict[str, Any] | None) -> Any:
+        """Returns the components of the tab the user opened."""
         try:
             info = reader.read(key, lambda s: reader.info(s, selection))
         except NasforgeError as exc:
@@ -213,6 +224,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         State("run-key", "data"),
     )
     def trial_table(_: Any, page: int, size: int, sort_by: Any, statuses: Any, key: str) -> Any:
+        """Returns the table's page of rows, its columns, page count and trial count."""
         try:
             p = reader.read(
                 key,
@@ -245,6 +257,8 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         prevent_initial_call=True,
     )
     def pick(cell: Any, rows: list[dict[str, Any]], sel: dict[str, Any] | None) -> Any:
+        """Returns the selection after a click on a row (that trial, then the one before) and the
+        architecture tab."""
         if not cell or not rows or cell.get("row", 0) >= len(rows):
             return dash.no_update, dash.no_update
         picked = rows[cell["row"]]["id"]
@@ -257,6 +271,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         State("run-key", "data"),
     )
     def best(_: Any, over: str, key: str) -> Any:
+        """Returns the best-so-far chart over trials or time."""
         try:
             return charts.best_so_far(reader.read(key, lambda s: data.best_so_far(s, cache)), over)
         except NasforgeError as exc:
@@ -271,6 +286,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         State("run-key", "data"),
     )
     def curve(_: Any, metric: str | None, key: str) -> Any:
+        """Returns the intermediate-report chart of one metric and the metrics to choose from."""
         try:
             c = reader.read(key, lambda s: data.curves(s, cache))
         except NasforgeError as exc:
@@ -291,6 +307,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         State("run-key", "data"),
     )
     def pareto(_: Any, x: str, xm: str, y: str, ym: str, group: str | None, key: str) -> Any:
+        """Returns the Pareto chart of two metrics and the table of its front."""
         if not x or not y:
             return charts.empty("choose two metrics"), ""
         try:
@@ -315,6 +332,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         State("run-key", "data"),
     )
     def architecture(a: int | None, b: int | None, _: Any, key: str) -> Any:
+        """Returns trial ``a``'s decisions and metrics, and its difference from trial ``b``."""
         if not a:
             return layout.message("enter a trial id", error=False), ""
         try:
@@ -357,6 +375,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         State("run-key", "data"),
     )
     def importance(_: Any, key: str) -> Any:
+        """Returns the decision-importance chart, or why there is none."""
         try:
             values, metric = reader.read(key, reader.importance)
         except NasforgeError as exc:
@@ -369,6 +388,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         State("run-key", "data"),
     )
     def progress(_: Any, key: str) -> Any:
+        """Returns the charts of the progress rows, the decisions per step and the artifacts."""
         try:
             rows, arts = reader.read(key, lambda s: (s.progress(), artifact_series(s)))
         except NasforgeError as exc:
@@ -401,6 +421,8 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         State("run-key", "data"),
     )
     def config(_: Any, key: str) -> Any:
+        """Returns the stored config, state, plan and error as JSON text."""
+
         def read(s: Store) -> dict[str, Any]:
             meta = {k: s.get_meta(k) for k in ("state", "plan", "error", "created")}
             return {
