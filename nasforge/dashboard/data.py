@@ -44,9 +44,6 @@ __all__ = [
     "plain",
 ]
 
-#: the columns of the trial table that are not metrics (metric columns are ``m:<name>``)
-BASE_COLUMNS = ("id", "status", "how", "seconds", "arch", "error")
-
 
 def version(directory: Path) -> tuple[int, ...]:
     """Returns a token that changes whenever the run's database changes (size and time of

@@ -17,7 +17,8 @@ from nasforge.run.results import pareto_front, rank_trials
 from nasforge.run.store import Store
 from tests.dashboard.conftest import Server, _env, screenshot, wait_for
 
-pytest.importorskip("dash")
+pytest.importorskip("dash", reason="needs the dashboard extra: pip install 'nasforge[dashboard]'")
+pytest.importorskip("selenium", reason="needs selenium (in the test extra)")
 from selenium.webdriver.common.by import By  # noqa: E402
 
 
