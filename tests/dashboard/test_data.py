@@ -88,7 +88,8 @@ def test_diff_lists_differing_decisions_first(tmp_path: Path) -> None:
 
 def test_reading_a_live_run_never_blocks_or_changes_it(tmp_path: Path) -> None:
     """While a writer holds the run open, the dashboard reads it (state running) and the
-    writer commits afterwards; the cache sees the new trial."""
+    writer commits afterwards; the cache sees the new trial; once the writer is gone without
+    finishing, the run shows as interrupted."""
     writer = make_record(tmp_path / "a", n=5, finish=False)
     assert writer is not None
     cache = data.TrialCache()
@@ -99,7 +100,8 @@ def test_reading_a_live_run_never_blocks_or_changes_it(tmp_path: Path) -> None:
         r = data.summarize("0/a", "a", tmp_path / "a", cache)
         assert (r.n_trials, r.best) == (6, 0.99)
     finally:
-        writer.close()
+        writer.close()  # the writer is gone without finishing: an interrupted run
+    assert data.summarize("0/a", "a", tmp_path / "a", cache).state == "interrupted"
 
 
 def test_summary_cache_reuses_a_finished_run_and_rereads_a_changed_one(tmp_path: Path) -> None:
