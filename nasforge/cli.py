@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from nasforge import runners
+from nasforge.dashboard import cli as dashboard_cli
 from nasforge.errors import NasforgeError
 from nasforge.ofa import cli as ofa_cli
 from nasforge.parallel import cli as parallel_cli
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_cli.register(sub, load_runners=runners.load)
     parallel_cli.register(sub)
     ofa_cli.register(sub)
+    dashboard_cli.register(sub)
     return parser
 
 

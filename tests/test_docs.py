@@ -4,7 +4,9 @@ Python blocks of one file run in order in one namespace; shell blocks (``bash``,
 plain blocks whose lines are commands) run line by line with bash; YAML and TOML blocks are
 parsed, and a complete run file among them is run through ``nasforge run``. A block is left
 out only by ``<!-- docs-test: skip because <reason> -->`` on the line right before its fence;
-a block that takes minutes is marked ``<!-- docs-test: slow -->`` and runs in a slow test.
+a block that takes minutes is marked ``<!-- docs-test: slow -->`` and runs in a slow test. A
+shell block marked ``<!-- docs-test: server -->`` starts a server: each command runs in the
+background until the first ``http://`` address it prints answers HTTP 200, and is then stopped.
 """
 
 from __future__ import annotations
@@ -12,8 +14,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +39,11 @@ VENV_BIN = Path(sys.executable).parent
 FENCE = re.compile(r"^```([\w+-]*)\s*$")
 SKIP = re.compile(r"^<!--\s*docs-test:\s*skip because (?P<reason>\S.*?)\s*-->$")
 SLOW = re.compile(r"^<!--\s*docs-test:\s*slow\s*-->$")
+SERVER = re.compile(r"^<!--\s*docs-test:\s*server\s*-->$")
+#: the first address a server command prints
+URL = re.compile(r"http://[\w.\-\[\]:]+(?:/[^\s]*)?")
+#: Seconds a server command may take to answer HTTP 200 at the address it prints.
+SERVER_TIMEOUT = 60
 DIRECTIVE = re.compile(r"^<!--\s*docs-test:")
 SHELL_LANGS = {"bash", "sh", "shell", "console"}
 #: Seconds one shell command may take (the slow example takes about 4 minutes).
@@ -49,6 +60,7 @@ class Block:
     text: str
     skip: str | None
     slow: bool
+    server: bool = False
 
     @property
     def where(self) -> str:
@@ -79,10 +91,15 @@ def parse_blocks(path: Path) -> list[Block]:
             raise ValueError(f"{path.name}:{start + 1}: fence never closed")
         before = lines[start - 1].strip() if start > 0 else ""
         skip = SKIP.match(before)
-        if DIRECTIVE.match(before) and not skip and not SLOW.match(before):
+        if (
+            DIRECTIVE.match(before)
+            and not skip
+            and not SLOW.match(before)
+            and not SERVER.match(before)
+        ):
             raise ValueError(
                 f"{path.name}:{start}: {before!r} is not '<!-- docs-test: skip because "
-                "<reason> -->' nor '<!-- docs-test: slow -->'"
+                "<reason> -->', '<!-- docs-test: slow -->' nor '<!-- docs-test: server -->'"
             )
         text = "\n".join(lines[start + 1 : j]) + "\n"
         blocks.append(
@@ -93,6 +110,7 @@ def parse_blocks(path: Path) -> list[Block]:
                 text,
                 skip.group("reason") if skip else None,
                 bool(SLOW.match(before)),
+                bool(SERVER.match(before)),
             )
         )
         i = j + 1
@@ -171,11 +189,61 @@ def _workdir(tmp_path: Path) -> Path:
     return work
 
 
+def _answers(url: str) -> bool:
+    """Returns whether ``url`` answers HTTP 200 now."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _run_server(block: Block, cmd: str, work: Path, env: dict[str, str]) -> None:
+    """Starts ``cmd`` in the background, waits until the first address it prints answers
+    HTTP 200 (at most ``SERVER_TIMEOUT`` seconds), then stops it and every process it
+    started."""
+    log = work / f"server-{block.line}.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            ["bash", "-c", cmd],
+            cwd=work,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline, url = time.monotonic() + SERVER_TIMEOUT, None
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = URL.search(log.read_text(errors="replace"))
+            url = found.group(0) if found else None
+            if url and _answers(url):
+                return
+            time.sleep(0.5)
+        pytest.fail(
+            f"{block.where}: `{cmd}` did not answer HTTP 200 at {url or 'an address it prints'} "
+            f"within {SERVER_TIMEOUT}s (exit status {proc.poll()})\n"
+            f"--- output ---\n{log.read_text(errors='replace')[-4000:]}"
+        )
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
 def _run_shell(blocks: list[Block], work: Path) -> None:
-    """Runs every command line of the blocks in order in ``work``; each must exit with 0."""
+    """Runs every command line of the blocks in order in ``work``; each must exit with 0, or
+    in a server block, answer HTTP 200 at the address it prints."""
     env = _env()
     for block in blocks:
         for cmd in command_lines(block.text):
+            if block.server:
+                _run_server(block, cmd, work, env)
+                continue
             proc = subprocess.run(
                 ["bash", "-c", cmd],
                 cwd=work,
@@ -200,6 +268,8 @@ def test_parser_finds_blocks_and_marks() -> None:
     diagram = next(b for b in ALL_BLOCKS["architecture.md"] if not b.lang)
     assert not is_shell(diagram)
     assert is_shell(Block(ROOT, 1, "", "nasforge status runs/x\n", None, False))
+    servers = [b for b in ALL_BLOCKS["dashboard.md"] if b.server]
+    assert len(servers) == 1 and servers[0].text.startswith("nasforge serve")
 
 
 #: What a skip may name: install or CI commands (CI runs them itself), or something absent

@@ -1,0 +1,49 @@
+"""The ``nasforge serve`` command: a local web dashboard over run directories.
+
+Importing this module imports no web framework, so ``nasforge --help`` works without the
+``dashboard`` extra; the command itself says how to install it when it is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+
+from nasforge.errors import ConfigError
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Returns None; adds the ``serve`` subcommand."""
+    p = subparsers.add_parser(
+        "serve",
+        help="a local web dashboard over run directories (needs nasforge[dashboard])",
+        description=(
+            "Serve a web dashboard over run directories, or folders that hold them: an "
+            "overview of runs, and per run its trials, charts, Pareto front, architectures, "
+            "decision importance, progress and config, updated live. Read-only; listens on "
+            "127.0.0.1 unless --host says otherwise."
+        ),
+    )
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="a run directory or a folder of runs")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
+    p.add_argument(
+        "--interval", type=float, default=2.0, help="seconds between live updates (default 2)"
+    )
+    p.set_defaults(func=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("dash") is None:
+        raise ConfigError(
+            "nasforge serve needs the dashboard extra (Dash), which is not installed; install "
+            "it with: pip install 'nasforge[dashboard]'"
+        )
+    from nasforge.dashboard.app import serve
+
+    if args.interval <= 0:
+        raise ConfigError(f"--interval {args.interval} must be a positive number of seconds")
+    serve(args.dirs, host=args.host, port=args.port, interval_s=args.interval)
+    return 0

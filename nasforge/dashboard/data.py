@@ -1,0 +1,456 @@
+"""The dashboard's data access layer: plain data read from run records, read-only.
+
+Every function here opens a run with ``Store.open(readonly=True)`` (a read-only SQLite
+connection: it never blocks the writer and never changes a byte of the record), reads what
+one view needs and closes it again. Nothing here knows which kind of run wrote a record:
+views are driven by what the record holds (its objective, metrics, progress rows, artifacts).
+
+The trials of a large run are read once per change of the record: :class:`TrialCache` keeps
+each run's light trials (no architectures) keyed by the database files' size and time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nasforge.errors import StoreError
+from nasforge.run.records import TrialRecord
+from nasforge.run.results import pareto_front, rank_trials, score
+from nasforge.run.store import DB_NAME, Store
+
+__all__ = [
+    "RunSummary",
+    "TrialCache",
+    "SummaryCache",
+    "open_run",
+    "version",
+    "summarize",
+    "metric_names",
+    "trial_page",
+    "best_so_far",
+    "curves",
+    "pareto",
+    "trial_detail",
+    "diff",
+    "plain",
+]
+
+
+def version(directory: Path) -> tuple[int, ...]:
+    """Returns a token that changes whenever the run's database changes (size and time of
+    ``run.db`` and of its WAL file unless that is empty: a reader creates an empty one);
+    reading it opens nothing."""
+    out: list[int] = []
+    for name in (DB_NAME, DB_NAME + "-wal"):
+        try:
+            st = (directory / name).stat()
+        except OSError:
+            out += [0, 0]
+            continue
+        out += [st.st_mtime_ns, st.st_size] if st.st_size or name == DB_NAME else [0, 0]
+    return tuple(out)
+
+
+@contextmanager
+def open_run(directory: Path) -> Iterator[Store]:
+    """Returns (as a context) the run's record opened read-only; closed on exit.
+
+    Raises:
+        StoreError: no run there, or the record is unreadable or of another format.
+    """
+    store = Store.open(directory, readonly=True)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+class TrialCache:
+    """Returns each run's light trials (metrics, no architectures), read again only when the
+    record changed.
+
+    Invariants: an entry is served only while :func:`version` of its run is unchanged; at
+    most ``size`` runs are kept (least recently used dropped first); thread-safe.
+    """
+
+    def __init__(self, size: int = 16) -> None:
+        self.size = size
+        self._items: OrderedDict[Path, tuple[tuple[int, ...], list[TrialRecord]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def trials(self, store: Store) -> list[TrialRecord]:
+        """Returns the light trials of ``store``'s run, in id order (shared: do not mutate).
+
+        Raises:
+            StoreError: a trial row does not decode.
+        """
+        key, ver = store.directory, version(store.directory)
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None and hit[0] == ver:
+                self._items.move_to_end(key)
+                return hit[1]
+        trials = store.trials(light=True)
+        with self._lock:
+            self._items[key] = (ver, trials)
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return trials
+
+
+@dataclass
+class RunSummary:
+    """One row of the overview: what a run is, how far it got and its best result; or, for a
+    directory that could not be read, the ``problem`` to show instead."""
+
+    key: str
+    name: str
+    kind: str = ""
+    space: str = ""
+    strategy: str = ""
+    state: str = ""
+    progress: str = ""
+    fraction: float | None = None
+    metric: str = ""
+    mode: str = ""
+    best: float | None = None
+    best_trial: int | None = None
+    n_trials: int = 0
+    started: float | None = None
+    duration: float | None = None
+    problem: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def plain(value: Any) -> str:
+    """Returns a short text for a value of a record (numbers to 5 significant digits, JSON
+    for the rest)."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.5g}"
+    if isinstance(value, (int, str)):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _name_of(ref: Any) -> str:
+    """Returns a short name for a space or strategy reference of the config."""
+    if isinstance(ref, str):
+        return ref
+    if isinstance(ref, Mapping):
+        for k in ("name", "object", "file"):
+            if isinstance(ref.get(k), str):
+                return ref[k].rsplit(":", 1)[-1] if k == "object" else ref[k]
+    return ""
+
+
+def _describe(config: Mapping[str, Any]) -> tuple[str, str]:
+    """Returns (space, strategy or algorithm) named by a run's config, whatever its kind."""
+    section = config.get(config.get("kind", ""), {})
+    section = section if isinstance(section, Mapping) else {}
+    space = _name_of(config.get("space"))
+    decisions = section.get("search_space", {})
+    if isinstance(decisions, Mapping) and isinstance(decisions.get("decisions"), list):
+        n = len(decisions["decisions"])
+        space = f"{space} ({n} decisions)" if space else f"{n} decisions"
+    strategy = _name_of(section.get("strategy")) or _name_of(section.get("algorithm"))
+    return space or "-", strategy or "-"
+
+
+def _plan(store: Store, trials: Sequence[TrialRecord]) -> tuple[str, int | None, int]:
+    """Returns (unit, total or None, done) of the run's plan, as ``nasforge status`` counts."""
+    try:
+        plan = json.loads(store.get_meta("plan") or "{}")
+    except ValueError:
+        plan = {}
+    unit = str(plan.get("unit", "trials"))
+    total = plan.get("total")
+    if unit == "trials":
+        done = sum(1 for t in trials if t.status not in ("running", "cached"))
+    else:
+        done = store.n_progress()
+    return unit, total if isinstance(total, int) else None, done
+
+
+def _last_write(directory: Path) -> float | None:
+    """Returns when the run's database was last written (file times), or None."""
+    times = []
+    for name in (DB_NAME, DB_NAME + "-wal"):
+        try:
+            times.append((directory / name).stat().st_mtime)
+        except OSError:
+            pass
+    return max(times) if times else None
+
+
+def summarize(key: str, name: str, directory: Path, cache: TrialCache) -> RunSummary:
+    """Returns the overview row of one run; a run that cannot be read gives a row whose
+    ``problem`` says why (never raises for a bad record)."""
+    try:
+        with open_run(directory) as store:
+            config = store.config()
+            obj = store.objective()
+            trials = cache.trials(store)
+            state = store.state()
+            unit, total, done = _plan(store, trials)
+            created = store.get_meta("created")
+    except StoreError as exc:
+        return RunSummary(key, name, problem=str(exc))
+    space, strategy = _describe(config)
+    ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"])
+    best = ranked[0] if ranked else None
+    started = float(created) if created else None
+    end = time.time() if state == "running" else _last_write(directory)
+    counts: dict[str, int] = {}
+    for t in trials:
+        counts[t.status] = counts.get(t.status, 0) + 1
+    return RunSummary(
+        key=key,
+        name=name,
+        kind=str(config.get("kind", "")),
+        space=space,
+        strategy=strategy,
+        state=state,
+        progress=f"{done} / {total} {unit}" if total else f"{done} {unit}",
+        fraction=min(1.0, done / total) if total else None,
+        metric=obj["metric"],
+        mode=obj["mode"],
+        best=None if best is None else best.metrics[obj["metric"]],  # type: ignore[index]
+        best_trial=None if best is None else best.id,
+        n_trials=len(trials),
+        started=started,
+        duration=None if started is None or end is None else max(0.0, end - started),
+        counts=counts,
+    )
+
+
+class SummaryCache:
+    """Returns the overview row of a run, summarized again only when its record changed or
+    while it runs (whether a writer still holds it is not in the database files).
+
+    Invariants: a row is reused only for an unchanged :func:`version` and a state other than
+    ``running``; thread-safe.
+    """
+
+    def __init__(self, trials: TrialCache) -> None:
+        self.trials = trials
+        self._items: dict[Path, tuple[tuple[int, ...], RunSummary]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str, name: str, directory: Path) -> RunSummary:
+        """Returns the overview row of the run in ``directory`` (never raises for a bad
+        record: its row carries the problem)."""
+        ver = version(directory)
+        with self._lock:
+            hit = self._items.get(directory)
+        if hit is not None and hit[0] == ver and hit[1].state != "running":
+            return hit[1]
+        row = summarize(key, name, directory, self.trials)
+        with self._lock:
+            self._items[directory] = (ver, row)
+        return row
+
+
+def metric_names(trials: Sequence[TrialRecord], first: str = "") -> list[str]:
+    """Returns every metric name the trials report, ``first`` first, the rest sorted."""
+    names = {k for t in trials if t.metrics for k in t.metrics}
+    return ([first] if first in names else []) + sorted(names - {first})
+
+
+def _error_line(error: str | None) -> str:
+    lines = (error or "").strip().splitlines()
+    return lines[-1][:200] if lines else ""
+
+
+def _sort_value(t: TrialRecord, column: str) -> tuple[int, Any]:
+    """Returns a sort key for one table column: missing values sort after present ones."""
+    if column.startswith("m:"):
+        v = (t.metrics or {}).get(column[2:])
+        return (0, v) if isinstance(v, (int, float)) and not math.isnan(v) else (1, 0.0)
+    v = {
+        "id": t.id,
+        "status": t.status,
+        "how": t.evaluation,
+        "seconds": t.duration,
+        "error": t.error or None,
+    }.get(column, t.id)
+    return (0, v) if v is not None else (1, 0)
+
+
+def trial_page(
+    store: Store,
+    cache: TrialCache,
+    page: int = 0,
+    page_size: int = 20,
+    sort_by: Sequence[Mapping[str, str]] = (),
+    statuses: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Returns one page of the trial table: ``rows`` (plain dicts, architecture and last error
+    line included), ``n_rows`` after filtering, ``n_pages``, ``metrics`` (the metric columns,
+    the objective's first).
+
+    Invariants: sorting is stable (ties keep id order); a missing metric sorts last in both
+    directions.
+    """
+    obj = store.objective()
+    trials = cache.trials(store)
+    wanted = set(statuses)
+    rows = [t for t in trials if not wanted or t.status in wanted]
+    for spec in reversed(list(sort_by)):
+        col, desc = spec.get("column_id", "id"), spec.get("direction") == "desc"
+        present = [t for t in rows if _sort_value(t, col)[0] == 0]
+        missing = [t for t in rows if _sort_value(t, col)[0] == 1]
+        present.sort(key=lambda t: _sort_value(t, col)[1], reverse=desc)
+        rows = present + missing
+    n_pages = max(1, math.ceil(len(rows) / page_size))
+    page = min(max(0, page), n_pages - 1)
+    shown = [store.trial(t.id) for t in rows[page * page_size : (page + 1) * page_size]]
+    out = []
+    for t in shown:
+        row: dict[str, Any] = {
+            "id": t.id,
+            "status": t.status + (f" (of {t.cached_from})" if t.cached_from else ""),
+            "how": t.evaluation,
+            "seconds": None if t.duration is None else round(t.duration, 3),
+            "arch": plain(t.arch),
+            "error": _error_line(t.error),
+        }
+        for k, v in (t.metrics or {}).items():
+            row[f"m:{k}"] = v
+        out.append(row)
+    return {
+        "rows": out,
+        "n_rows": len(rows),
+        "n_pages": n_pages,
+        "page": page,
+        "metrics": metric_names(trials, obj["metric"]),
+    }
+
+
+def best_so_far(store: Store, cache: TrialCache) -> dict[str, Any]:
+    """Returns the best feasible value of the objective after each finished trial: ``id``,
+    ``seconds`` (since the run was created), ``value`` (the trial's) and ``best`` lists, plus
+    ``metric`` and ``mode``.
+
+    Invariants: ``best`` is monotone (never worse than an earlier entry).
+    """
+    obj = store.objective()
+    metric, mode, constraints = obj["metric"], obj["mode"], obj["constraints"]
+    created = float(store.get_meta("created") or 0.0)
+    out: dict[str, Any] = {
+        "metric": metric,
+        "mode": mode,
+        "id": [],
+        "seconds": [],
+        "value": [],
+        "best": [],
+    }
+    best: float | None = None
+    for t in cache.trials(store):
+        s = score(t, metric, mode, constraints)
+        if s is None:
+            continue
+        best = s if best is None else max(best, s)
+        sign = 1 if mode == "max" else -1
+        out["id"].append(t.id)
+        out["seconds"].append(None if t.finished is None else round(t.finished - created, 3))
+        out["value"].append(sign * s)
+        out["best"].append(sign * best)
+    return out
+
+
+def curves(store: Store, cache: TrialCache, limit: int = 20) -> dict[str, Any]:
+    """Returns the intermediate reports of the ``limit`` best trials that have them:
+    ``metrics`` (names reported) and ``trials`` (``id`` and ``series``: name -> values)."""
+    obj = store.objective()
+    trials = cache.trials(store)
+    ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"])
+    ranked_ids = {t.id for t in ranked}
+    order = [t.id for t in ranked] + [t.id for t in trials if t.id not in ranked_ids]
+    found: list[dict[str, Any]] = []
+    names: list[str] = []
+    for tid in order:
+        if len(found) >= limit:
+            break
+        inter = store.trial(tid).intermediates
+        series: dict[str, list[float | None]] = {}
+        for i, report in enumerate(inter):
+            for k, v in report.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    series.setdefault(k, [None] * i).append(v)
+                    names += [k] if k not in names else []
+        if series:
+            found.append({"id": tid, "series": series})
+    return {"metrics": names, "trials": found}
+
+
+def pareto(
+    store: Store,
+    cache: TrialCache,
+    x: tuple[str, str],
+    y: tuple[str, str],
+    group: str | None = None,
+) -> dict[str, Any]:
+    """Returns the trials as points of two metrics (``points``: id, x, y, group) and the
+    ids of the non-dominated ones (``front``, sorted along x), for (metric, "max"|"min")
+    objectives ``x`` and ``y``; ``group`` names a metric that splits the points (e.g. a
+    deployment target), each group with its own front."""
+    constraints = store.objective()["constraints"]
+    trials = [
+        t
+        for t in cache.trials(store)
+        if t.status != "failed" and t.metrics and x[0] in t.metrics and y[0] in t.metrics
+    ]
+    groups: dict[Any, list[TrialRecord]] = {}
+    for t in trials:
+        groups.setdefault((t.metrics or {}).get(group) if group else None, []).append(t)
+    front: list[int] = []
+    for members in groups.values():
+        front += [t.id for t in pareto_front(members, y, x, constraints)]
+    by_id = {t.id: t for t in trials}
+    front.sort(key=lambda i: (by_id[i].metrics or {})[x[0]])
+    points = [
+        {
+            "id": t.id,
+            "x": t.metrics[x[0]],
+            "y": t.metrics[y[0]],  # type: ignore[index]
+            "group": (t.metrics or {}).get(group) if group else None,
+        }
+        for t in trials
+    ]
+    return {"points": points, "front": front}
+
+
+def trial_detail(store: Store, trial_id: int) -> dict[str, Any]:
+    """Returns one trial as plain data (its decisions, metrics, status, error, timings).
+
+    Raises:
+        StoreError: no trial has that id.
+    """
+    return store.trial(int(trial_id)).to_dict()
+
+
+def diff(store: Store, a: int, b: int) -> list[dict[str, Any]]:
+    """Returns one row per decision of trials ``a`` and ``b``: ``label``, ``a``, ``b`` (text)
+    and ``same``, differing decisions first.
+
+    Raises:
+        StoreError: either trial does not exist.
+    """
+    ta, tb = store.trial(int(a)).arch, store.trial(int(b)).arch
+    rows = [
+        {"label": k, "a": plain(ta.get(k)), "b": plain(tb.get(k)), "same": ta.get(k) == tb.get(k)}
+        for k in sorted(set(ta) | set(tb))
+    ]
+    return sorted(rows, key=lambda r: r["same"])

@@ -1,0 +1,141 @@
+"""Which run directories a dashboard serves, and the one check that keeps it inside them.
+
+``nasforge serve DIR [DIR ...]`` names *roots*: each is a run directory, or a folder whose
+children (or grandchildren) are run directories. A run is named in URLs by a *key*,
+``<root index>/<path relative to that root>``; :meth:`ServedRuns.resolve` turns a key back
+into a directory and refuses any key whose real path (symlinks followed) leaves its root.
+
+Pure file-system logic: no database is opened here (see :mod:`nasforge.dashboard.data`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from nasforge.errors import ConfigError, StoreError
+from nasforge.run.store import DB_NAME, OLD_DB_NAME
+
+__all__ = ["RunRef", "ServedRuns", "MAX_DEPTH"]
+
+#: how deep below a root the dashboard looks for run directories (a root of roots of runs)
+MAX_DEPTH = 2
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """A run directory found under a served root: its URL key, its path, and a problem found
+    before opening it (a directory that is not a run), else None."""
+
+    key: str
+    path: Path
+    problem: str | None = None
+
+    @property
+    def name(self) -> str:
+        """Returns the name shown for the run: its path relative to the root's parent."""
+        return self.key.split("/", 1)[1] if "/" in self.key else self.key
+
+
+def _looks_like_run(path: Path) -> bool:
+    """Returns whether ``path`` holds a run database (of this or the old format)."""
+    return (path / DB_NAME).exists() or (path / OLD_DB_NAME).exists()
+
+
+class ServedRuns:
+    """Returns the runs under the served roots, and resolves URL keys back to directories.
+
+    Invariants: every path :meth:`resolve` returns lies inside one of the roots (after
+    resolving symlinks); the roots never change after construction.
+    """
+
+    def __init__(self, roots: Sequence[str | Path]) -> None:
+        """Raises:
+        ConfigError: no root given, or a root does not exist or is not a directory.
+        """
+        if not roots:
+            raise ConfigError("nasforge serve needs at least one run directory (DIR ...)")
+        self.roots: list[Path] = []
+        for r in roots:
+            p = Path(r).expanduser().resolve()
+            if not p.is_dir():
+                raise ConfigError(
+                    f"{r!s} is not a directory; pass run directories (made by `nasforge run`) "
+                    "or folders that hold them"
+                )
+            self.roots.append(p)
+
+    def _key(self, index: int, path: Path) -> str:
+        root = self.roots[index]
+        rel = path.relative_to(root.parent).as_posix()
+        return f"{index}/{rel}"
+
+    def discover(self) -> list[RunRef]:
+        """Returns every run directory under the roots, in root order then by path; a root
+        that holds no run at all is returned with its ``problem`` set."""
+        found: list[RunRef] = []
+        for i, root in enumerate(self.roots):
+            if _looks_like_run(root):
+                found.append(RunRef(self._key(i, root), root))
+                continue
+            runs = self._below(root, MAX_DEPTH)
+            if not runs:
+                found.append(
+                    RunRef(
+                        self._key(i, root),
+                        root,
+                        f"{root} is not a nasforge run directory and holds none (no {DB_NAME} "
+                        f"up to {MAX_DEPTH} levels down); start one with `nasforge run FILE "
+                        "--dir DIR`",
+                    )
+                )
+            found.extend(RunRef(self._key(i, p), p) for p in runs)
+        return found
+
+    def _below(self, folder: Path, depth: int) -> list[Path]:
+        """Returns the run directories below ``folder`` (not itself), ``depth`` levels deep."""
+        if depth <= 0:
+            return []
+        out: list[Path] = []
+        try:
+            children = sorted(p for p in folder.iterdir() if p.is_dir())
+        except OSError:
+            return []
+        for child in children:
+            if child.is_symlink() and not self._inside(child.resolve()):
+                continue  # a link out of the served folders is not followed
+            if _looks_like_run(child):
+                out.append(child)
+            else:
+                out.extend(self._below(child, depth - 1))
+        return out
+
+    def _inside(self, path: Path) -> bool:
+        return any(path == r or path.is_relative_to(r) for r in self.roots)
+
+    def resolve(self, key: str) -> Path:
+        """Returns the run directory that URL key ``key`` names.
+
+        Raises:
+            StoreError: the key is malformed, names no served root, or its real path leaves
+                the served root (``..``, an absolute path, a symlink out).
+        """
+        head, _, rel = key.partition("/")
+        if not head.isdigit() or int(head) >= len(self.roots):
+            raise StoreError(
+                f"{key!r} names no served run; the dashboard serves only {len(self.roots)} "
+                "root(s): pick a run from the overview"
+            )
+        root = self.roots[int(head)]
+        rel_path = Path(rel)
+        if rel_path.is_absolute() or not rel_path.parts:
+            raise StoreError(f"{key!r} is not a run path below a served directory")
+        # keys are relative to the root's parent, and start with the root's own name
+        path = (root.parent / rel_path).resolve()
+        if not (path == root or path.is_relative_to(root)):
+            raise StoreError(
+                f"refused: {key!r} lies outside the served directories "
+                f"({', '.join(map(str, self.roots))})"
+            )
+        return path
