@@ -22,8 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
@@ -107,6 +109,51 @@ SETTINGS = {
 }
 
 
+class Batches:
+    """Returns the token batches of one epoch when called with the epoch (picklable, so that a
+    retrain can run in another process)."""
+
+    def __init__(self, src: list, tgt: list, n_tokens: int, seed: int, device: str) -> None:
+        self.src, self.tgt, self.n_tokens, self.seed, self.device = src, tgt, n_tokens, seed, device
+
+    def __call__(self, epoch: int):
+        for b in token_batches(self.src, self.tgt, self.n_tokens, seed=self.seed + epoch):
+            yield tuple(x.to(self.device) for x in b)
+
+
+def retrain(
+    name: str, model: torch.nn.Module, data: Batches, test, bpe: Bpe, cfg: dict, args: dict
+) -> dict:
+    """Returns the retrain time, logged steps, final loss and BLEU of one frozen model."""
+    torch.set_num_threads(args["threads"])
+    torch.manual_seed(args["seed"])
+    model.to(args["device"])
+    t0 = time.perf_counter()
+    steps = args["train_steps"]
+    rows = train_seq2seq(
+        model,
+        data,
+        TrainConfig(
+            time_budget_s=float(cfg["train_s"]) if steps is None else 1e9,
+            max_steps=steps or 10**9,
+            **cfg["train"],
+        ),
+    )
+    out = {"name": name, "train_s": round(time.perf_counter() - t0, 1)}
+    logging.info("retrain %s: %.1fs", name, out["train_s"])
+    if args["probe"]:
+        return out
+    out["logged_steps"] = rows[-1]["step"] if rows else 0
+    out["final_loss"] = rows[-1]["loss"] if rows else None
+    greedy, _ = translate_bleu(model, bpe, test.src, test.tgt, beam=1)
+    n_beam = int(cfg["n_test_beam"])
+    beam, _ = translate_bleu(
+        model, bpe, test.src[:n_beam], test.tgt[:n_beam], beam=int(cfg["beam"])
+    )
+    out["bleu"] = {"greedy": round(greedy, 2), f"beam{cfg['beam']}_first{n_beam}": round(beam, 2)}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--setting", choices=sorted(SETTINGS), default="tiny")
@@ -127,6 +174,17 @@ def main() -> None:
         "computation on any device: measure the seconds per step on 2 cores, run it on a GPU)",
     )
     ap.add_argument("--train-steps", type=int, default=None, help="likewise for each retrain")
+    ap.add_argument(
+        "--probe",
+        action="store_true",
+        help="time --search-steps and --train-steps here, skip the BLEU, and print how many "
+        "steps fit the setting's budgets on this machine (fit_search_steps, fit_train_steps)",
+    )
+    ap.add_argument(
+        "--parallel",
+        action="store_true",
+        help="retrain the three models in three processes at once (same results; for a GPU)",
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     cfg = SETTINGS[args.setting]
@@ -142,12 +200,8 @@ def main() -> None:
     half = len(src) // 2
     tok = int(cfg["tokens"])
 
-    def batches(s: list, t: list, n_tokens: int = tok):
-        def make(epoch: int):
-            for b in token_batches(s, t, n_tokens, seed=args.seed + epoch):
-                yield tuple(x.to(args.device) for x in b)
-
-        return make
+    def batches(s: list, t: list, n_tokens: int = tok) -> Batches:
+        return Batches(s, t, n_tokens, args.seed, args.device)
 
     space = Seq2SeqSpace(
         bpe.vocab_size,
@@ -183,32 +237,32 @@ def main() -> None:
     )
     out: dict = {"setting": args.setting, "search_s": round(search_s, 1), "bleu": {}}
     out["params"] = {k: n_params(m) for k, m in models.items()}
-    for name, model in models.items():
-        torch.manual_seed(args.seed)
-        model.to(args.device)
-        t_train = time.perf_counter()
-        rows = train_seq2seq(
-            model,
-            batches(src, tgt),
-            TrainConfig(
-                time_budget_s=float(cfg["train_s"]) if args.train_steps is None else 1e9,
-                max_steps=args.train_steps or 10**9,
-                **cfg["train"],
-            ),
-        )
-        out.setdefault("train_s", {})[name] = round(time.perf_counter() - t_train, 1)
-        logging.info("retrain %s: %.1fs", name, out["train_s"][name])
-        out.setdefault("train_logged_steps", {})[name] = rows[-1]["step"] if rows else 0
-        greedy, _ = translate_bleu(model, bpe, test.src, test.tgt, beam=1)
-        n_beam = int(cfg["n_test_beam"])
-        beam, _ = translate_bleu(
-            model, bpe, test.src[:n_beam], test.tgt[:n_beam], beam=int(cfg["beam"])
-        )
-        out["bleu"][name] = {
-            "greedy": round(greedy, 2),
-            f"beam{cfg['beam']}_first{n_beam}": round(beam, 2),
+    jobs = [(n, m, batches(src, tgt), test, bpe, cfg, vars(args)) for n, m in models.items()]
+    if args.parallel:  # independent: one process each (a GPU is underused by one small model)
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(len(jobs), mp_context=ctx) as pool:
+            results = list(pool.map(retrain, *zip(*jobs)))
+    else:
+        results = [retrain(*job) for job in jobs]
+    for r in results:
+        out.setdefault("train_s", {})[r["name"]] = r["train_s"]
+        if not args.probe:
+            out["bleu"][r["name"]] = r["bleu"]
+            out.setdefault("final_train_loss", {})[r["name"]] = r["final_loss"]
+            out.setdefault("train_logged_steps", {})[r["name"]] = r["logged_steps"]
+    if args.probe:
+        per_search = search_s / found.steps
+        per_train = max(out["train_s"].values()) / max(1, args.train_steps or 1)
+        probe = {
+            "threads": args.threads,
+            "search_s_per_step": round(per_search, 3),
+            "train_s_per_step_slowest": round(per_train, 4),
+            "fit_search_steps": int(float(cfg["search_s"]) / per_search),
+            "fit_train_steps": int(float(cfg["train_s"]) / per_train),
+            "params": out["params"],
         }
-        out.setdefault("final_train_loss", {})[name] = rows[-1]["loss"] if rows else None
+        print(json.dumps(probe))
+        return
     # searched >= Transformer of equal size; not judged at the tiny setting (BLEU ~0 there)
     met = out["bleu"]["searched"]["greedy"] >= out["bleu"]["transformer"]["greedy"]
     out["target_met"] = None if args.setting == "tiny" else met

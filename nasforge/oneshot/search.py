@@ -6,11 +6,13 @@ to after an epoch, and how the search ends (argmax export, or SPOS's evolution).
 algorithm touches its own module and :data:`ALGORITHMS`, nothing here.
 
 Each epoch logs (``logging``, logger ``nasforge.oneshot.search``) the mean training and
-validation losses, the validation accuracy of the supernet, and the current argmax architecture;
-the same numbers form one row of ``SearchResult.history``; ``on_epoch(row)`` (if given) receives
-each row, and ``checkpoint(row, state)`` the :class:`SearchState` too, whose ``state_dict()``
-resumes the search bitwise from that epoch (weights, architecture parameters, optimizers,
-schedule, generators).
+validation losses, the validation accuracy of the supernet, the current argmax architecture and,
+for an algorithm that learns them, the architecture weights (``arch_weights``: label -> each
+candidate's strength, e.g. softmax of alpha); the same numbers form one row of
+``SearchResult.history``; ``on_epoch(row)`` (if given) receives each row, and
+``checkpoint(row, state)`` the :class:`SearchState` too, whose ``state_dict()`` resumes the
+search bitwise from that epoch (weights, architecture parameters, optimizers, schedule,
+generators).
 """
 
 from __future__ import annotations
@@ -236,7 +238,7 @@ def _epoch(algo: type[Algorithm], state: SearchState, split: Split, cfg: SearchC
         state.sched.step()
     state.epoch += 1
     arch = algo.current_arch(state.net)
-    return {
+    row = {
         "epoch": state.epoch,
         "train_loss": sum(losses_t) / max(1, len(losses_t)),
         "val_loss": sum(losses_v) / len(losses_v) if losses_v else None,
@@ -245,3 +247,7 @@ def _epoch(algo: type[Algorithm], state: SearchState, split: Split, cfg: SearchC
         "arch_id": arch_id(arch),
         "seconds": time.perf_counter() - t0,
     }
+    weights = state.net.arch_weights()
+    if weights:  # the strength of each candidate per decision, e.g. softmax(alpha)
+        row["arch_weights"] = weights
+    return row

@@ -76,6 +76,7 @@ class Spos(Algorithm):
 
     name = "spos"
     uses_val = False
+    learns_arch = False
     layer = SposLayer
     input = SposInput
     repeat = SposRepeat

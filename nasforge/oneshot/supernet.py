@@ -228,6 +228,8 @@ class Algorithm:
     name = ""
     #: whether a step takes a validation batch (for the architecture parameters)
     uses_val: bool = True
+    #: whether the search learns the architecture parameters (their strengths are recorded)
+    learns_arch: bool = True
 
     @staticmethod
     def strength(a: torch.Tensor) -> torch.Tensor:
@@ -409,6 +411,18 @@ class Supernet(nn.Module):
     def strength(self, m: _Mixed) -> torch.Tensor:
         """Returns how strongly each candidate of ``m`` is chosen (the algorithm's measure)."""
         return self.algorithm.strength(m.arch().detach())
+
+    def arch_weights(self) -> dict[str, list[float]]:
+        """Returns label -> how strongly each candidate is chosen now (for DARTS the softmax
+        of alpha), per decision with one parameter vector; empty for an algorithm that learns
+        no architecture parameters (SPOS). A node's per-edge choices are left out."""
+        if not self.algorithm.learns_arch:
+            return {}
+        out: dict[str, list[float]] = {}
+        for m in self.mixed():
+            if m.label not in out and not getattr(m, "edges", None):
+                out[m.label] = [round(float(v), 6) for v in self.strength(m)]
+        return out
 
 
 def inherit_weights(net: Supernet, arch: Mapping[str, Any]) -> nn.Module:

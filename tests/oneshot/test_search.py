@@ -37,6 +37,14 @@ def test_search_returns_freezable_arch(data: tuple, algo: str, settings: dict) -
     assert all({"train_loss", "val_loss", "val_acc", "arch", "arch_id"} <= r.keys() for r in rows)
     if algo != "spos":
         assert rows[-1]["val_loss"] is not None
+        # the architecture weights: a strength per candidate of each decision, argmax = arch
+        weights = rows[-1]["arch_weights"]
+        layer_labels = [k for k, v in result.arch.items() if isinstance(v, str)]
+        assert layer_labels and set(layer_labels) <= weights.keys()
+        if algo == "darts":
+            assert all(abs(sum(w) - 1.0) < 1e-4 for w in weights.values())
+    else:
+        assert "arch_weights" not in rows[-1]  # SPOS learns no architecture parameters
 
 
 def test_search_is_deterministic(data: tuple) -> None:
