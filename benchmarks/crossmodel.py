@@ -1,0 +1,116 @@
+"""Cross-model optimizations of the multi-trial engine (issue 14), ratios measured in one run.
+
+    --parts supergraph   a weight-sharing search (1 SGD batch per sampled architecture, SPOS
+                         style) through the three places for shared weights: an in-memory
+                         super-graph vs checkpoint-to-file and checkpoint-to-dict, at batch 32
+                         and 256; trials per second, interleaved rounds (target >= 2x over file
+                         at batch 32)
+    --parts opbatch      4/16/64 adapter models over a frozen backbone: batched (prefix once,
+                         adapters stacked with vmap) vs one by one (target >= 2x at 16)
+    --parts shareddata   2 and 4 concurrent trials on augmented MNIST: one producer in shared
+                         memory vs one loader per trial (target >= 1.5x at 4)
+    --parts mixed        mixed parallelism: 2 gloo workers, different architectures, averaged
+                         shared gradients vs data parallel with synchronised batch norm
+
+Single-threaded processes; ``--device cuda`` runs the parts that train on one GPU. Last line:
+one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _crossmodel_common import MnistSpos, mnist  # noqa: E402
+
+from nasforge.engine.crossmodel.supergraph import SharedWeightsEvaluator  # noqa: E402
+
+log = logging.getLogger("benchmarks.crossmodel")
+PARTS = ("supergraph", "opbatch", "shareddata", "mixed")
+
+
+def bench_supergraph(device: str, quick: bool) -> dict[str, Any]:
+    """Returns trials/s of each sharing mode and the super-graph's ratios, per batch size."""
+    x, y = mnist()
+    space = MnistSpos()
+    rng = random.Random(0)
+    out: dict[str, Any] = {"vs_file": {}, "vs_dict": {}, "trials_per_s": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for bs in (32, 256):
+            n_trials = (8 if bs == 32 else 4) if quick else (40 if bs == 32 else 12)
+            rounds = 2 if quick else 3
+            evs = {
+                mode: SharedWeightsEvaluator(
+                    (x, y),
+                    None,
+                    batch_size=bs,
+                    sharing=mode,
+                    path=Path(tmp) / f"{bs}.pt",
+                    device=device,
+                )
+                for mode in ("file", "dict", "supergraph")
+            }
+            archs = [space.search_space().sample(rng) for _ in range(n_trials * (rounds + 1))]
+            secs: dict[str, list[float]] = {m: [] for m in evs}
+            for ev in evs.values():  # warm-up: first trial builds the initial state
+                ev.evaluate(space, archs[0], lambda *_: None)
+            for r in range(rounds):
+                batch = archs[(r + 1) * n_trials : (r + 2) * n_trials]
+                for m, ev in evs.items():
+                    t = time.perf_counter()
+                    for a in batch:
+                        ev.evaluate(space, a, lambda *_: None)
+                    if device == "cuda":
+                        torch.cuda.synchronize()
+                    secs[m].append((time.perf_counter() - t) / len(batch))
+            per = {m: statistics.median(v) for m, v in secs.items()}
+            out["trials_per_s"][str(bs)] = {m: round(1 / v, 2) for m, v in per.items()}
+            out["vs_file"][str(bs)] = round(per["file"] / per["supergraph"], 2)
+            out["vs_dict"][str(bs)] = round(per["dict"] / per["supergraph"], 2)
+            log.info("supergraph batch %d: %s", bs, out["trials_per_s"][str(bs)])
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"a subset of {PARTS}")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--quick", action="store_true", help="fewer trials and batches")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    torch.set_num_threads(1)
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        parser.error(f"unknown parts {unknown}; choose from {PARTS}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device")
+    result: dict[str, Any] = {
+        "shared_data_speedup": None,
+        "op_batching_speedup": None,
+        "supergraph_speedup_vs_file": None,
+        "supergraph_speedup_vs_dict": None,
+        "mixed_parallel": None,
+        "device": args.device,
+    }
+    if "supergraph" in parts:
+        sg = bench_supergraph(args.device, args.quick)
+        result["supergraph_speedup_vs_file"] = sg["vs_file"]
+        result["supergraph_speedup_vs_dict"] = sg["vs_dict"]
+        result["supergraph_trials_per_s"] = sg["trials_per_s"]
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
