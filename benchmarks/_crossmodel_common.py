@@ -7,7 +7,7 @@ from torch import nn
 
 import nasforge as nf
 
-__all__ = ["MnistSpos", "mnist"]
+__all__ = ["MnistSpos", "MnistAdapters", "mnist"]
 
 
 def _conv(c_in: int, c_out: int, k: int, stride: int = 1) -> nn.Sequential:
@@ -57,3 +57,35 @@ def mnist() -> tuple[torch.Tensor, torch.Tensor]:
     from nasforge.data.mnist import mnist_tensors
 
     return mnist_tensors(seed=0)
+
+
+class MnistAdapters(nf.ModelSpace):
+    """A frozen conv backbone (the same fixed weights in every model, as a pre-trained one
+    would be) with a searched adapter (width, activation) and a linear head, on MNIST."""
+
+    def __init__(self, c: int = 32) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(123)
+        self.backbone = nn.Sequential(
+            nn.Conv2d(1, c, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(c, c, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(c, 2 * c, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(2),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            for p in self.backbone.parameters():
+                p.copy_(torch.randn(p.shape, generator=g) / p[0].numel() ** 0.5)
+        self.backbone.requires_grad_(False)
+        w = nf.choice((32, 64), label="width")
+        self.adapter = nn.Sequential(
+            nn.Linear(8 * c, w),
+            nf.LayerChoice({"relu": nn.ReLU(), "gelu": nn.GELU()}, label="act"),
+        )
+        self.head = nn.Linear(w, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.adapter(self.backbone(x)))

@@ -32,8 +32,10 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _crossmodel_common import MnistSpos, mnist  # noqa: E402
+from _crossmodel_common import MnistAdapters, MnistSpos, mnist  # noqa: E402
 
+import nasforge as nf  # noqa: E402
+from nasforge.engine.crossmodel.opbatch import MergedModels  # noqa: E402
 from nasforge.engine.crossmodel.supergraph import SharedWeightsEvaluator  # noqa: E402
 
 log = logging.getLogger("benchmarks.crossmodel")
@@ -82,6 +84,69 @@ def bench_supergraph(device: str, quick: bool) -> dict[str, Any]:
     return out
 
 
+def bench_opbatch(device: str, quick: bool) -> dict[str, Any]:
+    """Returns model-steps/s of 4/16/64 adapter models trained one by one and merged (vmap and
+    loop), and the best merged way's ratio over one by one."""
+    x, y = mnist()
+    bs, steps = 64, (3 if quick else 6)
+    batches = [
+        (x[i * bs : (i + 1) * bs].to(device), y[i * bs : (i + 1) * bs].to(device))
+        for i in range(steps + 1)
+    ]
+    space = MnistAdapters()
+    sp = space.search_space()
+    out: dict[str, Any] = {"speedup": {}, "vmap": {}, "loop": {}, "model_steps_per_s": {}}
+    for n in (4, 16, 64):
+        rng = random.Random(n)
+        archs = [sp.sample(rng) for _ in range(n)]
+
+        def build(archs: list[dict[str, Any]] = archs) -> list[torch.nn.Module]:
+            models = []
+            for i, a in enumerate(archs):
+                torch.manual_seed(i)
+                models.append(nf.freeze(space, a).to(device))
+            return models
+
+        def sync() -> None:
+            if device == "cuda":
+                torch.cuda.synchronize()
+
+        models = build()
+        opts = [
+            torch.optim.Adam([p for p in m.parameters() if p.requires_grad], 1e-3) for m in models
+        ]
+        secs: dict[str, float] = {}
+        for rep in range(steps + 1):  # step 0 warms up
+            xb, yb = batches[rep]
+            t = time.perf_counter()
+            for m, o in zip(models, opts):
+                loss = torch.nn.functional.cross_entropy(m(xb), yb)
+                o.zero_grad(set_to_none=True)
+                loss.backward()
+                o.step()
+            sync()
+            if rep:
+                secs["alone"] = secs.get("alone", 0.0) + time.perf_counter() - t
+        for mode in ("vmap", "loop"):
+            merged = MergedModels(
+                build(), lambda ps: torch.optim.Adam(ps, 1e-3), example=batches[0][0], mode=mode
+            )
+            for rep in range(steps + 1):
+                xb, yb = batches[rep]
+                t = time.perf_counter()
+                merged.step(xb, yb)
+                sync()
+                if rep:
+                    secs[mode] = secs.get(mode, 0.0) + time.perf_counter() - t
+        rate = {k: n * steps / v for k, v in secs.items()}
+        out["model_steps_per_s"][str(n)] = {k: round(v, 1) for k, v in rate.items()}
+        out["vmap"][str(n)] = round(rate["vmap"] / rate["alone"], 2)
+        out["loop"][str(n)] = round(rate["loop"] / rate["alone"], 2)
+        out["speedup"][str(n)] = max(out["vmap"][str(n)], out["loop"][str(n)])
+        log.info("opbatch %d models: %s", n, out["model_steps_per_s"][str(n)])
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--parts", default=",".join(PARTS), help=f"a subset of {PARTS}")
@@ -109,6 +174,12 @@ def main() -> None:
         result["supergraph_speedup_vs_file"] = sg["vs_file"]
         result["supergraph_speedup_vs_dict"] = sg["vs_dict"]
         result["supergraph_trials_per_s"] = sg["trials_per_s"]
+    if "opbatch" in parts:
+        ob = bench_opbatch(args.device, args.quick)
+        result["op_batching_speedup"] = ob["speedup"]
+        result["op_batching_vmap_speedup"] = ob["vmap"]
+        result["op_batching_loop_speedup"] = ob["loop"]
+        result["op_batching_model_steps_per_s"] = ob["model_steps_per_s"]
     print(json.dumps(result))
 
 
