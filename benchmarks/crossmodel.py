@@ -35,7 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _crossmodel_common import MnistAdapters, MnistSpos, mnist  # noqa: E402
 
 import nasforge as nf  # noqa: E402
+from nasforge.engine.crossmodel import pipelines  # noqa: E402, F401 - registers mnist/augment
 from nasforge.engine.crossmodel.opbatch import MergedModels  # noqa: E402
+from nasforge.engine.crossmodel.shareddata import DataSpec, SharedFeed, make_batch  # noqa: E402
 from nasforge.engine.crossmodel.supergraph import SharedWeightsEvaluator  # noqa: E402
 
 log = logging.getLogger("benchmarks.crossmodel")
@@ -147,6 +149,82 @@ def bench_opbatch(device: str, quick: bool) -> dict[str, Any]:
     return out
 
 
+def _small_cnn() -> torch.nn.Module:
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, 2, 1), nn.ReLU(), nn.Conv2d(8, 16, 3, 2, 1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10),
+    )  # fmt: skip
+
+
+def _trial(batches: Any, seed: int) -> float:
+    """Trains a small CNN on the batches; returns its last loss (the trial's work)."""
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    model = _small_cnn()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    loss = torch.zeros(())
+    for x, y in batches:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return float(loss)
+
+
+def bench_shareddata(quick: bool) -> dict[str, Any]:
+    """Returns the wall-time ratio of N concurrent trials with one loader each over N trials
+    fed by one shared producer, and the preprocessing and model-step costs per batch."""
+    import multiprocessing as mp
+
+    spec = DataSpec("mnist", "augment", 64, 0)
+    n_batches = 40 if quick else 150
+    make_batch(spec, 0)  # load before forking
+    t = time.perf_counter()
+    sample = [make_batch(spec, b) for b in range(10)]
+    prep = (time.perf_counter() - t) / 10
+    _trial(sample, 0)  # warm-up
+    t = time.perf_counter()
+    _trial(sample, 0)
+    step = (time.perf_counter() - t) / 10
+    ctx = mp.get_context("fork")
+
+    def local(i: int) -> None:
+        _trial((make_batch(spec, b) for b in range(n_batches)), i)
+
+    def shared(feed: SharedFeed, i: int) -> None:
+        _trial(feed.consumer(i), i)
+
+    def run(n: int, share: bool) -> float:
+        t = time.perf_counter()
+        feed = SharedFeed(spec, n, n_batches) if share else None
+        procs = [
+            ctx.Process(target=shared if share else local, args=((feed, i) if share else (i,)))
+            for i in range(n)
+        ]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+        if feed is not None:
+            feed.close()
+        return time.perf_counter() - t
+
+    out: dict[str, Any] = {"speedup": {}, "seconds": {}}
+    for n in (2, 4):
+        secs: dict[str, list[float]] = {"independent": [], "shared": []}
+        for _ in range(1 if quick else 2):
+            secs["independent"].append(run(n, False))
+            secs["shared"].append(run(n, True))
+        med = {k: statistics.median(v) for k, v in secs.items()}
+        out["seconds"][str(n)] = {k: round(v, 2) for k, v in med.items()}
+        out["speedup"][str(n)] = round(med["independent"] / med["shared"], 2)
+        log.info("shared data, %d trials: %s", n, out["seconds"][str(n)])
+    out["preprocess_ms_per_batch"] = round(prep * 1e3, 2)
+    out["model_step_ms_per_batch"] = round(step * 1e3, 2)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--parts", default=",".join(PARTS), help=f"a subset of {PARTS}")
@@ -180,6 +258,12 @@ def main() -> None:
         result["op_batching_vmap_speedup"] = ob["vmap"]
         result["op_batching_loop_speedup"] = ob["loop"]
         result["op_batching_model_steps_per_s"] = ob["model_steps_per_s"]
+    if "shareddata" in parts:
+        sd = bench_shareddata(args.quick)
+        result["shared_data_speedup"] = sd["speedup"]
+        result["shared_data_seconds"] = sd["seconds"]
+        result["shared_data_preprocess_ms_per_batch"] = sd["preprocess_ms_per_batch"]
+        result["shared_data_model_step_ms_per_batch"] = sd["model_step_ms_per_batch"]
     print(json.dumps(result))
 
 

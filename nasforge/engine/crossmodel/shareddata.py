@@ -1,0 +1,256 @@
+"""A shared data pipeline (Retiarii §4.2, common sub-expression elimination of the input
+prefix): concurrent trials whose evaluators declare the same :class:`DataSpec` read batches
+that one producer process loaded and preprocessed once, through shared memory.
+
+Batch ``b`` of a spec is a pure function of the spec and ``b`` (:func:`make_batch`): epoch
+``b // batches_per_epoch`` shuffles with the seed and the epoch, and preprocessing draws its
+randomness from the seed and ``b``. So a consumer that cannot get a batch from the producer
+computes the very same batch itself, and the producer never waits on one consumer for long.
+
+Protocol (``slots`` ring buffers of shared tensors, a shared ``seq`` per slot, a ``cursor`` per
+consumer, one condition variable):
+
+    producer   for batch b into slot b % slots: wait until every attached consumer's cursor is
+               past b - slots; a consumer still behind after ``lag_timeout`` seconds, or whose
+               process is dead, is *detached*; then seq = -1, write, seq = b, notify
+    consumer   wait until seq == b (or detached, or ``lag_timeout``); copy the slot; check seq
+               is still b (a seqlock: an overwrite during the copy is seen); advance the cursor.
+               Any miss detaches it and it computes its batches itself from then on
+
+Invariants: every consumer gets, for each b, exactly ``make_batch(spec, b)`` (bitwise), in
+order, whatever the other consumers do; a slow or dead consumer delays the producer by at most
+``lag_timeout`` once, and is then skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from nasforge.errors import ConfigError
+
+__all__ = [
+    "DataSpec",
+    "register_pipeline",
+    "make_batch",
+    "SharedFeed",
+    "Consumer",
+    "local_batches",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Returns nothing; what makes two trials' batches the same: plain, hashable data."""
+
+    dataset: str  # a registered pipeline's dataset name, e.g. "mnist"
+    preprocessing: str  # its preprocessing name, e.g. "augment"
+    batch_size: int
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the spec as a plain dict (for the run record)."""
+        return asdict(self)
+
+
+#: (dataset, preprocessing) -> (load() -> (x, y) tensors, preprocess(x, generator) -> x)
+_PIPELINES: dict[tuple[str, str], tuple[Callable[[], Any], Callable[..., torch.Tensor]]] = {}
+_LOADED: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def register_pipeline(
+    dataset: str,
+    preprocessing: str,
+    load: Callable[[], tuple[torch.Tensor, torch.Tensor]],
+    preprocess: Callable[[torch.Tensor, torch.Generator], torch.Tensor],
+) -> None:
+    """Registers how to load ``dataset`` and apply ``preprocessing`` to one batch (with the
+    given generator as its only source of randomness)."""
+    _PIPELINES[(dataset, preprocessing)] = (load, preprocess)
+
+
+def _data(spec: DataSpec) -> tuple[tuple[torch.Tensor, torch.Tensor], Callable[..., Any]]:
+    key = (spec.dataset, spec.preprocessing)
+    if key not in _PIPELINES:
+        raise ConfigError(
+            f"no data pipeline {key!r}; registered: {sorted(_PIPELINES)}; add one with "
+            "register_pipeline(dataset, preprocessing, load, preprocess)"
+        )
+    load, preprocess = _PIPELINES[key]
+    if spec.dataset not in _LOADED:
+        _LOADED[spec.dataset] = load()
+    return _LOADED[spec.dataset], preprocess
+
+
+def make_batch(spec: DataSpec, b: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Returns batch ``b`` of ``spec``: examples of epoch ``b // batches_per_epoch`` shuffled
+    with the seed, preprocessed with randomness drawn from the seed and ``b``.
+
+    Raises:
+        ConfigError: no pipeline is registered for the spec's dataset and preprocessing.
+    """
+    (x, y), preprocess = _data(spec)
+    per_epoch = len(x) // spec.batch_size
+    epoch, i = divmod(b, per_epoch)
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(spec.seed + epoch))
+    idx = order[i * spec.batch_size : (i + 1) * spec.batch_size]
+    g = torch.Generator().manual_seed(spec.seed * 1_000_003 + b)
+    return preprocess(x[idx], g), y[idx]
+
+
+def local_batches(spec: DataSpec, n: int, start: int = 0) -> Iterator[tuple[Any, Any]]:
+    """Yields batches ``start .. n-1`` of ``spec`` computed in this process."""
+    for b in range(start, n):
+        yield make_batch(spec, b)
+
+
+class SharedFeed:
+    """Returns consumers (:meth:`consumer`) of ``n_batches`` batches of ``spec`` produced once,
+    by a forked producer process, for ``n_consumers`` trials.
+
+    Invariants: see the module docstring. :meth:`close` ends the producer; the feed leaves no
+    process behind.
+    """
+
+    def __init__(
+        self,
+        spec: DataSpec,
+        n_consumers: int,
+        n_batches: int,
+        slots: int = 8,
+        lag_timeout: float = 2.0,
+    ) -> None:
+        if n_consumers < 1 or n_batches < 1 or slots < 1:
+            raise ConfigError(
+                f"a feed needs n_consumers, n_batches and slots >= 1, got "
+                f"{n_consumers}, {n_batches}, {slots}"
+            )
+        self.spec, self.n_consumers, self.n_batches = spec, n_consumers, n_batches
+        self.slots, self.lag_timeout = slots, lag_timeout
+        x, y = make_batch(spec, 0)  # shapes (and the dataset loaded before the fork)
+        self.x = torch.empty((slots, *x.shape), dtype=x.dtype).share_memory_()
+        self.y = torch.empty((slots, *y.shape), dtype=y.dtype).share_memory_()
+        self.seq = torch.full((slots,), -1, dtype=torch.int64).share_memory_()
+        self.cursor = torch.zeros(n_consumers, dtype=torch.int64).share_memory_()
+        self.detached = torch.zeros(n_consumers, dtype=torch.bool).share_memory_()
+        self.pids = torch.zeros(n_consumers, dtype=torch.int64).share_memory_()
+        ctx = mp.get_context("fork")
+        self.cond = ctx.Condition()
+        self._proc = ctx.Process(target=self._produce, daemon=True)
+        self._proc.start()
+
+    # -- producer --------------------------------------------------------------------------
+    def _alive(self, i: int) -> bool:
+        pid = int(self.pids[i])
+        if pid == 0:
+            return True  # not attached yet: give it the lag timeout
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        try:  # a zombie (exited, not yet reaped by its parent) is dead too
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().split(") ")[-1][:1] != "Z"
+        except OSError:
+            return True
+
+    def _free(self, b: int) -> bool:
+        """Returns whether every attached consumer is done with the slot of batch ``b``;
+        detaches dead consumers on the way (call with the condition held)."""
+        for i in range(self.n_consumers):
+            if self.detached[i]:
+                continue
+            if not self._alive(i):
+                self.detached[i] = True
+                log.warning("shared data: consumer %d died; detached", i)
+            elif int(self.cursor[i]) <= b - self.slots:
+                return False
+        return True
+
+    def _produce(self) -> None:
+        torch.set_num_threads(1)
+        for b in range(self.n_batches):
+            x, y = make_batch(self.spec, b)
+            slot = b % self.slots
+            with self.cond:
+                waited = 0.0
+                while not self._free(b) and waited < self.lag_timeout:
+                    self.cond.wait(0.05)
+                    waited += 0.05
+                if not self._free(b):
+                    for i in range(self.n_consumers):
+                        if not self.detached[i] and int(self.cursor[i]) <= b - self.slots:
+                            self.detached[i] = True
+                            log.warning("shared data: consumer %d fell behind; detached", i)
+                if bool(self.detached.all()):
+                    return
+                self.seq[slot] = -1
+            self.x[slot].copy_(x)
+            self.y[slot].copy_(y)
+            with self.cond:
+                self.seq[slot] = b
+                self.cond.notify_all()
+
+    # -- consumers -------------------------------------------------------------------------
+    def consumer(self, i: int) -> Consumer:
+        """Returns the reader of consumer ``i`` (call in the consumer's process)."""
+        return Consumer(self, i)
+
+    def close(self) -> None:
+        """Stops the producer and waits for it."""
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._proc.join()
+
+
+class Consumer:
+    """Returns batches ``0 .. n_batches-1`` of the feed's spec when iterated."""
+
+    def __init__(self, feed: SharedFeed, i: int) -> None:
+        self.feed, self.i = feed, i
+        self.n_shared = self.n_local = 0
+
+    def _detach(self) -> None:
+        with self.feed.cond:
+            self.feed.detached[self.i] = True
+            self.feed.cond.notify_all()
+
+    def get(self, b: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns batch ``b`` (from shared memory, or computed here once detached)."""
+        f, slot = self.feed, b % self.feed.slots
+        if not bool(f.detached[self.i]):
+            with f.cond:
+                ok = f.cond.wait_for(
+                    lambda: int(f.seq[slot]) == b or bool(f.detached[self.i]), f.lag_timeout
+                )
+                ok = ok and not bool(f.detached[self.i])
+            if ok:
+                x, y = f.x[slot].clone(), f.y[slot].clone()
+                with f.cond:
+                    ok = int(f.seq[slot]) == b and not bool(f.detached[self.i])
+                    if ok:
+                        f.cursor[self.i] = b + 1
+                        f.cond.notify_all()
+                if ok:
+                    self.n_shared += 1
+                    return x, y
+            self._detach()
+            log.info("shared data: consumer %d computes its batches from %d on", self.i, b)
+        self.n_local += 1
+        return make_batch(f.spec, b)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        self.feed.pids[self.i] = os.getpid()
+        for b in range(self.feed.n_batches):
+            yield self.get(b)
+        with self.feed.cond:  # done: never wait for this consumer again
+            self.feed.detached[self.i] = True
+            self.feed.cond.notify_all()
