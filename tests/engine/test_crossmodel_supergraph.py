@@ -95,3 +95,23 @@ def test_unknown_mode_is_a_config_error() -> None:
     """An unknown sharing mode names the accepted ones."""
     with pytest.raises(ConfigError, match="supergraph"):
         SharedWeightsEvaluator(_data()[0], sharing="disk")
+
+
+class _Widths(nf.ModelSpace):
+    """A space whose width decision changes shapes: no one super-graph holds it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, nf.choice((2, 3), label="w"))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x)
+
+
+def test_a_space_with_shape_changing_value_choices_has_no_supergraph() -> None:
+    """SinglePath refuses a width decision with a SpaceError naming it."""
+    from nasforge.engine.crossmodel.singlepath import SinglePath
+    from nasforge.errors import SpaceError
+
+    with pytest.raises(SpaceError, match=r"\['w'\]"):
+        SinglePath(_Widths())

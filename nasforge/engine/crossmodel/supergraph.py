@@ -8,9 +8,9 @@ the space, and scores it. Where those shared weights live is the whole differenc
                 shared weights and the optimizer's momenta from a checkpoint file, trains, and
                 saves them back; works across worker processes
     dict        the same, with the checkpoint kept in an in-memory dict of tensors
-    supergraph  one in-memory supernet (``nasforge.oneshot`` with SPOS's single-path mixed
-                ops) holds every candidate's weights and one optimizer; a trial activates its
-                architecture by control flow and trains; nothing is built, loaded or saved
+    supergraph  one in-memory super-graph (:class:`.singlepath.SinglePath`, single-path
+                control flow as SPOS) holds every candidate's weights and one optimizer; a
+                trial activates its architecture and trains; nothing is built, loaded or saved
 
 The three modes compute the same numbers: the same initial weights (a supernet built with the
 seed), the same batches (batch ``s`` of the search is drawn with ``seed`` and the shared step
@@ -149,11 +149,14 @@ class SharedWeightsEvaluator(BaseEvaluator):
 
     # -- the shared state ------------------------------------------------------------------
     def _new_supernet(self, space: Any) -> Any:
-        from nasforge.oneshot.spos import Spos
-        from nasforge.oneshot.supernet import Supernet
+        from nasforge.engine.crossmodel.singlepath import SinglePath
 
-        torch.manual_seed(self.seed)
-        return Supernet(space, Spos).to(self.device)
+        net = SinglePath(space)
+        torch.manual_seed(self.seed)  # the initial shared weights depend on the seed alone
+        for m in net.modules():
+            if hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+        return net.to(self.device)
 
     def _initial_state(self, space: Any) -> dict[str, Any]:
         net = self._new_supernet(space)
@@ -216,7 +219,7 @@ class SharedWeightsEvaluator(BaseEvaluator):
                 state = self._load_for_supergraph(space)
             net = self._new_supernet(space)
             net.model.load_state_dict(state["weights"])
-            opt = torch.optim.SGD(net.weights(), lr=self.lr, momentum=self.momentum)
+            opt = torch.optim.SGD(net.parameters(), lr=self.lr, momentum=self.momentum)
             params = dict(net.model.named_parameters())
             for name, buf in state["momentum"].items():
                 opt.state[params[name]]["momentum_buffer"] = buf.clone()
@@ -257,10 +260,8 @@ class SharedWeightsEvaluator(BaseEvaluator):
     def evaluate(self, space: Any, arch: dict[str, Any], report: Report) -> dict[str, float]:
         """Returns the metrics of ``arch`` after its steps from the shared weights."""
         if self.sharing == "supergraph":
-            from nasforge.oneshot.spos import activate
-
             net = self._supergraph(space)
-            activate(net, arch)
+            net.activate(arch)
             assert self._opt is not None
             metrics = self._train(net, self._opt, self._step)
             self._step += self.batches_per_trial
