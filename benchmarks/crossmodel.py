@@ -9,6 +9,8 @@
                          adapters stacked with vmap) vs one by one (target >= 2x at 16)
     --parts shareddata   2 and 4 concurrent trials on augmented MNIST: one producer in shared
                          memory vs one loader per trial (target >= 1.5x at 4)
+    --parts e2e          a weight-sharing search on MNIST through the engine, cross-model
+                         optimizations on vs off: the same trials, less time
     --parts mixed        mixed parallelism: 2 gloo workers, different architectures, averaged
                          shared gradients vs data parallel with synchronised batch norm
 
@@ -41,7 +43,7 @@ from nasforge.engine.crossmodel.shareddata import DataSpec, SharedFeed, make_bat
 from nasforge.engine.crossmodel.supergraph import SharedWeightsEvaluator  # noqa: E402
 
 log = logging.getLogger("benchmarks.crossmodel")
-PARTS = ("supergraph", "opbatch", "shareddata", "mixed")
+PARTS = ("supergraph", "opbatch", "shareddata", "mixed", "e2e")
 
 
 def bench_supergraph(device: str, quick: bool) -> dict[str, Any]:
@@ -52,8 +54,8 @@ def bench_supergraph(device: str, quick: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"vs_file": {}, "vs_dict": {}, "trials_per_s": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for bs in (32, 256):
-            n_trials = (8 if bs == 32 else 4) if quick else (40 if bs == 32 else 12)
-            rounds = 2 if quick else 3
+            n_trials = (8 if bs == 32 else 4) if quick else (16 if bs == 32 else 4)
+            rounds = 2 if quick else 7
             evs = {
                 mode: SharedWeightsEvaluator(
                     (x, y),
@@ -225,6 +227,55 @@ def bench_shareddata(quick: bool) -> dict[str, Any]:
     return out
 
 
+def bench_e2e(device: str, quick: bool) -> dict[str, Any]:
+    """Returns the seconds of one weight-sharing random search on MNIST with the engine's
+    cross-model optimizations off (a process per trial, or in-process, sharing a checkpoint
+    file) and on (the engine picks the super-graph), and whether the trials are the same."""
+    from nasforge.engine import Experiment
+    from nasforge.engine.crossmodel.plan import events
+    from nasforge.run.store import Store
+    from nasforge.strategy import get_strategy
+
+    x, y = mnist()
+    n = 20 if quick else 60
+    out: dict[str, Any] = {"n_trials": n}
+    runs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, executor, on in (
+            ("off_pool", "pool", False),
+            ("off_inprocess", "inprocess", False),
+            ("on", "pool", True),
+        ):
+            ev = SharedWeightsEvaluator(
+                (x[:4000], y[:4000]), (x[4000:], y[4000:]), batch_size=32, val_size=256,
+                sharing="file", path=Path(tmp) / f"{name}.pt", device=device,
+            )  # fmt: skip
+            exp = Experiment(
+                MnistSpos(), ev, get_strategy("random", seed=0), n_trials=n,
+                directory=Path(tmp) / name, executor=executor, concurrency=1, crossmodel=on,
+                progress="off", save_weights=False,
+            )  # fmt: skip
+            t = time.perf_counter()
+            exp.run()
+            out[f"seconds_{name}"] = round(time.perf_counter() - t, 2)
+            with Store.open(Path(tmp) / name) as store:
+                runs[name] = [(t.arch_id, t.metrics) for t in store.trials()]
+                if on:
+                    out["events"] = [
+                        {k: v for k, v in e.items() if k != "time"} for e in events(store)
+                    ]
+    ref = runs["off_pool"]
+    out["same_results"] = all(
+        [a for a, _ in r] == [a for a, _ in ref]
+        and all(m1["accuracy"] == m2["accuracy"] for (_, m1), (_, m2) in zip(r, ref))
+        for r in runs.values()
+    )
+    out["speedup_vs_pool"] = round(out["seconds_off_pool"] / out["seconds_on"], 2)
+    out["speedup_vs_inprocess"] = round(out["seconds_off_inprocess"] / out["seconds_on"], 2)
+    log.info("e2e: %s", out)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--parts", default=",".join(PARTS), help=f"a subset of {PARTS}")
@@ -264,6 +315,8 @@ def main() -> None:
         result["shared_data_seconds"] = sd["seconds"]
         result["shared_data_preprocess_ms_per_batch"] = sd["preprocess_ms_per_batch"]
         result["shared_data_model_step_ms_per_batch"] = sd["model_step_ms_per_batch"]
+    if "e2e" in parts:
+        result["e2e_weight_sharing_search"] = bench_e2e(args.device, args.quick)
     print(json.dumps(result))
 
 
