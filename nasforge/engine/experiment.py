@@ -277,7 +277,7 @@ class Experiment(BaseRunner):
         self._t0 = time.monotonic()
         self._progress = Progress(self.n_trials, self.time_budget, self.progress_mode)
         own = self.executor
-        self.executor = self._plan.prepare(self.space, self.evaluator, own, store)
+        self.executor = self._plan.prepare(self.space, self.evaluator, own, store, self.stopper)
         self.executor.start(self.space, self.evaluator)
         try:
             for tid in inflight:

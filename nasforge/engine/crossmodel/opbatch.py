@@ -213,17 +213,22 @@ class MergedModels:
         return [float(v.detach()) for v in losses]
 
     @torch.no_grad()
-    def accuracy(self, x: torch.Tensor, y: torch.Tensor, batch_size: int = 512) -> list[float]:
-        """Returns each model's top-1 accuracy on ``(x, y)`` in eval mode."""
+    def correct(self, x: torch.Tensor, y: torch.Tensor, batch_size: int = 512) -> list[int]:
+        """Returns how many of ``(x, y)`` each model classifies right, in eval mode."""
         for g in self.groups:
             for s in g.suffixes:
                 s.eval()
-        correct = torch.zeros(len(self.models))
+        correct = [0] * len(self.models)
         for i in range(0, len(x), batch_size):
             outs = self.outputs(x[i : i + batch_size])
             yy = y[i : i + batch_size]
-            correct += torch.tensor([float((o.argmax(-1) == yy).sum()) for o in outs])
-        return (correct / max(1, len(x))).tolist()
+            for j, o in enumerate(outs):
+                correct[j] += int((o.argmax(-1) == yy).sum())
+        return correct
+
+    def accuracy(self, x: torch.Tensor, y: torch.Tensor, batch_size: int = 512) -> list[float]:
+        """Returns each model's top-1 accuracy on ``(x, y)`` in eval mode."""
+        return [c / max(1, len(x)) for c in self.correct(x, y, batch_size)]
 
     def unstack(self) -> list[nn.Module]:
         """Returns the models, their weights updated from the merged training."""

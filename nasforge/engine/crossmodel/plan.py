@@ -5,10 +5,10 @@ revert or fall back, and record each step in the run.
 
     CrossModelPlan.prepare(space, evaluator, executor, store) -> the executor to use
 
-Applied today: ``supergraph`` (an evaluator that trains every architecture from shared
-weights runs its trials in-process on one in-memory super-graph). Operator batching and shared
-data are library mechanisms (:mod:`.opbatch`, :mod:`.shareddata`) that the engine does not yet
-apply by itself.
+Applied by the engine: ``supergraph`` (an evaluator that trains every architecture from
+shared weights runs its trials in-process on one in-memory super-graph) and ``opbatch`` (the
+built-in classification evaluator over a space with a frozen prefix: trials run in groups of
+``group_size``, merged; :mod:`.groups`).
 
 What the engine did is logged and recorded in the run's ``meta`` table under the key
 ``crossmodel``: a JSON list of ``{"event", "optimization", "detail", "time"}`` (events:
@@ -72,33 +72,50 @@ class CrossModelPlan:
         ConfigError: an unknown option name or a non-boolean value.
     """
 
-    def __init__(self, crossmodel: Any = True) -> None:
+    def __init__(self, crossmodel: Any = True, group_size: int = 8) -> None:
         try:
             self.enabled = options(crossmodel)
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
+        self.group_size = group_size
 
-    def traits(self, evaluator: Any) -> dict[str, Any]:
-        """Returns the evaluator's traits the policy reads, as plain data."""
+    def traits(self, space: Any, evaluator: Any) -> dict[str, Any]:
+        """Returns the evaluator's and the space's traits the policy reads, as plain data."""
+        from nasforge.engine.crossmodel.groups import has_frozen_prefix, mergeable_recipe
+
         spec = getattr(evaluator, "data_spec", None)
+        recipe = mergeable_recipe(evaluator) if self.enabled["opbatch"] else None
         return {
             "shares_weights": bool(getattr(evaluator, "shares_weights", False)),
             "data_spec": None if spec is None else repr(spec),
+            "frozen_prefix": recipe is not None and has_frozen_prefix(space, recipe),
         }
 
     def prepare(
-        self, space: Any, evaluator: Any, executor: BaseExecutor, store: Any
+        self,
+        space: Any,
+        evaluator: Any,
+        executor: BaseExecutor,
+        store: Any,
+        stopper: Any = None,
     ) -> BaseExecutor:
         """Returns the executor to run the search on: ``executor`` itself, or one that applies
-        the detected optimizations (recorded in ``store``)."""
+        the detected optimizations (recorded in ``store``). A ``stopper`` (early stopping per
+        trial) keeps trials apart."""
         record = _Recorder(store)
         off = [k for k, v in self.enabled.items() if not v]
         if off:
             record("off", ",".join(off), "turned off by the crossmodel option")
-        applied = detect(self.traits(evaluator), self.enabled, executor.concurrency)
+        traits = self.traits(space, evaluator) if stopper is None else {}
+        applied = detect(traits, self.enabled, executor.concurrency)
         for a in applied:
             if a.name == "supergraph":
                 return self._supergraph(a, space, evaluator, executor, record)
+            if a.name == "opbatch":
+                from nasforge.engine.crossmodel.groups import GroupExecutor
+
+                record("applied", a.name, a.reason + f"; groups of {self.group_size}")
+                return GroupExecutor(self.group_size, Introspection(trials=1), record)
         return executor
 
     def _supergraph(

@@ -254,7 +254,7 @@ class SharedWeightsEvaluator(BaseEvaluator):
 
             vx, vy = self.val
             n = self.val_size
-            acc = accuracy(model, (vx[:n], vy[:n]), device=self.device)
+            acc = accuracy(model, (vx[:n], vy[:n]), batch_size=max(1, n), device=self.device)
         return {"accuracy": acc, "loss": loss_v}
 
     def evaluate(self, space: Any, arch: dict[str, Any], report: Report) -> dict[str, float]:
