@@ -276,6 +276,34 @@ def bench_e2e(device: str, quick: bool) -> dict[str, Any]:
     return out
 
 
+def bench_mixed(quick: bool) -> dict[str, Any]:
+    """Returns seconds per epoch of 2 gloo workers training the MNIST super-graph with mixed
+    parallelism vs data parallel with synchronised batch norm, and the mean accuracy of 20
+    random sub-networks of each (inherited weights, recalibrated batch norm)."""
+    from nasforge.engine.crossmodel.mixed import run_gloo, subnet_accuracy, train_worker
+
+    x, y = mnist()
+    train_x, train_y = x[:4000], y[:4000]
+    val = (x[4000:], y[4000:])
+    epochs, bs = (1, 64) if quick else (6, 64)
+    out: dict[str, Any] = {"workers": 2, "epochs": epochs, "batch_per_model": bs}
+    for mode in ("mixed", "dp"):
+        results = run_gloo(
+            2,
+            lambda r, mode=mode: train_worker(
+                r, 2, MnistSpos(), train_x, train_y, mode, bs, 0.1, 0, epochs
+            ),
+        )
+        state, seconds = results[0]
+        out[f"{mode}_epoch_s"] = round(max(s for _, s in results) / epochs, 2)
+        out[f"{mode}_mean_subnet_accuracy"] = round(
+            subnet_accuracy(MnistSpos(), state, train_x, val, k=20, seed=1), 4
+        )
+        log.info("mixed parallel %s: %s", mode, out)
+    out["epoch_s_ratio_vs_syncbn_dp"] = round(out["dp_epoch_s"] / out["mixed_epoch_s"], 2)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--parts", default=",".join(PARTS), help=f"a subset of {PARTS}")
@@ -315,6 +343,14 @@ def main() -> None:
         result["shared_data_seconds"] = sd["seconds"]
         result["shared_data_preprocess_ms_per_batch"] = sd["preprocess_ms_per_batch"]
         result["shared_data_model_step_ms_per_batch"] = sd["model_step_ms_per_batch"]
+    if "mixed" in parts:
+        mp_ = bench_mixed(args.quick)
+        result["mixed_parallel"] = {
+            "epoch_s_ratio_vs_syncbn_dp": mp_["epoch_s_ratio_vs_syncbn_dp"],
+            "mean_subnet_accuracy": mp_["mixed_mean_subnet_accuracy"],
+            "syncbn_dp_mean_subnet_accuracy": mp_["dp_mean_subnet_accuracy"],
+            **mp_,
+        }
     if "e2e" in parts:
         result["e2e_weight_sharing_search"] = bench_e2e(args.device, args.quick)
     print(json.dumps(result))
