@@ -8,7 +8,9 @@ revert or fall back, and record each step in the run.
 Applied by the engine: ``supergraph`` (an evaluator that trains every architecture from
 shared weights runs its trials in-process on one in-memory super-graph) and ``opbatch`` (the
 built-in classification evaluator over a space with a frozen prefix: trials run in groups of
-``group_size``, merged; :mod:`.groups`).
+``group_size``, merged; :mod:`.groups`) and ``shareddata`` (an evaluator that declares
+``data_spec`` and ``data_batches`` and reads ``shareddata.batches``, on the forked process
+pool: one producer per wave of concurrent trials; :mod:`.feeds`).
 
 What the engine did is logged and recorded in the run's ``meta`` table under the key
 ``crossmodel``: a JSON list of ``{"event", "optimization", "detail", "time"}`` (events:
@@ -87,7 +89,9 @@ class CrossModelPlan:
         recipe = mergeable_recipe(evaluator) if self.enabled["opbatch"] else None
         return {
             "shares_weights": bool(getattr(evaluator, "shares_weights", False)),
-            "data_spec": None if spec is None else repr(spec),
+            "data_spec": None
+            if spec is None or not hasattr(evaluator, "data_batches")
+            else repr(spec),
             "frozen_prefix": recipe is not None and has_frozen_prefix(space, recipe),
         }
 
@@ -111,6 +115,13 @@ class CrossModelPlan:
         for a in applied:
             if a.name == "supergraph":
                 return self._supergraph(a, space, evaluator, executor, record)
+            if a.name == "shareddata" and getattr(executor, "start_method", None) == "fork":
+                from nasforge.engine.crossmodel.feeds import SharedDataPool
+
+                n = int(evaluator.data_batches)
+                record("applied", a.name, a.reason + f"; {n} batches per trial")
+                intro = Introspection(trials=executor.concurrency)
+                return SharedDataPool(executor.concurrency, evaluator.data_spec, n, intro, record)
             if a.name == "opbatch":
                 from nasforge.engine.crossmodel.groups import GroupExecutor
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -42,6 +43,8 @@ __all__ = [
     "SharedFeed",
     "Consumer",
     "local_batches",
+    "batches",
+    "install",
 ]
 
 log = logging.getLogger(__name__)
@@ -127,6 +130,7 @@ class SharedFeed:
         n_batches: int,
         slots: int = 8,
         lag_timeout: float = 2.0,
+        attached: int | None = None,
     ) -> None:
         if n_consumers < 1 or n_batches < 1 or slots < 1:
             raise ConfigError(
@@ -141,6 +145,10 @@ class SharedFeed:
         self.seq = torch.full((slots,), -1, dtype=torch.int64).share_memory_()
         self.cursor = torch.zeros(n_consumers, dtype=torch.int64).share_memory_()
         self.detached = torch.zeros(n_consumers, dtype=torch.bool).share_memory_()
+        n_on = n_consumers if attached is None else attached
+        self.detached[n_on:] = True  # free places, for claim()
+        self._claimed = n_on
+        self.started = torch.full((1,), -1, dtype=torch.int64).share_memory_()
         self.pids = torch.zeros(n_consumers, dtype=torch.int64).share_memory_()
         ctx = mp.get_context("fork")
         self.cond = ctx.Condition()
@@ -176,15 +184,17 @@ class SharedFeed:
         return True
 
     def _produce(self) -> None:
+        from nasforge.engine.executor import _die_with_parent
+
+        _die_with_parent()  # forked from the engine: never outlive it
         torch.set_num_threads(1)
         for b in range(self.n_batches):
             x, y = make_batch(self.spec, b)
             slot = b % self.slots
             with self.cond:
-                waited = 0.0
-                while not self._free(b) and waited < self.lag_timeout:
-                    self.cond.wait(0.05)
-                    waited += 0.05
+                deadline = time.monotonic() + self.lag_timeout
+                while not self._free(b) and (left := deadline - time.monotonic()) > 0:
+                    self.cond.wait(min(left, 0.05))
                 if not self._free(b):
                     for i in range(self.n_consumers):
                         if not self.detached[i] and int(self.cursor[i]) <= b - self.slots:
@@ -193,6 +203,7 @@ class SharedFeed:
                 if bool(self.detached.all()):
                     return
                 self.seq[slot] = -1
+                self.started[0] = b
             self.x[slot].copy_(x)
             self.y[slot].copy_(y)
             with self.cond:
@@ -200,6 +211,25 @@ class SharedFeed:
                 self.cond.notify_all()
 
     # -- consumers -------------------------------------------------------------------------
+    def claim(self) -> int | None:
+        """Returns a free consumer place attached from batch 0 (call in the feed's creator),
+        or None when none is left, the producer is done, or batch 0 has left the ring."""
+        with self.cond:
+            ok = (
+                self._claimed < self.n_consumers
+                and self._proc.is_alive()
+                and int(self.started[0]) < self.slots
+                and not bool(self.detached[: self._claimed].all() and self._claimed > 0)
+            )
+            if not ok:
+                return None
+            i = self._claimed
+            self._claimed += 1
+            self.cursor[i] = 0
+            self.pids[i] = 0
+            self.detached[i] = False
+            return i
+
     def consumer(self, i: int) -> Consumer:
         """Returns the reader of consumer ``i`` (call in the consumer's process)."""
         return Consumer(self, i)
@@ -229,9 +259,9 @@ class Consumer:
         if not bool(f.detached[self.i]):
             with f.cond:
                 ok = f.cond.wait_for(
-                    lambda: int(f.seq[slot]) == b or bool(f.detached[self.i]), f.lag_timeout
-                )
-                ok = ok and not bool(f.detached[self.i])
+                    lambda: int(f.seq[slot]) >= b or bool(f.detached[self.i]), f.lag_timeout
+                )  # a later batch in the slot: this one was missed
+                ok = ok and not bool(f.detached[self.i]) and int(f.seq[slot]) == b
             if ok:
                 x, y = f.x[slot].clone(), f.y[slot].clone()
                 with f.cond:
@@ -254,3 +284,33 @@ class Consumer:
         with self.feed.cond:  # done: never wait for this consumer again
             self.feed.detached[self.i] = True
             self.feed.cond.notify_all()
+
+
+_INSTALLED: list[Consumer] = []  # the consumer the engine gave this trial process, if any
+
+
+def install(consumer: Consumer | None) -> None:
+    """Makes :func:`batches` of this process read ``consumer``'s feed (None: read nothing
+    shared); the engine calls it in a trial's process before the evaluator runs."""
+    _INSTALLED[:] = [] if consumer is None else [consumer]
+
+
+def batches(spec: DataSpec, n: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Yields batches ``0 .. n-1`` of ``spec``: from the shared feed the engine installed for
+    this trial when it has the same spec and enough batches, else computed here. An
+    evaluator that declares ``data_spec`` reads its training batches through this.
+
+    Invariants: the batches are ``make_batch(spec, b)`` either way; stopping early detaches
+    the consumer, so the producer never waits for it.
+    """
+    feed = _INSTALLED[0].feed if _INSTALLED else None
+    if feed is None or feed.spec != spec or feed.n_batches < n:
+        yield from local_batches(spec, n)
+        return
+    consumer = _INSTALLED[0]
+    consumer.feed.pids[consumer.i] = os.getpid()
+    try:
+        for b in range(n):
+            yield consumer.get(b)
+    finally:
+        consumer._detach()
