@@ -146,7 +146,7 @@ class CrossModelPlan:
                    f"{exc}); trials run as configured")  # fmt: skip
             return executor
         record("applied", a.name, a.reason + f"; measured against {own!r} first")
-        return SupergraphExecutor(own, Introspection(trials=1), record)
+        return SupergraphExecutor(own, Introspection(trials=3), record)
 
 
 class SupergraphExecutor(BaseExecutor):
