@@ -104,3 +104,18 @@ def test_options_and_policy() -> None:
     assert intro.choice() == "merged"
     intro.add("merged", 1.0)
     assert intro.choice() == "merged" and intro.speedup() == 2.0
+
+
+def test_nothing_to_merge_is_recorded(tmp_path) -> None:
+    """A search whose trials share nothing runs as configured and records why."""
+    from nasforge.space.search_space import Decision, SearchSpace
+
+    space = SearchSpace([Decision("w", "value", (1, 2, 3))])
+    exp = Experiment(
+        space, lambda arch, report: float(arch["w"]), "grid", directory=tmp_path / "n",
+        executor="inprocess", progress="off",
+    )  # fmt: skip
+    exp.run()
+    with Store.open(tmp_path / "n") as store:
+        evs = events(store)
+    assert [e["event"] for e in evs] == ["none"] and "nothing to merge" in evs[0]["detail"]

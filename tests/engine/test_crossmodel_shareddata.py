@@ -93,6 +93,26 @@ def test_a_dead_consumer_does_not_block_or_corrupt_the_other() -> None:
     assert n_shared == N
 
 
+def _die_before_reading(feed: SharedFeed) -> None:
+    feed.pids[1] = os.getpid()  # as the engine registers a trial's process when it starts it
+    os._exit(0)
+
+
+def test_a_consumer_that_dies_before_reading_does_not_block() -> None:
+    """A trial that dies before its first batch is detached at once, not after the start
+    timeout; the other consumer reads every batch shared and exact."""
+    feed = SharedFeed(SPEC, 2, N, slots=4, lag_timeout=0.3, start_timeout=60.0)
+    child = mp.get_context("fork").Process(target=_die_before_reading, args=(feed,))
+    child.start()
+    child.join()
+    try:
+        t = time.perf_counter()
+        n_shared = _check(feed, 0)
+        assert time.perf_counter() - t < 10.0 and n_shared == N
+    finally:
+        feed.close()
+
+
 def test_batches_are_deterministic_and_spec_checked() -> None:
     """The same spec and index give the same batch; an unknown pipeline is a ConfigError."""
     a, b = make_batch(SPEC, 13), make_batch(SPEC, 13)

@@ -79,8 +79,11 @@ class SharedDataPool(ProcessPoolExecutor):
         way = self._way()
         self._n_submitted += 1
         self._ways[task.trial] = way
-        self._places[task.trial] = self._place() if way == "merged" else None
+        place = self._place() if way == "merged" else None
+        self._places[task.trial] = place
         super().submit(task)
+        if place is not None:  # the producer can now tell a dead trial from a slow start
+            place[0].pids[place[1]] = int(self._running[task.trial][0].pid)
 
     def _install(self, task: TrialTask) -> None:
         place = self._places.get(task.trial)

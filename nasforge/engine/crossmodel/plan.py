@@ -14,7 +14,7 @@ pool: one producer per wave of concurrent trials; :mod:`.feeds`).
 
 What the engine did is logged and recorded in the run's ``meta`` table under the key
 ``crossmodel``: a JSON list of ``{"event", "optimization", "detail", "time"}`` (events:
-``applied``, ``measured``, ``kept``, ``reverted``, ``fell_back``, ``off``).
+``applied``, ``measured``, ``kept``, ``reverted``, ``fell_back``, ``off``, ``none``).
 
 Invariants: with every option off, ``prepare`` returns the executor it was given and records
 only that the optimizations were off; a merged run computes the same trials as an
@@ -112,6 +112,11 @@ class CrossModelPlan:
             record("off", ",".join(off), "turned off by the crossmodel option")
         traits = self.traits(space, evaluator) if stopper is None else {}
         applied = detect(traits, self.enabled, executor.concurrency)
+        if not applied and any(self.enabled.values()):
+            why = "early stopping keeps trials apart" if stopper is not None else (
+                "no shared weights, frozen prefix or data spec shared by the trials"
+            )  # fmt: skip
+            record("none", "-", f"nothing to merge: {why}")
         for a in applied:
             if a.name == "supergraph":
                 return self._supergraph(a, space, evaluator, executor, record)

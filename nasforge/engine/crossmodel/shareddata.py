@@ -11,15 +11,19 @@ Protocol (``slots`` ring buffers of shared tensors, a shared ``seq`` per slot, a
 consumer, one condition variable):
 
     producer   for batch b into slot b % slots: wait until every attached consumer's cursor is
-               past b - slots; a consumer still behind after ``lag_timeout`` seconds, or whose
-               process is dead, is *detached*; then seq = -1, write, seq = b, notify
-    consumer   wait until seq == b (or detached, or ``lag_timeout``); copy the slot; check seq
-               is still b (a seqlock: an overwrite during the copy is seen); advance the cursor.
-               Any miss detaches it and it computes its batches itself from then on
+               past b - slots; a consumer still behind after ``lag_timeout`` seconds
+               (``start_timeout`` while it has read nothing yet: a trial builds its model
+               first), or whose process is dead, is *detached*; then seq = -1, write, seq = b,
+               notify
+    consumer   wait until seq >= b (or detached, or the producer is gone); copy the slot if
+               seq == b; check seq is still b (a seqlock: an overwrite during the copy is
+               seen); advance the cursor. Any miss detaches it and it computes its batches
+               itself from then on
 
 Invariants: every consumer gets, for each b, exactly ``make_batch(spec, b)`` (bitwise), in
-order, whatever the other consumers do; a slow or dead consumer delays the producer by at most
-``lag_timeout`` once, and is then skipped.
+order, whatever the other consumers do; a slow consumer delays the producer by at most
+``lag_timeout`` (``start_timeout`` before its first batch) once, and is then skipped; a dead
+one is skipped as soon as the producer next waits for it.
 """
 
 from __future__ import annotations
@@ -131,6 +135,7 @@ class SharedFeed:
         slots: int = 8,
         lag_timeout: float = 2.0,
         attached: int | None = None,
+        start_timeout: float = 30.0,
     ) -> None:
         if n_consumers < 1 or n_batches < 1 or slots < 1:
             raise ConfigError(
@@ -138,7 +143,7 @@ class SharedFeed:
                 f"{n_consumers}, {n_batches}, {slots}"
             )
         self.spec, self.n_consumers, self.n_batches = spec, n_consumers, n_batches
-        self.slots, self.lag_timeout = slots, lag_timeout
+        self.slots, self.lag_timeout, self.start_timeout = slots, lag_timeout, start_timeout
         x, y = make_batch(spec, 0)  # shapes (and the dataset loaded before the fork)
         self.x = torch.empty((slots, *x.shape), dtype=x.dtype).share_memory_()
         self.y = torch.empty((slots, *y.shape), dtype=y.dtype).share_memory_()
@@ -154,25 +159,17 @@ class SharedFeed:
         self.cond = ctx.Condition()
         self._proc = ctx.Process(target=self._produce, daemon=True)
         self._proc.start()
+        self.producer_pid = int(self._proc.pid or 0)
 
     # -- producer --------------------------------------------------------------------------
     def _alive(self, i: int) -> bool:
         pid = int(self.pids[i])
-        if pid == 0:
-            return True  # not attached yet: give it the lag timeout
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        try:  # a zombie (exited, not yet reaped by its parent) is dead too
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().split(") ")[-1][:1] != "Z"
-        except OSError:
-            return True
+        return True if pid == 0 else _pid_alive(pid)  # 0: its process is not known yet
 
-    def _free(self, b: int) -> bool:
-        """Returns whether every attached consumer is done with the slot of batch ``b``;
-        detaches dead consumers on the way (call with the condition held)."""
+    def _laggards(self, b: int) -> list[int]:
+        """Returns the attached consumers not yet done with the slot of batch ``b``; detaches
+        dead consumers on the way (call with the condition held)."""
+        out = []
         for i in range(self.n_consumers):
             if self.detached[i]:
                 continue
@@ -180,8 +177,21 @@ class SharedFeed:
                 self.detached[i] = True
                 log.warning("shared data: consumer %d died; detached", i)
             elif int(self.cursor[i]) <= b - self.slots:
-                return False
-        return True
+                out.append(i)
+        return out
+
+    def _wait_for_slot(self, b: int) -> None:
+        """Waits until the slot of batch ``b`` is free, detaching consumers that are too late
+        (call with the condition held)."""
+        t0 = time.monotonic()
+        while laggards := self._laggards(b):
+            waited = time.monotonic() - t0
+            for i in laggards:
+                limit = self.lag_timeout if int(self.cursor[i]) > 0 else self.start_timeout
+                if waited >= limit:
+                    self.detached[i] = True
+                    log.warning("shared data: consumer %d fell behind; detached", i)
+            self.cond.wait(0.05)
 
     def _produce(self) -> None:
         from nasforge.engine.executor import _die_with_parent
@@ -192,14 +202,7 @@ class SharedFeed:
             x, y = make_batch(self.spec, b)
             slot = b % self.slots
             with self.cond:
-                deadline = time.monotonic() + self.lag_timeout
-                while not self._free(b) and (left := deadline - time.monotonic()) > 0:
-                    self.cond.wait(min(left, 0.05))
-                if not self._free(b):
-                    for i in range(self.n_consumers):
-                        if not self.detached[i] and int(self.cursor[i]) <= b - self.slots:
-                            self.detached[i] = True
-                            log.warning("shared data: consumer %d fell behind; detached", i)
+                self._wait_for_slot(b)
                 if bool(self.detached.all()):
                     return
                 self.seq[slot] = -1
@@ -258,9 +261,11 @@ class Consumer:
         f, slot = self.feed, b % self.feed.slots
         if not bool(f.detached[self.i]):
             with f.cond:
-                ok = f.cond.wait_for(
-                    lambda: int(f.seq[slot]) >= b or bool(f.detached[self.i]), f.lag_timeout
-                )  # a later batch in the slot: this one was missed
+                ok = False  # a later batch in the slot: this one was missed
+                while not (ok := int(f.seq[slot]) >= b or bool(f.detached[self.i])):
+                    if not _pid_alive(f.producer_pid):
+                        break
+                    f.cond.wait(0.5)
                 ok = ok and not bool(f.detached[self.i]) and int(f.seq[slot]) == b
             if ok:
                 x, y = f.x[slot].clone(), f.y[slot].clone()
@@ -284,6 +289,21 @@ class Consumer:
         with self.feed.cond:  # done: never wait for this consumer again
             self.feed.detached[self.i] = True
             self.feed.cond.notify_all()
+
+
+def _pid_alive(pid: int) -> bool:
+    """Returns whether process ``pid`` runs (an exited one not yet reaped counts as dead)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return True
 
 
 _INSTALLED: list[Consumer] = []  # the consumer the engine gave this trial process, if any
