@@ -119,3 +119,12 @@ def test_nothing_to_merge_is_recorded(tmp_path) -> None:
     with Store.open(tmp_path / "n") as store:
         evs = events(store)
     assert [e["event"] for e in evs] == ["none"] and "nothing to merge" in evs[0]["detail"]
+
+
+def test_the_policy_imports_no_torch() -> None:
+    """The deciding logic is pure: importing it loads no torch."""
+    import subprocess
+    import sys
+
+    code = "import sys, nasforge.engine.crossmodel.policy; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
