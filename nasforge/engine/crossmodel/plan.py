@@ -8,7 +8,8 @@ revert or fall back, and record each step in the run.
 Applied by the engine: ``supergraph`` (an evaluator that trains every architecture from
 shared weights runs its trials in-process on one in-memory super-graph) and ``opbatch`` (the
 built-in classification evaluator over a space with a frozen prefix: trials run in groups of
-``group_size``, merged; :mod:`.groups`) and ``shareddata`` (an evaluator that declares
+the executor's concurrency (at least 2), merged, so that the strategy sees the asks and tells
+it would see on that executor; :mod:`.groups`) and ``shareddata`` (an evaluator that declares
 ``data_spec`` and ``data_batches`` and reads ``shareddata.batches``, on the forked process
 pool: one producer per wave of concurrent trials; :mod:`.feeds`).
 
@@ -74,12 +75,11 @@ class CrossModelPlan:
         ConfigError: an unknown option name or a non-boolean value.
     """
 
-    def __init__(self, crossmodel: Any = True, group_size: int = 8) -> None:
+    def __init__(self, crossmodel: Any = True) -> None:
         try:
             self.enabled = options(crossmodel)
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
-        self.group_size = group_size
 
     def traits(self, space: Any, evaluator: Any) -> dict[str, Any]:
         """Returns the evaluator's and the space's traits the policy reads, as plain data."""
@@ -130,8 +130,9 @@ class CrossModelPlan:
             if a.name == "opbatch":
                 from nasforge.engine.crossmodel.groups import GroupExecutor
 
-                record("applied", a.name, a.reason + f"; groups of {self.group_size}")
-                return GroupExecutor(self.group_size, Introspection(trials=1), record)
+                size = max(2, executor.concurrency)
+                record("applied", a.name, a.reason + f"; groups of {size} (the concurrency)")
+                return GroupExecutor(size, Introspection(trials=1), record)
         return executor
 
     def _supergraph(
