@@ -14,8 +14,10 @@ it would see on that executor; :mod:`.groups`) and ``shareddata`` (an evaluator 
 pool: one producer per wave of concurrent trials; :mod:`.feeds`).
 
 What the engine did is logged and recorded in the run's ``meta`` table under the key
-``crossmodel``: a JSON list of ``{"event", "optimization", "detail", "time"}`` (events:
-``applied``, ``measured``, ``kept``, ``reverted``, ``fell_back``, ``off``, ``none``).
+``notes``: a JSON list of plain rows any part of a run may append to (``{"source", "event",
+"detail", "time", ...numbers}``); these have ``"source": "crossmodel"``, an ``optimization``,
+and the events ``applied``, ``measured``, ``kept``, ``reverted``, ``fell_back``, ``off`` and
+``none``. (The store has no API for such notes yet; see the note in docs/crossmodel.md.)
 
 Invariants: with every option off, ``prepare`` returns the executor it was given and records
 only that the optimizations were off; a merged run computes the same trials as an
@@ -39,14 +41,19 @@ __all__ = ["CrossModelPlan", "SupergraphExecutor", "META_KEY", "events"]
 
 log = logging.getLogger("nasforge.engine.crossmodel")
 
-#: The run record's meta key holding what the engine did.
-META_KEY = "crossmodel"
+#: The run record's meta key holding notes of what a run did, as a JSON list of rows.
+META_KEY = "notes"
+SOURCE = "crossmodel"
+
+
+def _notes(store: Any) -> list[dict[str, Any]]:
+    text = store.get_meta(META_KEY)
+    return json.loads(text) if text else []
 
 
 def events(store: Any) -> list[dict[str, Any]]:
-    """Returns the cross-model events recorded in a run (empty when none)."""
-    text = store.get_meta(META_KEY)
-    return json.loads(text) if text else []
+    """Returns the cross-model events recorded in a run, in order (empty when none)."""
+    return [n for n in _notes(store) if n.get("source") == SOURCE]
 
 
 class _Recorder:
@@ -59,9 +66,9 @@ class _Recorder:
         log.info("cross-model %s %s: %s", optimization, event, detail)
         if self.store is None:
             return
-        row = {"event": event, "optimization": optimization, "detail": detail, "time": time.time()}
-        row.update({k: round(v, 4) for k, v in numbers.items()})
-        self.store.set_meta(META_KEY, json.dumps([*events(self.store), row]))
+        row = {"source": SOURCE, "event": event, "optimization": optimization, "detail": detail}
+        row.update({"time": time.time(), **{k: round(v, 4) for k, v in numbers.items()}})
+        self.store.set_meta(META_KEY, json.dumps([*_notes(self.store), row]))
 
 
 class CrossModelPlan:
