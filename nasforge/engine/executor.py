@@ -21,6 +21,7 @@ import pickle
 import signal
 import sys
 import time
+from collections.abc import Callable
 from multiprocessing.connection import wait
 from typing import Any
 
@@ -103,7 +104,12 @@ def _die_with_parent() -> None:
 
 
 def _child_main(
-    conn: Any, space: Any, evaluator: BaseEvaluator, task: TrialTask, threads: int
+    conn: Any,
+    space: Any,
+    evaluator: BaseEvaluator,
+    task: TrialTask,
+    threads: int,
+    setup: Callable[[TrialTask], None] | None = None,
 ) -> None:
     # The forked child shares the engine's open SQLite connection; it never touches it, and
     # multiprocessing ends the child with os._exit, so no finaliser closes it from here.
@@ -111,6 +117,8 @@ def _child_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the engine's to handle
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
+    if setup is not None:
+        setup(task)
     result = run_trial(space, evaluator, task.without_timeout())  # the parent kills on timeout
     conn.send(result)
     conn.close()
@@ -143,6 +151,9 @@ class ProcessPoolExecutor(BaseExecutor):
         # trial id -> (process, connection, deadline or None)
         self._running: dict[int, tuple[Any, Any, float | None]] = {}
         self._timeouts: dict[int, float] = {}
+        #: called with the task in each trial's process before the trial runs (a hook for the
+        #: cross-model plan: e.g. installing a shared data feed); must be fork-inheritable
+        self.child_setup: Callable[[TrialTask], None] | None = None
 
     def start(self, space: Any, evaluator: BaseEvaluator) -> None:
         """Checks that the space and evaluator can reach a child process."""
@@ -180,7 +191,14 @@ class ProcessPoolExecutor(BaseExecutor):
         recv, send = self._ctx.Pipe(duplex=False)
         proc = self._ctx.Process(
             target=_child_main,
-            args=(send, self._space, self._evaluator, task, self.threads_per_trial),
+            args=(
+                send,
+                self._space,
+                self._evaluator,
+                task,
+                self.threads_per_trial,
+                self.child_setup,
+            ),
             daemon=True,
         )
         proc.start()

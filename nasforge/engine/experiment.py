@@ -11,6 +11,9 @@ store, tell the strategy; resume after a crash by replaying the recorded history
              one still running makes the duplicate wait for it.
     budget   ``n_trials`` counts trained trials (not cached ones); ``time_budget`` counts
              seconds across resumes; in-flight trials always finish.
+    merge    before the first trial, the cross-model plan (``nasforge.engine.crossmodel``)
+             may put the trials on an executor that merges what they share; it records what
+             it did in the run (``crossmodel=False`` turns it off).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nasforge.engine.crossmodel.plan import CrossModelPlan
 from nasforge.engine.evaluator import BaseEvaluator, FunctionEvaluator, get_evaluator
 from nasforge.engine.executor import BaseExecutor, get_executor
 from nasforge.engine.trial import TrialResult, TrialTask
@@ -58,7 +62,9 @@ class Experiment(BaseRunner):
     defaults to the evaluator's: ``accuracy`` for the built-in ones, ``default`` for a function
     returning a float); ``constraints`` e.g. ``{"params": ("<=", 1e5)}`` or
     ``["params <= 1e5"]``; ``second_objective`` e.g. ``("params", "min")`` for a Pareto front;
-    ``executor`` ``"pool"`` (default), ``"inprocess"`` or an instance.
+    ``executor`` ``"pool"`` (default), ``"inprocess"`` or an instance; ``crossmodel`` True
+    (default: the cross-model optimizations that apply), False, or e.g. ``{"supergraph":
+    False}`` (docs/crossmodel.md).
 
     It is the ``multitrial`` kind of run: ``nasforge run FILE`` builds it from a run file whose
     strategy is a multi-trial one (``random``, ``grid``, ``evolution``, ``tpe``, ``rl``, or any
@@ -101,6 +107,7 @@ class Experiment(BaseRunner):
         progress: str = "auto",
         source: dict[str, Any] | None = None,
         threads: int | None = None,
+        crossmodel: Any = True,
     ) -> None:
         # -- validate everything here, at the public edge, before any side effect --------------
         if hasattr(space, "search_space"):
@@ -148,6 +155,8 @@ class Experiment(BaseRunner):
         self.max_duplicates = max_duplicates
         self.progress_mode = progress
         self.threads = threads
+        self.crossmodel = crossmodel
+        self._plan = CrossModelPlan(crossmodel)
         super().__init__(objective, directory, source, space)
 
     # -- the multitrial kind -------------------------------------------------------------------
@@ -237,6 +246,7 @@ class Experiment(BaseRunner):
             "save_weights": self.save_weights,
             "max_duplicates": self.max_duplicates,
             "threads": self.threads,
+            "crossmodel": self.crossmodel,
         }
 
     # -- the loop ------------------------------------------------------------------------------
@@ -266,6 +276,8 @@ class Experiment(BaseRunner):
         self._elapsed0 = float(store.get_meta("elapsed", "0") or 0)
         self._t0 = time.monotonic()
         self._progress = Progress(self.n_trials, self.time_budget, self.progress_mode)
+        own = self.executor
+        self.executor = self._plan.prepare(self.space, self.evaluator, own, store, self.stopper)
         self.executor.start(self.space, self.evaluator)
         try:
             for tid in inflight:
@@ -275,6 +287,7 @@ class Experiment(BaseRunner):
             self._loop()
         finally:
             self.executor.shutdown()
+            self.executor = own
             store.set_meta("elapsed", repr(self._elapsed()))
             self._show(force=True)
             self._progress.close()

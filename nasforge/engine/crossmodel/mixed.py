@@ -1,0 +1,270 @@
+"""Mixed parallelism for weight-sharing training (Retiarii §5.2, §7.4), and the baseline it is
+measured against: data parallelism with synchronised batch norm.
+
+    mixed   W worker processes each hold the super-graph (:class:`.singlepath.SinglePath`);
+            at every step each samples its own architecture and trains it on its own batch;
+            the shared weights' gradients are then averaged over the workers that used them
+            (one coalesced ``all_reduce`` of gradients and one of use counts), so every worker
+            takes the same optimizer step and the replicas stay identical
+    dp      the same super-graph trained data parallel: one architecture per step for all
+            workers, the global batch split across them, gradients averaged, and batch norm
+            normalising by the statistics of the *global* batch. torch's ``SyncBatchNorm``
+            runs on NCCL only, so :class:`SyncBatchNorm2d` does it here with ``all_reduce``
+            of per-channel sums in forward and of the gradient sums in backward (gloo or NCCL)
+
+Batch norm running statistics of the mixed workers are averaged at the end of training (their
+batch counters summed); the
+weight-sharing quality measure is the mean validation accuracy of K random sub-networks with
+inherited weights, each after recalibrating its batch norm (``nasforge.weightsharing``).
+
+Invariants: after every step all workers hold the same weights (both modes); a
+``SyncBatchNorm2d`` computes, over W workers with batch B/W each, what ``BatchNorm2d``
+computes on the whole batch B (forward and input/weight gradients, to float rounding).
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing as mp
+import os
+import random
+import socket
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from nasforge.engine.crossmodel.singlepath import SinglePath
+from nasforge.errors import WorkerError
+
+__all__ = ["SyncBatchNorm2d", "sync_batchnorm", "train_worker", "subnet_accuracy", "run_gloo"]
+
+
+class _SyncBN(torch.autograd.Function):
+    """Batch norm over the global batch of every worker (train mode)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> Any:
+        c = x.shape[1]
+        dims = [0, *range(2, x.dim())]
+        stats = torch.cat([x.sum(dims), (x * x).sum(dims), x.new_tensor([x.numel() / c])])
+        dist.all_reduce(stats)
+        n = stats[-1]
+        mean = stats[:c] / n
+        var = stats[c : 2 * c] / n - mean * mean
+        invstd = torch.rsqrt(var + eps)
+        shape = (1, c) + (1,) * (x.dim() - 2)
+        xhat = (x - mean.view(shape)) * invstd.view(shape)
+        ctx.save_for_backward(xhat, w, invstd)
+        ctx.n = n
+        return xhat * w.view(shape) + b.view(shape), mean, var * n / (n - 1)
+
+    @staticmethod
+    def backward(ctx: Any, gy: torch.Tensor, _gm: Any, _gv: Any) -> Any:
+        xhat, w, invstd = ctx.saved_tensors
+        c = gy.shape[1]
+        dims = [0, *range(2, gy.dim())]
+        shape = (1, c) + (1,) * (gy.dim() - 2)
+        local = torch.cat([gy.sum(dims), (gy * xhat).sum(dims)])
+        grad_b, grad_w = local[:c].clone(), local[c:].clone()  # this worker's share
+        dist.all_reduce(local)
+        mean_dy, mean_dy_xhat = local[:c] / ctx.n, local[c:] / ctx.n
+        gx = (gy - mean_dy.view(shape) - xhat * mean_dy_xhat.view(shape)) * (
+            (w * invstd).view(shape)
+        )
+        return gx, grad_w, grad_b, None
+
+
+class SyncBatchNorm2d(nn.BatchNorm2d):
+    """Returns batch norm over the batches of every worker of the default process group in
+    train mode (a plain ``BatchNorm2d`` in eval mode or without a process group)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or not dist.is_available() or not dist.is_initialized():
+            return super().forward(x)
+        y, mean, var = _SyncBN.apply(x, self.weight, self.bias, self.eps)
+        with torch.no_grad():
+            m = self.momentum if self.momentum is not None else 0.1
+            self.running_mean.mul_(1 - m).add_(m * mean)
+            self.running_var.mul_(1 - m).add_(m * var)
+            self.num_batches_tracked.add_(1)
+        return y
+
+
+def sync_batchnorm(module: nn.Module) -> nn.Module:
+    """Returns ``module`` with every ``BatchNorm2d`` replaced in place by a
+    :class:`SyncBatchNorm2d` holding the same parameters and buffers."""
+    for name, child in list(module.named_children()):
+        if type(child) is nn.BatchNorm2d:
+            new = SyncBatchNorm2d(child.num_features, child.eps, child.momentum)
+            new.load_state_dict(child.state_dict())
+            module._modules[name] = new
+        else:
+            sync_batchnorm(child)
+    return module
+
+
+def _average_grads(params: Sequence[nn.Parameter], by_users: bool) -> None:
+    """Averages gradients across workers: over the workers that produced one (``by_users``,
+    mixed) or over all (data parallel)."""
+    flat = torch.cat([p.grad.reshape(-1) if p.grad is not None else p.new_zeros(p.numel())
+                      for p in params])  # fmt: skip
+    dist.all_reduce(flat)
+    if by_users:
+        used = torch.tensor([float(p.grad is not None) for p in params])
+        dist.all_reduce(used)
+    else:
+        used = torch.full((len(params),), float(dist.get_world_size()))
+    i = 0
+    for p, u in zip(params, used.tolist()):
+        n = p.numel()
+        if u > 0:
+            p.grad = (flat[i : i + n] / u).view_as(p)
+        i += n
+
+
+def train_worker(
+    rank: int,
+    world: int,
+    space: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    mode: str,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    epochs: int = 1,
+) -> tuple[dict[str, torch.Tensor], float]:
+    """Returns (the super-graph's state, seconds of training) after ``epochs`` of weight-
+    sharing training in a process group already initialised (``rank`` of ``world``).
+
+    ``mode`` ``mixed``: each step each worker trains its own sampled architecture on its own
+    ``batch_size`` examples; ``dp``: each step one architecture, the global ``batch_size``
+    split across the workers, with synchronised batch norm.
+    """
+    import time
+
+    torch.manual_seed(seed)
+    net = SinglePath(space)
+    for m in net.modules():
+        if hasattr(m, "reset_parameters"):
+            m.reset_parameters()
+    if mode == "dp":
+        sync_batchnorm(net)
+    params = [p for p in net.parameters()]
+    opt = torch.optim.SGD(params, lr=lr, momentum=0.9)
+    per_step = batch_size * world if mode == "mixed" else batch_size
+    steps = len(x) // per_step
+    sp = space.search_space()
+    start = time.perf_counter()
+    for epoch in range(epochs):
+        order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed + epoch))
+        for s in range(steps):
+            chunk = order[s * per_step : (s + 1) * per_step]
+            if mode == "mixed":
+                idx = chunk[rank * batch_size : (rank + 1) * batch_size]
+                arch = sp.sample(random.Random(hash((seed, epoch, s, rank))))
+            else:
+                part = batch_size // world
+                idx = chunk[rank * part : (rank + 1) * part]
+                arch = sp.sample(random.Random(hash((seed, epoch, s))))
+            net.activate(arch)
+            loss = nn.functional.cross_entropy(net(x[idx]), y[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            _average_grads(params, by_users=mode == "mixed")
+            opt.step()
+    if mode == "mixed":  # replicas' batch-norm statistics differ: average them
+        for buf in net.buffers():
+            dist.all_reduce(buf)  # counters (num_batches_tracked) add up
+            if buf.is_floating_point():
+                buf /= world
+    seconds = time.perf_counter() - start
+    state = {k: v.detach().clone() for k, v in net.model.state_dict().items()}
+    return state, seconds
+
+
+def subnet_accuracy(
+    space: nn.Module,
+    state: dict[str, torch.Tensor],
+    train_x: torch.Tensor,
+    val: tuple[torch.Tensor, torch.Tensor],
+    k: int = 20,
+    seed: int = 0,
+    bn_batches: int = 4,
+    batch_size: int = 128,
+) -> float:
+    """Returns the mean validation accuracy of ``k`` random architectures with weights
+    inherited from the super-graph ``state``, each after recalibrating its batch norm on
+    ``bn_batches`` training batches (the weight-sharing quality measure of SPOS/Retiarii)."""
+    from nasforge.weightsharing import accuracy, recalibrate_bn
+
+    net = SinglePath(space)
+    net.model.load_state_dict(state)
+    rng = random.Random(seed)
+    accs = []
+    for _ in range(k):
+        net.activate(space.search_space().sample(rng))
+        net.model.load_state_dict(state)  # undo the previous recalibration
+        recalibrate_bn(net, train_x[: bn_batches * batch_size], batch_size)
+        accs.append(accuracy(net, val, batch_size=len(val[0])))
+    return sum(accs) / len(accs)
+
+
+def _gloo_child(rank: int, world: int, port: int, fn: Callable[[int], Any], queue: Any) -> None:
+    torch.set_num_threads(1)
+    try:
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+        )
+        buf = io.BytesIO()
+        torch.save(fn(rank), buf)  # bytes: a tensor's shared memory dies with this process
+        dist.destroy_process_group()
+        queue.put((rank, buf.getvalue(), None))
+    except Exception:  # noqa: BLE001 - the parent re-raises it with the traceback
+        queue.put((rank, None, traceback.format_exc()))
+    queue.close()
+    queue.join_thread()  # flush the result before the hard exit
+    os._exit(0)
+
+
+def run_gloo(world: int, fn: Callable[[int], Any], timeout: float = 600.0) -> list[Any]:
+    """Returns ``[fn(0), ..., fn(world - 1)]``, each run in a forked process of a gloo process
+    group on 127.0.0.1 (results travel as ``torch.save`` bytes: tensors and plain data).
+
+    Invariants: no worker process outlives the call.
+
+    Raises:
+        WorkerError: a worker raised (its traceback is in the message) or none answered
+            within ``timeout`` seconds.
+    """
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    procs = [
+        ctx.Process(target=_gloo_child, args=(r, world, port, fn, queue)) for r in range(world)
+    ]
+    for p in procs:
+        p.start()
+    out: dict[int, Any] = {}
+    try:
+        for _ in range(world):
+            try:
+                rank, data, error = queue.get(timeout=timeout)
+            except Exception as exc:  # noqa: BLE001 - queue.Empty: a worker hung or died
+                raise WorkerError(f"a gloo worker gave no result within {timeout} s") from exc
+            if error is not None:
+                raise WorkerError(f"gloo worker {rank} failed:\n{error}")
+            out[rank] = torch.load(io.BytesIO(data), weights_only=True)
+    finally:
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return [out[r] for r in range(world)]
