@@ -74,9 +74,9 @@ def accuracy(
     was = model.training
     model.eval()
     if isinstance(data, tuple) and len(data) == 2 and isinstance(data[0], torch.Tensor):
-        x, y = data
+        xs, ys = data  # names of their own: the loop below rebinds x and y as it reads batches
         data = (
-            (x[i : i + batch_size], y[i : i + batch_size]) for i in range(0, len(x), batch_size)
+            (xs[i : i + batch_size], ys[i : i + batch_size]) for i in range(0, len(xs), batch_size)
         )
     correct = total = 0
     for x, y in data:

@@ -14,7 +14,14 @@ from pathlib import Path
 from nasforge.run.results import rank_trials
 from nasforge.run.store import Store, TrialRecord
 
-__all__ = ["summary", "progress_table", "trial_table", "print_status", "failure_summary"]
+__all__ = [
+    "summary",
+    "progress_table",
+    "trial_table",
+    "notes_table",
+    "print_status",
+    "failure_summary",
+]
 
 
 def _plan(store: Store) -> tuple[str, int | None, int]:
@@ -128,6 +135,18 @@ def trial_table(store: Store, limit: int | None = 20) -> tuple[list[str], list[l
     return header, rows, len(ordered) - len(shown)
 
 
+def notes_table(store: Store, limit: int = 20) -> tuple[list[str], list[list[str]]]:
+    """Returns (header, rows) of the run's latest notes (what it did beyond its trials, e.g.
+    which cross-model optimization the engine kept), whatever part of the run wrote them;
+    a note's extra numbers follow its detail."""
+    rows = []
+    for n in store.notes()[-limit:]:
+        extra = {k: v for k, v in n.items() if k not in ("source", "event", "detail", "time")}
+        more = ", ".join(f"{k}={v}" for k, v in extra.items())
+        rows.append([n["source"], n["event"], n["detail"] + (f" ({more})" if more else "")])
+    return ["source", "event", "detail"], rows
+
+
 def _print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -143,8 +162,8 @@ def _print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
 
 
 def print_status(directory: str | Path, limit: int | None = 20) -> None:
-    """Prints the run's summary line, its latest progress rows and its best trials to
-    standard output (the command line's output).
+    """Prints the run's summary line, its latest progress rows, its best trials and its notes
+    to standard output (the command line's output).
 
     Raises:
         StoreError: the run cannot be read.
@@ -156,9 +175,12 @@ def print_status(directory: str | Path, limit: int | None = 20) -> None:
             _print_table(f"progress (last {len(rows)} of {store.n_progress()})", header, rows)
         header, rows, more = trial_table(store, limit)
         counts = store.counts()
+        notes = notes_table(store)
     if rows:
         dups = counts.get("cached", 0)
         note = f", {dups} repeats of evaluated architectures folded in" if dups else ""
         _print_table(f"trials, best first{note}", header, rows)
         if more:
             sys.stdout.write(f"... and {more} more (--limit N shows more)\n")
+    if notes[1]:
+        _print_table("notes (what the run did beyond its trials)", *notes)

@@ -26,7 +26,10 @@ Contracts
 Tables
     meta        format, version, created, ``kind``, ``config`` (JSON, see below), ``state``
                 (``running`` while a writer works, then ``finished`` or ``failed``; a run whose
-                state says ``running`` but whose lock is free was interrupted), ``error``
+                state says ``running`` but whose lock is free was interrupted), ``error``,
+                ``notes`` (JSON list: what a run did beyond its trials, e.g. which cross-model
+                optimization the engine applied or reverted; rows ``{"source", "event",
+                "detail", "time", ...numbers}`` appended by :meth:`Store.add_note`)
     progress    rows of one run's progress in order: an epoch or a step, with its numbers
                 (losses, accuracies, the current architecture, seconds); ``step`` is the
                 writer's own counter and ``(step)`` is unique, so a resumed run that writes a
@@ -382,6 +385,37 @@ class Store:
         """Sets one meta value (text)."""
         with self._write() as conn:
             conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def add_note(self, source: str, event: str, detail: str, **data: Any) -> None:
+        """Appends a note of what the run did (``source``: the part that did it; ``event``:
+        what happened; ``detail``: one sentence for people; ``data``: plain numbers or text)."""
+        row = {"source": source, "event": event, "detail": detail, "time": time.time(), **data}
+        text = _dumps("a note", row)
+        with self._write() as conn:
+            got = conn.execute("SELECT value FROM meta WHERE key = 'notes'").fetchone()
+            rows = self._decode_notes(got[0] if got else None)
+            rows.append(json.loads(text))
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('notes', ?)", (json.dumps(rows),))
+
+    def notes(self, source: str | None = None) -> list[dict[str, Any]]:
+        """Returns the run's notes in order (those of ``source`` only, when given).
+
+        Raises:
+            StoreError: the notes do not decode.
+        """
+        rows = self._decode_notes(self.get_meta("notes"))
+        return [r for r in rows if source is None or r.get("source") == source]
+
+    def _decode_notes(self, text: str | None) -> list[dict[str, Any]]:
+        if not text:
+            return []
+        try:
+            rows = json.loads(text)
+        except ValueError:
+            rows = None
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise StoreError(f"{self.directory}: meta 'notes' is not a JSON list of objects")
+        return rows
 
     def set_config(self, config: Mapping[str, Any]) -> None:
         """Replaces the stored config (a resume that extends a budget records the new one)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from nasforge.run.status import summary, trial_table
@@ -43,3 +44,25 @@ def test_threads_are_chosen_not_inherited(monkeypatch) -> None:
         assert 1 <= default_threads() <= 8
     finally:
         torch.set_num_threads(before)
+
+
+def test_notes_are_recorded_in_order_and_shown_by_status(tmp_path: Path, capsys) -> None:
+    """Notes of what a run did come back in order (and by source) and `status` prints them;
+    notes that do not decode are a StoreError, not a crash."""
+    from nasforge.errors import StoreError
+    from nasforge.run.status import notes_table, print_status
+
+    with Store.create(tmp_path, {"kind": "x", "objective": OBJECTIVE}) as s:
+        s.add_note("crossmodel", "kept", "super-graph kept", speedup=2.5)
+        s.add_note("other", "applied", "something else")
+        assert [n["event"] for n in s.notes()] == ["kept", "applied"]
+        assert [n["detail"] for n in s.notes("crossmodel")] == ["super-graph kept"]
+        assert notes_table(s)[1][0] == ["crossmodel", "kept", "super-graph kept (speedup=2.5)"]
+        s.finish()
+    print_status(tmp_path)
+    out = capsys.readouterr().out
+    assert "notes" in out and "super-graph kept (speedup=2.5)" in out
+    with Store.open(tmp_path, readonly=False) as s:
+        s.set_meta("notes", "{not json")
+        with pytest.raises(StoreError, match="notes"):
+            s.notes()

@@ -13,11 +13,9 @@ it would see on that executor; :mod:`.groups`) and ``shareddata`` (an evaluator 
 ``data_spec`` and ``data_batches`` and reads ``shareddata.batches``, on the forked process
 pool: one producer per wave of concurrent trials; :mod:`.feeds`).
 
-What the engine did is logged and recorded in the run's ``meta`` table under the key
-``notes``: a JSON list of plain rows any part of a run may append to (``{"source", "event",
-"detail", "time", ...numbers}``); these have ``"source": "crossmodel"``, an ``optimization``,
-and the events ``applied``, ``measured``, ``kept``, ``reverted``, ``fell_back``, ``off`` and
-``none``. (The store has no API for such notes yet; see the note in docs/crossmodel.md.)
+What the engine did is logged and recorded as the run's notes (:meth:`Store.add_note`, shown
+by ``nasforge status``): rows with ``"source": "crossmodel"``, an ``optimization``, and the
+events ``applied``, ``measured``, ``kept``, ``reverted``, ``fell_back``, ``off`` and ``none``.
 
 Invariants: with every option off, ``prepare`` returns the executor it was given and records
 only that the optimizations were off; a merged run computes the same trials as an
@@ -27,7 +25,6 @@ independent one (the super-graph and the checkpoint compute the same numbers).
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import time
 from typing import Any
@@ -37,23 +34,17 @@ from nasforge.engine.executor import BaseExecutor
 from nasforge.engine.trial import TrialResult, TrialTask, run_trial
 from nasforge.errors import ConfigError
 
-__all__ = ["CrossModelPlan", "SupergraphExecutor", "META_KEY", "events"]
+__all__ = ["CrossModelPlan", "SupergraphExecutor", "SOURCE", "events"]
 
 log = logging.getLogger("nasforge.engine.crossmodel")
 
-#: The run record's meta key holding notes of what a run did, as a JSON list of rows.
-META_KEY = "notes"
+#: The ``source`` of the notes this package adds to a run's record.
 SOURCE = "crossmodel"
-
-
-def _notes(store: Any) -> list[dict[str, Any]]:
-    text = store.get_meta(META_KEY)
-    return json.loads(text) if text else []
 
 
 def events(store: Any) -> list[dict[str, Any]]:
     """Returns the cross-model events recorded in a run, in order (empty when none)."""
-    return [n for n in _notes(store) if n.get("source") == SOURCE]
+    return store.notes(SOURCE)
 
 
 class _Recorder:
@@ -66,9 +57,8 @@ class _Recorder:
         log.info("cross-model %s %s: %s", optimization, event, detail)
         if self.store is None:
             return
-        row = {"source": SOURCE, "event": event, "optimization": optimization, "detail": detail}
-        row.update({"time": time.time(), **{k: round(v, 4) for k, v in numbers.items()}})
-        self.store.set_meta(META_KEY, json.dumps([*_notes(self.store), row]))
+        rounded = {k: round(v, 4) for k, v in numbers.items()}
+        self.store.add_note(SOURCE, event, detail, optimization=optimization, **rounded)
 
 
 class CrossModelPlan:
