@@ -1,0 +1,453 @@
+"""The worker side of consecutive model parallel search: one partition of one replica runs the
+four phases of every step in its schedule's order, talking to its neighbours through a
+transport (threads in one process, or ``torch.distributed`` processes).
+
+Bitwise equality with one device (Algorithm 1). Every weight lives in one partition, so its
+gradient is computed exactly as on one device. An architecture parameter is shared by cells in
+several partitions; on one device autograd sums its contributions in backward order (the last
+cell's first). Here partition k+1 sends its running sum back with the activation gradients, and
+partition k injects it as the *first* contribution of its own backward::
+
+      outs ──┐                       backward: g passes to outs; alpha gets the sum S from
+      alpha ─┴─> _Inject ─> outs     downstream first, then this partition's own terms
+                 (created last, so it runs first in backward)
+
+so the additions happen in the same order as on one device. Gradient clipping uses the global
+norm: per-parameter norms are gathered in the one-device parameter order.
+
+Invariants:
+    * parameters (A and w) change only after all four phases of a step (Algorithm 1);
+    * with one replica, every partition ends each step with the parameters a one-device
+      consecutive step computes, bit for bit (same thread count).
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from nasforge.errors import DivergenceError, WorkerError
+from nasforge.oneshot import nasb
+from nasforge.oneshot.cmp_partition import backward, owned_names, run, units
+from nasforge.oneshot.common import SearchConfig, Split, apply_arch, batches
+from nasforge.oneshot.search import get_algorithm
+from nasforge.oneshot.supernet import Supernet
+from nasforge.parallel.cmp_schedule import partition_order
+
+__all__: list[str] = []  # internal: nasforge.oneshot.cmp is the public face
+
+_TAGS = {"F_A": 1, "F_w": 2, "B_A": 3, "B_w": 4, "arch": 5, "total": 6}
+_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+
+@dataclass
+class Job:
+    """Returns nothing; everything a worker needs (picklable for spawned processes)."""
+
+    space: Any
+    algorithm: str
+    split: Split
+    cfg: SearchConfig
+    bounds: list[tuple[int, int]]
+    schedule: str
+    replicas: int
+    init: str  # a full SearchState.state_dict file to start from
+    out: str  # folder for epoch slices and errors
+    threads: int = 1
+    device: str = "cpu"
+
+    @property
+    def m(self) -> int:
+        """Returns the number of partitions."""
+        return len(self.bounds)
+
+
+class _Inject(torch.autograd.Function):
+    """Identity on the outputs; in backward gives each carried alpha its downstream sum."""
+
+    @staticmethod
+    def forward(ctx: Any, n_out: int, carried: Sequence[torch.Tensor], *ts: torch.Tensor) -> Any:
+        ctx.carried = tuple(carried)
+        return tuple(t.view_as(t) for t in ts[:n_out])
+
+    @staticmethod
+    def backward(ctx: Any, *g: Any) -> Any:
+        return (None, None, *g, *ctx.carried)
+
+
+# -- transports ---------------------------------------------------------------------------------
+
+
+class ThreadTransport:
+    """Returns nothing; point-to-point queues and a deterministic all-reduce between threads."""
+
+    def __init__(self, world: int, abort: threading.Event) -> None:
+        self.abort = abort
+        self.boxes: dict[tuple[int, int, int], queue.Queue] = {}
+        self.lock = threading.Lock()
+        self.groups: dict[Any, tuple[threading.Barrier, dict[int, list]]] = {}
+        self.world = world
+
+    def box(self, src: int, dst: int, tag: int) -> queue.Queue:
+        """Returns the queue from ``src`` to ``dst`` for ``tag``."""
+        with self.lock:
+            return self.boxes.setdefault((src, dst, tag), queue.Queue())
+
+    def send(self, rank: int, dst: int, tag: int, ts: Sequence[torch.Tensor | None]) -> None:
+        """Hands ``ts`` to ``dst``."""
+        self.box(rank, dst, tag).put(list(ts))
+
+    def recv(self, rank: int, src: int, tag: int) -> list[torch.Tensor | None]:
+        """Returns the next tensors ``src`` sent for ``tag``.
+
+        Raises:
+            WorkerError: another worker failed meanwhile.
+        """
+        q = self.box(src, rank, tag)
+        while True:
+            try:
+                return q.get(timeout=0.05)
+            except queue.Empty:
+                if self.abort.is_set():
+                    raise WorkerError("another worker failed; this one stops") from None
+
+    def allreduce(self, key: Any, ranks: Sequence[int], rank: int, ts: list) -> list:
+        """Returns the sum of ``ts`` over ``ranks``, added in rank order (same on every rank)."""
+        with self.lock:
+            if key not in self.groups:
+                self.groups[key] = (threading.Barrier(len(ranks)), {})
+            barrier, slots = self.groups[key]
+        slots[rank] = ts
+        self._wait(barrier)
+        out = [sum(slots[r][i] for r in sorted(ranks)) for i in range(len(ts))]  # type: ignore
+        self._wait(barrier)
+        return out
+
+    def _wait(self, barrier: threading.Barrier) -> None:
+        while True:
+            try:
+                barrier.wait(timeout=0.1)
+                return
+            except threading.BrokenBarrierError:
+                barrier.reset()
+                if self.abort.is_set():
+                    raise WorkerError("another worker failed; this one stops") from None
+
+    def flush(self) -> None:
+        """Returns None (thread sends complete at once)."""
+
+
+class DistTransport:
+    """Returns nothing; ``torch.distributed`` point-to-point messages (a shape header, then the
+    tensors, sent without blocking) and process-group all-reduces."""
+
+    def __init__(self, groups: dict[Any, Any]) -> None:
+        self.pending: list[Any] = []
+        self.groups = groups
+
+    def send(self, rank: int, dst: int, tag: int, ts: Sequence[torch.Tensor | None]) -> None:
+        """Sends ``ts`` (``None`` entries included) to ``dst``."""
+        import torch.distributed as dist
+
+        head = [len(ts)]
+        for t in ts:
+            head += [0] if t is None else [1, _DTYPES.index(t.dtype), t.dim(), *t.shape]
+        header = torch.tensor(head + [0] * (128 - len(head)), dtype=torch.int64)
+        self.pending.append(dist.isend(header, dst, tag=tag))
+        for t in ts:
+            if t is not None:
+                t = t.detach().contiguous()
+                self.pending.append((dist.isend(t, dst, tag=tag), t))
+
+    def recv(self, rank: int, src: int, tag: int) -> list[torch.Tensor | None]:
+        """Returns the tensors ``src`` sent for ``tag``."""
+        import torch.distributed as dist
+
+        header = torch.empty(128, dtype=torch.int64)
+        dist.recv(header, src, tag=tag)
+        h = header.tolist()
+        out: list[torch.Tensor | None] = []
+        i = 1
+        for _ in range(h[0]):
+            if h[i] == 0:
+                out.append(None)
+                i += 1
+                continue
+            dtype, ndim = _DTYPES[h[i + 1]], h[i + 2]
+            t = torch.empty(h[i + 3 : i + 3 + ndim], dtype=dtype)
+            dist.recv(t, src, tag=tag)
+            out.append(t)
+            i += 3 + ndim
+        return out
+
+    def allreduce(self, key: Any, ranks: Sequence[int], rank: int, ts: list) -> list:
+        """Returns the sum of ``ts`` over the process group of ``ranks``."""
+        import torch.distributed as dist
+
+        flat = torch.cat([t.reshape(-1) for t in ts])
+        dist.all_reduce(flat, group=self.groups[key])
+        out, i = [], 0
+        for t in ts:
+            out.append(flat[i : i + t.numel()].view_as(t))
+            i += t.numel()
+        return out
+
+    def flush(self) -> None:
+        """Waits for every pending send."""
+        for p in self.pending:
+            (p[0] if isinstance(p, tuple) else p).wait()
+        self.pending = []
+
+
+# -- one partition --------------------------------------------------------------------------------
+
+
+def _slice_opt(opt_state: dict, owned: list[int]) -> dict:
+    """Returns the optimizer state of the ``owned`` global parameter indices, renumbered."""
+    state = {j: opt_state["state"][g] for j, g in enumerate(owned) if g in opt_state["state"]}
+    groups = [{**pg, "params": list(range(len(owned)))} for pg in opt_state["param_groups"]]
+    return {"state": state, "param_groups": groups}
+
+
+class PartitionWorker:
+    """Returns nothing; partition ``k`` of replica ``r`` of a model-parallel search."""
+
+    def __init__(self, job: Job, rank: int, transport: Any) -> None:
+        self.job, self.rank, self.t = job, rank, transport
+        self.m, self.R = job.m, job.replicas
+        self.k, self.r = rank % self.m, rank // self.m
+        self.order = partition_order(self.m, job.schedule, self.k)
+        full = torch.load(job.init, weights_only=True)
+        algo = get_algorithm(job.algorithm)
+        self.binary = issubclass(algo, nasb.Nasb)
+        net = Supernet(job.space, algo)
+        net.find_nodes(job.split.train[0][: min(2, len(job.split.train[0]))])
+        net.load_state_dict(full["net"])
+        self.net = net
+        all_units = units(net)
+        lo, hi = job.bounds[self.k]
+        self.mods = all_units[lo:hi]
+        self.keys = owned_names(net, self.mods) | {
+            k for k in net.state_dict() if k.startswith("arch_params.")
+        }
+        inside = {id(p) for mod in self.mods for p in mod.parameters()}
+        weights = net.weights()
+        self.owned = [i for i, p in enumerate(weights) if id(p) in inside]
+        self.params = [weights[i] for i in self.owned]
+        self.n_weights = len(weights)
+        from nasforge.oneshot.common import arch_optimizer, n_steps, weight_optimizer
+
+        self.opt_w, self.sched = weight_optimizer(self.params, job.cfg, n_steps(job.split, job.cfg))
+        self.opt_a = arch_optimizer(net.arch_parameters(), job.cfg)
+        self.opt_w.load_state_dict(_slice_opt(full["opt_w"], self.owned))
+        self.sched.load_state_dict(full["sched"])
+        self.opt_a.load_state_dict(full["opt_a"])
+        self.g = torch.Generator()
+        self.g.set_state(full["g"])
+        self.epoch = int(full["epoch"])
+        for i, mod in enumerate(all_units):
+            if not lo <= i < hi:
+                mod.to("meta")  # this partition keeps only its own weights
+        self.alphas = net.arch_parameters()
+        self.saved: dict[str, Any] = {}
+        self._losses: dict[str, torch.Tensor] = {}
+
+    # ranks of the neighbours and groups
+    def _peer(self, k: int) -> int:
+        return self.r * self.m + k
+
+    def _shard(self, batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        x, y = batch
+        if self.R == 1:
+            return x, y
+        return torch.tensor_split(x, self.R)[self.r], torch.tensor_split(y, self.R)[self.r]
+
+    def _loss(self, logits: torch.Tensor, y: torch.Tensor, n: int) -> torch.Tensor:
+        if self.R == 1:
+            return nn.functional.cross_entropy(logits, y)
+        return nn.functional.cross_entropy(logits, y, reduction="sum") / n  # sums to the mean
+
+    def forward(self, phase: str, batch: tuple[torch.Tensor, torch.Tensor]) -> None:
+        """Runs this partition's sub-task of forward ``phase`` (F_A or F_w)."""
+        x, y = self._shard(batch)
+        if self.k == 0:
+            state: tuple = (x,)
+        else:
+            got = self.t.recv(self.rank, self._peer(self.k - 1), _TAGS[phase])
+            state = tuple(t.requires_grad_() for t in got)
+        arch = phase == "F_A"
+        for a in self.alphas:
+            a.requires_grad_(arch)
+        try:
+            out = run(self.mods, state)
+        finally:
+            for a in self.alphas:
+                a.requires_grad_(True)
+        if self.k == self.m - 1:
+            out = (self._loss(out[0], y, len(batch[1])),)
+            self._losses[phase] = out[0].detach()
+        else:
+            self.t.send(self.rank, self._peer(self.k + 1), _TAGS[phase], [o.detach() for o in out])
+        self.saved[phase] = (state, out)
+
+    def backward(self, phase: str) -> None:
+        """Runs this partition's sub-task of backward ``phase`` (B_A or B_w)."""
+        state, out = self.saved.pop("F_" + phase[2:])
+        last = self.k == self.m - 1
+        leaves = [t for t in state if t.requires_grad] if self.k > 0 else []
+        if last:
+            grads: list = [None]
+        else:
+            grads = self.t.recv(self.rank, self._peer(self.k + 1), _TAGS[phase])
+        if phase == "B_w":
+            if last:
+                out[0].backward()
+            else:
+                backward(out, grads)
+            if self.k > 0:
+                self.t.send(
+                    self.rank, self._peer(self.k - 1), _TAGS[phase], [t.grad for t in state]
+                )
+            return
+        carried: list = [None] * len(self.alphas)
+        if not last:
+            carried = self.t.recv(self.rank, self._peer(self.k + 1), _TAGS["arch"])
+        roots, root_grads = list(out), grads
+        with_carry = [a for a, c in zip(self.alphas, carried) if c is not None]
+        if with_carry:
+            roots = list(
+                _Inject.apply(len(out), [c for c in carried if c is not None], *out, *with_carry)
+            )
+        pairs = [(o, g) for o, g in zip(roots, root_grads) if o.requires_grad]
+        if last:
+            pairs = [(roots[0], None)]
+        res = torch.autograd.grad(
+            [o for o, _ in pairs],
+            [*self.alphas, *leaves],
+            [g for _, g in pairs] if not last else None,
+            allow_unused=True,
+        )
+        arch_g, in_g = list(res[: len(self.alphas)]), list(res[len(self.alphas) :])
+        if self.k > 0:
+            it = iter(in_g)
+            back = [next(it) if t.requires_grad else None for t in state]
+            self.t.send(self.rank, self._peer(self.k - 1), _TAGS[phase], back)
+            self.t.send(self.rank, self._peer(self.k - 1), _TAGS["arch"], arch_g)
+        else:
+            self.arch_grads = [
+                torch.zeros_like(a) if g is None else g for a, g in zip(self.alphas, arch_g)
+            ]
+
+    def step(self, train: Any, val: Any) -> tuple[float, float]:
+        """Returns (train loss, val loss) (NaN on partitions that hold no loss) after one
+        consecutive step in this partition's schedule order."""
+        if self.binary:
+            nasb.binarize(self.net)
+        for phase in self.order:
+            if phase.startswith("F"):
+                self.forward(phase, val if phase == "F_A" else train)
+            else:
+                self.backward(phase)
+        losses = [math.nan, math.nan]
+        if self.k == self.m - 1:
+            pair = [self._losses["F_w"], self._losses["F_A"]]
+            if self.R > 1:  # each replica's loss is its share of the whole batch's mean
+                ranks = [j * self.m + self.k for j in range(self.R)]
+                pair = self.t.allreduce(("part", self.k), ranks, self.rank, pair)
+            losses = [float(v) for v in pair]
+        self._update()
+        self.t.flush()
+        return losses[0], losses[1]
+
+    def _update(self) -> None:
+        """Applies Algorithm 1's two updates: A with the whole batch's gradient, w clipped by
+        the global norm."""
+        m, R = self.m, self.R
+        # architecture gradient: partition 0 holds the total; average replicas; share it
+        if self.k == 0:
+            g = self.arch_grads
+            if R > 1:
+                g = self.t.allreduce(("part", 0), [j * m for j in range(R)], self.rank, g)
+            for k in range(1, m):
+                self.t.send(self.rank, self._peer(k), _TAGS["total"], g)
+        else:
+            g = self.t.recv(self.rank, self._peer(0), _TAGS["total"])
+        apply_arch(self.net, self.opt_a, g)
+        # weight gradients: sum over replicas (each loss is already a share of the mean)
+        present = [p for p in self.params if p.grad is not None]
+        if R > 1 and present:
+            ranks = [j * m + self.k for j in range(R)]
+            summed = self.t.allreduce(("part", self.k), ranks, self.rank, [p.grad for p in present])
+            for p, s in zip(present, summed):
+                p.grad = s.clone()
+        # the one-device global norm, from per-parameter norms in one-device order
+        norms = torch.zeros(self.n_weights, dtype=self.alphas[0].dtype)
+        mask = torch.zeros(self.n_weights, dtype=self.alphas[0].dtype)
+        idx = [gi for gi, p in zip(self.owned, self.params) if p.grad is not None]
+        if present:
+            norms[idx] = torch.stack(torch._foreach_norm([p.grad for p in present]))
+            mask[idx] = 1.0
+        if m > 1:
+            ranks = [self.r * m + k for k in range(m)]
+            norms, mask = self.t.allreduce(("rep", self.r), ranks, self.rank, [norms, mask])
+        if bool(mask.any()):
+            total = torch.linalg.vector_norm(norms[mask.bool()], 2.0)
+            nn.utils.clip_grads_with_norm_(present, self.job.cfg.grad_clip, total)
+        self.opt_w.step()
+        self.opt_w.zero_grad(set_to_none=True)
+        self.sched.step()
+
+    # -- epochs ---------------------------------------------------------------------------------
+    def run(self) -> None:
+        """Runs every remaining epoch; after each, replica 0 writes its slice of the state."""
+        cfg, split = self.job.cfg, self.job.split
+        while self.epoch < cfg.epochs:
+            lt_all: list[float] = []
+            lv_all: list[float] = []
+            val_iter = batches(split.val, cfg.batch_size, self.g)
+            for i, train_batch in enumerate(batches(split.train, cfg.batch_size, self.g)):
+                val_batch = next(val_iter, None)
+                if val_batch is None:
+                    val_iter = batches(split.val, cfg.batch_size, self.g)
+                    val_batch = next(val_iter)
+                abort = getattr(self.t, "abort", None)
+                if abort is not None and abort.is_set():
+                    raise WorkerError("another worker failed; this one stops")
+                lt, lv = self.step(train_batch, val_batch)
+                if self.k == self.m - 1:
+                    lt_all.append(lt)
+                    lv_all.append(lv)
+                    if not (math.isfinite(lt) and math.isfinite(lv)):
+                        raise DivergenceError(
+                            f"{self.job.algorithm}: the loss became {(lt, lv)} at epoch "
+                            f"{self.epoch + 1}, step {i + 1}; lower the learning rate (w_lr="
+                            f"{cfg.w_lr}, a_lr={cfg.a_lr}) or check the data"
+                        )
+            self.epoch += 1
+            if self.r == 0:
+                self._write_slice(lt_all, lv_all)
+
+    def _write_slice(self, lt: list[float], lv: list[float]) -> None:
+        sd = self.net.state_dict()
+        piece = {
+            "net": {k: sd[k] for k in self.keys},
+            "opt_w": self.opt_w.state_dict(),
+            "owned": self.owned,
+            "opt_a": self.opt_a.state_dict(),
+            "sched": self.sched.state_dict(),
+            "g": self.g.get_state(),
+            "train_losses": lt,
+            "val_losses": lv,
+        }
+        path = Path(self.job.out) / f"e{self.epoch}_k{self.k}.pt"
+        tmp = path.with_suffix(".tmp")
+        torch.save(piece, tmp)
+        tmp.rename(path)  # the parent sees a slice only once it is whole
