@@ -37,10 +37,10 @@ from torch import nn
 from nasforge.errors import DivergenceError, WorkerError
 from nasforge.oneshot import nasb
 from nasforge.oneshot.cmp_partition import backward, owned_names, run, units
+from nasforge.oneshot.cmp_schedule import partition_order
 from nasforge.oneshot.common import SearchConfig, Split, apply_arch, batches
 from nasforge.oneshot.search import get_algorithm
 from nasforge.oneshot.supernet import Supernet
-from nasforge.parallel.cmp_schedule import partition_order
 
 __all__: list[str] = []  # internal: nasforge.oneshot.cmp is the public face
 
@@ -326,9 +326,12 @@ class PartitionWorker:
             roots = list(
                 _Inject.apply(len(out), [c for c in carried if c is not None], *out, *with_carry)
             )
-        pairs = [(o, g) for o, g in zip(roots, root_grads) if o.requires_grad]
         if last:
             pairs = [(roots[0], None)]
+        else:  # an output the next partition does not use has no gradient
+            pairs = [(o, g) for o, g in zip(roots, root_grads) if o.requires_grad and g is not None]
+            if not pairs:
+                pairs = [(roots[0], torch.zeros_like(roots[0]))]  # keep the arch sum flowing
         res = torch.autograd.grad(
             [o for o, _ in pairs],
             [*self.alphas, *leaves],

@@ -6,7 +6,7 @@ Algorithm 1, Appendix B), optionally times R data-parallel replicas.
 :class:`~nasforge.oneshot.common.SearchResult` as :func:`~nasforge.oneshot.search.search` with
 ``order="consecutive"``, and with one replica the same result bit for bit (same thread count):
 it is the same computation, only spread over partitions. Schedules (pure, in
-:mod:`nasforge.parallel.cmp_schedule`):
+:mod:`nasforge.oneshot.cmp_schedule`):
 
     mp    plain model parallel: F_A, B_A, F_w, B_w one after another
     cmp   F_A and F_w sub-tasks back to back, then B_w and B_A; both updates after all four
@@ -47,6 +47,7 @@ import torch
 from nasforge.errors import ConfigError, DivergenceError, WorkerError
 from nasforge.oneshot._cmp_worker import DistTransport, Job, PartitionWorker, ThreadTransport
 from nasforge.oneshot.cmp_partition import owned_names, partition, unit_costs, units
+from nasforge.oneshot.cmp_schedule import SCHEDULES
 from nasforge.oneshot.common import (
     SearchConfig,
     SearchResult,
@@ -58,7 +59,6 @@ from nasforge.oneshot.common import (
 )
 from nasforge.oneshot.search import SearchState, get_algorithm
 from nasforge.oneshot.supernet import Supernet
-from nasforge.parallel.cmp_schedule import SCHEDULES
 from nasforge.space import ModelSpace, arch_id
 
 __all__ = ["cmp_search", "WORKERS", "DEFAULT_WORKERS"]
@@ -225,14 +225,23 @@ def _assemble(state: SearchState, pieces: list[dict], split: Any, algo: Any, sec
 # -- workers ------------------------------------------------------------------------------------
 
 
+def _loopback_interface() -> str:
+    """Returns the loopback interface's name (as the pipeline launcher finds it; "lo")."""
+    for flags in sorted(Path("/sys/class/net").glob("*/flags")):
+        try:
+            if int(flags.read_text(), 16) & 0x8:  # IFF_LOOPBACK
+                return flags.parent.name
+        except (OSError, ValueError):
+            continue
+    return "lo"
+
+
 def _process_main(rank: int, job: Job, world: int) -> None:
     import torch.distributed as dist
 
-    from nasforge.parallel.launcher import loopback_interface
-
     try:
         torch.set_num_threads(job.threads)
-        lo = loopback_interface()
+        lo = _loopback_interface()
         os.environ["GLOO_SOCKET_IFNAME"] = lo
         os.environ["NCCL_SOCKET_IFNAME"] = lo
         dist.init_process_group(

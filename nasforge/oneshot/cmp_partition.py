@@ -4,14 +4,16 @@ balanced by measured per-unit time (consecutive model parallel, NASB-CMP §2.2).
 A unit maps a tuple of tensors to a tuple of tensors; running the units in order computes the
 supernet's forward. Which spaces split:
 
-    DartsCellSpace   stem | cell 0 | ... | cell n-1 | classifier; the state between units is
+    cell networks    a model with ``stem``, ``cells`` and ``classifier`` (DartsCellSpace):
+                     stem | cell 0 | ... | cell n-1 | classifier; the state between units is
                      the pair (s0, s1) of the last two cell outputs, as in the space's forward
     chain spaces     a space whose ``chain()`` returns its modules in forward order, each
                      taking and returning one tensor (the space's forward is their chain)
     nn.Sequential    its children
 
-The balance reuses the pipeline package's min-max partition
-(:func:`nasforge.parallel.csp.balanced_partition`) over each unit's measured time of one
+The balance is the pipeline package's min-max partition
+(:func:`nasforge.oneshot.cmp_schedule.balanced_partition`, the same as
+``nasforge.parallel.csp.balanced_partition``) over each unit's measured time of one
 consecutive step (forward and backward of the architecture pass and of the weight pass).
 
 Invariants: the units of a supernet are the same objects in the same order on every call; a
@@ -29,10 +31,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from nasforge.errors import ConfigError, SpaceError
+from nasforge.errors import ConfigError, ScheduleError, SpaceError
 from nasforge.oneshot import nasb
+from nasforge.oneshot.cmp_schedule import balanced_partition
 from nasforge.oneshot.supernet import Supernet
-from nasforge.parallel.csp import balanced_partition
 
 __all__ = ["units", "unit_costs", "partition", "owned_names", "run", "backward"]
 
@@ -93,10 +95,8 @@ def units(net: Supernet) -> list[nn.Module]:
     cached = getattr(net, "_cmp_units", None)
     if cached is not None:
         return cached
-    from nasforge.spaces import DartsCellSpace
-
     model = net.model
-    if isinstance(model, DartsCellSpace):
+    if all(hasattr(model, a) for a in ("stem", "cells", "classifier")):  # the cell network
         out: list[nn.Module] = [_Stem(model), *(_Cell(c) for c in model.cells), _Head(model)]
     elif callable(getattr(model, "chain", None)):
         out = [_One(m) for m in model.chain()]
@@ -184,9 +184,10 @@ def partition(costs: Sequence[float], m: int) -> tuple[range, ...]:
     Raises:
         ConfigError: ``m`` is not an int in ``[1, number of units]``.
     """
-    if not isinstance(m, int) or isinstance(m, bool) or not 1 <= m <= len(costs):
+    try:
+        return balanced_partition(list(costs), m)
+    except ScheduleError as exc:
         raise ConfigError(
             f"model_parallel={m!r} partitions cannot split {len(costs)} units (a cell network "
             f"has stem, cells and classifier); use an int from 1 to {len(costs)}"
-        )
-    return balanced_partition(list(costs), m)
+        ) from exc
