@@ -61,7 +61,7 @@ from nasforge.oneshot.search import SearchState, get_algorithm
 from nasforge.oneshot.supernet import Supernet
 from nasforge.space import ModelSpace, arch_id
 
-__all__ = ["cmp_search", "WORKERS", "DEFAULT_WORKERS"]
+__all__ = ["cmp_search", "check_parallel", "WORKERS", "DEFAULT_WORKERS"]
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,21 @@ DEFAULT_WORKERS = "thread"
 _DIVERGED = 3
 
 
-def _check(model_parallel: Any, replicas: Any, schedule: Any, workers: Any, cfg: Any) -> None:
+def check_parallel(
+    model_parallel: Any, replicas: Any, schedule: Any, workers: Any, cfg: Any, algorithm: str
+) -> None:
+    """Returns None when the parallel settings can run.
+
+    Raises:
+        ConfigError: a setting out of range, ``order='alternate'``, or an algorithm without
+            architecture gradients (SPOS).
+    """
+    algo = get_algorithm(algorithm)
+    if not algo.uses_val or algo.name == "spos":
+        raise ConfigError(
+            f"model parallel search needs architecture gradients (darts, nasb, nasp); got "
+            f"{algo.name!r}"
+        )
     for name, v in (("model_parallel", model_parallel), ("replicas", replicas)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ConfigError(f"{name} must be an int >= 1, got {v!r}")
@@ -120,17 +134,12 @@ def cmp_search(
             every worker is ended first.
     """
     algo = get_algorithm(algorithm)
-    if not algo.uses_val or algo.name == "spos":
-        raise ConfigError(
-            f"model parallel search needs architecture gradients (darts, nasb, nasp); got "
-            f"{algo.name!r}"
-        )
     try:
         cfg = config or SearchConfig(**settings)
     except TypeError as exc:
         raise ConfigError(f"unknown search setting: {exc}; see SearchConfig") from exc
     cfg.check(allow_no_epochs=weights is not None)
-    _check(model_parallel, replicas, schedule, workers, cfg)
+    check_parallel(model_parallel, replicas, schedule, workers, cfg, algorithm)
     torch.manual_seed(cfg.seed)
     split = split_data(data, cfg.seed)
     net = Supernet(space, algo)
