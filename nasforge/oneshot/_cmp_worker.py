@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import queue
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,7 @@ class Job:
     out: str  # folder for epoch slices and errors
     threads: int = 1
     device: str = "cpu"
+    profile: tuple[int, int] | None = None  # (warm-up steps, timed steps): time, do not train
 
     @property
     def m(self) -> int:
@@ -102,8 +104,12 @@ class ThreadTransport:
             return self.boxes.setdefault((src, dst, tag), queue.Queue())
 
     def send(self, rank: int, dst: int, tag: int, ts: Sequence[torch.Tensor | None]) -> None:
-        """Hands ``ts`` to ``dst``."""
-        self.box(rank, dst, tag).put(list(ts))
+        """Hands ``ts`` to ``dst`` (on CUDA with an event the receiver's stream waits for)."""
+        event = None
+        if any(t is not None and t.is_cuda for t in ts):
+            event = torch.cuda.Event()
+            event.record()
+        self.box(rank, dst, tag).put((list(ts), event))
 
     def recv(self, rank: int, src: int, tag: int) -> list[torch.Tensor | None]:
         """Returns the next tensors ``src`` sent for ``tag``.
@@ -114,10 +120,18 @@ class ThreadTransport:
         q = self.box(src, rank, tag)
         while True:
             try:
-                return q.get(timeout=0.05)
+                ts, event = q.get(timeout=0.05)
+                break
             except queue.Empty:
                 if self.abort.is_set():
                     raise WorkerError("another worker failed; this one stops") from None
+        if event is not None:  # another stream produced them: wait, and keep their memory
+            stream = torch.cuda.current_stream()
+            stream.wait_event(event)
+            for t in ts:
+                if t is not None:
+                    t.record_stream(stream)
+        return ts
 
     def allreduce(self, key: Any, ranks: Sequence[int], rank: int, ts: list) -> list:
         """Returns the sum of ``ts`` over ``ranks``, added in rank order (same on every rank)."""
@@ -125,6 +139,8 @@ class ThreadTransport:
             if key not in self.groups:
                 self.groups[key] = (threading.Barrier(len(ranks)), {})
             barrier, slots = self.groups[key]
+        if any(t.is_cuda for t in ts):
+            torch.cuda.current_stream().synchronize()  # others read these from their streams
         slots[rank] = ts
         self._wait(barrier)
         out = [sum(slots[r][i] for r in sorted(ranks)) for i in range(len(ts))]  # type: ignore
@@ -149,9 +165,10 @@ class DistTransport:
     """Returns nothing; ``torch.distributed`` point-to-point messages (a shape header, then the
     tensors, sent without blocking) and process-group all-reduces."""
 
-    def __init__(self, groups: dict[Any, Any]) -> None:
+    def __init__(self, groups: dict[Any, Any], device: torch.device) -> None:
         self.pending: list[Any] = []
         self.groups = groups
+        self.device = device  # NCCL sends from the GPU, gloo from the host
 
     def send(self, rank: int, dst: int, tag: int, ts: Sequence[torch.Tensor | None]) -> None:
         """Sends ``ts`` (``None`` entries included) to ``dst``."""
@@ -160,7 +177,7 @@ class DistTransport:
         head = [len(ts)]
         for t in ts:
             head += [0] if t is None else [1, _DTYPES.index(t.dtype), t.dim(), *t.shape]
-        header = torch.tensor(head + [0] * (128 - len(head)), dtype=torch.int64)
+        header = torch.tensor(head + [0] * (128 - len(head)), dtype=torch.int64, device=self.device)
         self.pending.append(dist.isend(header, dst, tag=tag))
         for t in ts:
             if t is not None:
@@ -171,7 +188,7 @@ class DistTransport:
         """Returns the tensors ``src`` sent for ``tag``."""
         import torch.distributed as dist
 
-        header = torch.empty(128, dtype=torch.int64)
+        header = torch.empty(128, dtype=torch.int64, device=self.device)
         dist.recv(header, src, tag=tag)
         h = header.tolist()
         out: list[torch.Tensor | None] = []
@@ -182,7 +199,7 @@ class DistTransport:
                 i += 1
                 continue
             dtype, ndim = _DTYPES[h[i + 1]], h[i + 2]
-            t = torch.empty(h[i + 3 : i + 3 + ndim], dtype=dtype)
+            t = torch.empty(h[i + 3 : i + 3 + ndim], dtype=dtype, device=self.device)
             dist.recv(t, src, tag=tag)
             out.append(t)
             i += 3 + ndim
@@ -243,6 +260,15 @@ class PartitionWorker:
         self.owned = [i for i, p in enumerate(weights) if id(p) in inside]
         self.params = [weights[i] for i in self.owned]
         self.n_weights = len(weights)
+        for i, mod in enumerate(all_units):
+            if not lo <= i < hi:
+                mod.to("meta")  # this partition keeps only its own weights
+        self.device = torch.device(job.device)
+        if self.device.type == "cuda" and job.device == "cuda" and torch.cuda.device_count() > 1:
+            self.device = torch.device("cuda", rank % torch.cuda.device_count())
+        for mod in self.mods:
+            mod.to(self.device)
+        net.arch_params.to(self.device)
         from nasforge.oneshot.common import arch_optimizer, n_steps, weight_optimizer
 
         self.opt_w, self.sched = weight_optimizer(self.params, job.cfg, n_steps(job.split, job.cfg))
@@ -253,9 +279,7 @@ class PartitionWorker:
         self.g = torch.Generator()
         self.g.set_state(full["g"])
         self.epoch = int(full["epoch"])
-        for i, mod in enumerate(all_units):
-            if not lo <= i < hi:
-                mod.to("meta")  # this partition keeps only its own weights
+        self.waited = 0.0  # seconds blocked on neighbours (receives, all-reduces, sends)
         self.alphas = net.arch_parameters()
         self.saved: dict[str, Any] = {}
         self._losses: dict[str, torch.Tensor] = {}
@@ -264,11 +288,25 @@ class PartitionWorker:
     def _peer(self, k: int) -> int:
         return self.r * self.m + k
 
+    def _recv(self, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self.t.recv(*args)
+        finally:
+            self.waited += time.perf_counter() - t0
+
+    def _allreduce(self, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self.t.allreduce(*args)
+        finally:
+            self.waited += time.perf_counter() - t0
+
     def _shard(self, batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         x, y = batch
-        if self.R == 1:
-            return x, y
-        return torch.tensor_split(x, self.R)[self.r], torch.tensor_split(y, self.R)[self.r]
+        if self.R > 1:
+            x, y = torch.tensor_split(x, self.R)[self.r], torch.tensor_split(y, self.R)[self.r]
+        return x.to(self.device), y.to(self.device)
 
     def _loss(self, logits: torch.Tensor, y: torch.Tensor, n: int) -> torch.Tensor:
         if self.R == 1:
@@ -281,7 +319,7 @@ class PartitionWorker:
         if self.k == 0:
             state: tuple = (x,)
         else:
-            got = self.t.recv(self.rank, self._peer(self.k - 1), _TAGS[phase])
+            got = self._recv(self.rank, self._peer(self.k - 1), _TAGS[phase])
             state = tuple(t.requires_grad_() for t in got)
         arch = phase == "F_A"
         for a in self.alphas:
@@ -306,7 +344,7 @@ class PartitionWorker:
         if last:
             grads: list = [None]
         else:
-            grads = self.t.recv(self.rank, self._peer(self.k + 1), _TAGS[phase])
+            grads = self._recv(self.rank, self._peer(self.k + 1), _TAGS[phase])
         if phase == "B_w":
             if last:
                 out[0].backward()
@@ -319,7 +357,7 @@ class PartitionWorker:
             return
         carried: list = [None] * len(self.alphas)
         if not last:
-            carried = self.t.recv(self.rank, self._peer(self.k + 1), _TAGS["arch"])
+            carried = self._recv(self.rank, self._peer(self.k + 1), _TAGS["arch"])
         roots, root_grads = list(out), grads
         with_carry = [a for a, c in zip(self.alphas, carried) if c is not None]
         if with_carry:
@@ -364,10 +402,12 @@ class PartitionWorker:
             pair = [self._losses["F_w"], self._losses["F_A"]]
             if self.R > 1:  # each replica's loss is its share of the whole batch's mean
                 ranks = [j * self.m + self.k for j in range(self.R)]
-                pair = self.t.allreduce(("part", self.k), ranks, self.rank, pair)
+                pair = self._allreduce(("part", self.k), ranks, self.rank, pair)
             losses = [float(v) for v in pair]
         self._update()
+        t0 = time.perf_counter()
         self.t.flush()
+        self.waited += time.perf_counter() - t0
         return losses[0], losses[1]
 
     def _update(self) -> None:
@@ -378,29 +418,29 @@ class PartitionWorker:
         if self.k == 0:
             g = self.arch_grads
             if R > 1:
-                g = self.t.allreduce(("part", 0), [j * m for j in range(R)], self.rank, g)
+                g = self._allreduce(("part", 0), [j * m for j in range(R)], self.rank, g)
             for k in range(1, m):
                 self.t.send(self.rank, self._peer(k), _TAGS["total"], g)
         else:
-            g = self.t.recv(self.rank, self._peer(0), _TAGS["total"])
+            g = self._recv(self.rank, self._peer(0), _TAGS["total"])
         apply_arch(self.net, self.opt_a, g)
         # weight gradients: sum over replicas (each loss is already a share of the mean)
         present = [p for p in self.params if p.grad is not None]
         if R > 1 and present:
             ranks = [j * m + self.k for j in range(R)]
-            summed = self.t.allreduce(("part", self.k), ranks, self.rank, [p.grad for p in present])
+            summed = self._allreduce(("part", self.k), ranks, self.rank, [p.grad for p in present])
             for p, s in zip(present, summed):
                 p.grad = s.clone()
         # the one-device global norm, from per-parameter norms in one-device order
-        norms = torch.zeros(self.n_weights, dtype=self.alphas[0].dtype)
-        mask = torch.zeros(self.n_weights, dtype=self.alphas[0].dtype)
+        norms = torch.zeros(self.n_weights, dtype=self.alphas[0].dtype, device=self.device)
+        mask = torch.zeros_like(norms)
         idx = [gi for gi, p in zip(self.owned, self.params) if p.grad is not None]
         if present:
             norms[idx] = torch.stack(torch._foreach_norm([p.grad for p in present]))
             mask[idx] = 1.0
         if m > 1:
             ranks = [self.r * m + k for k in range(m)]
-            norms, mask = self.t.allreduce(("rep", self.r), ranks, self.rank, [norms, mask])
+            norms, mask = self._allreduce(("rep", self.r), ranks, self.rank, [norms, mask])
         if bool(mask.any()):
             total = torch.linalg.vector_norm(norms[mask.bool()], 2.0)
             nn.utils.clip_grads_with_norm_(present, self.job.cfg.grad_clip, total)
@@ -412,6 +452,9 @@ class PartitionWorker:
     def run(self) -> None:
         """Runs every remaining epoch; after each, replica 0 writes its slice of the state."""
         cfg, split = self.job.cfg, self.job.split
+        if self.job.profile is not None:
+            self._profile(*self.job.profile)
+            return
         while self.epoch < cfg.epochs:
             lt_all: list[float] = []
             lv_all: list[float] = []
@@ -437,6 +480,33 @@ class PartitionWorker:
             self.epoch += 1
             if self.r == 0:
                 self._write_slice(lt_all, lv_all)
+
+    def _profile(self, warmup: int, steps: int) -> None:
+        """Times ``warmup + steps`` steps and writes, for the timed ones, each step's wall time
+        and the time this worker waited on others (no slice: the parameters are thrown away)."""
+        cfg, split = self.job.cfg, self.job.split
+        times, waits = [], []
+        it = zip(
+            batches(split.train, cfg.batch_size, self.g), batches(split.val, cfg.batch_size, self.g)
+        )
+        for i in range(warmup + steps):
+            pair = next(it, None)
+            if pair is None:
+                it = zip(batches(split.train, cfg.batch_size, self.g),
+                         batches(split.val, cfg.batch_size, self.g))  # fmt: skip
+                pair = next(it)
+            self._sync_device()
+            self.waited, t0 = 0.0, time.perf_counter()
+            self.step(*pair)
+            self._sync_device()
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+                waits.append(self.waited)
+        torch.save({"times": times, "waits": waits}, Path(self.job.out) / f"prof{self.rank}.pt")
+
+    def _sync_device(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def _write_slice(self, lt: list[float], lv: list[float]) -> None:
         sd = self.net.state_dict()

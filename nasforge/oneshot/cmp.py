@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import statistics
 import tempfile
 import threading
 import time
@@ -61,7 +62,7 @@ from nasforge.oneshot.search import SearchState, get_algorithm
 from nasforge.oneshot.supernet import Supernet
 from nasforge.space import ModelSpace, arch_id
 
-__all__ = ["cmp_search", "check_parallel", "WORKERS", "DEFAULT_WORKERS"]
+__all__ = ["cmp_search", "profile_steps", "check_parallel", "WORKERS", "DEFAULT_WORKERS"]
 
 logger = logging.getLogger(__name__)
 
@@ -116,12 +117,15 @@ def cmp_search(
     resume_from: Mapping[str, Any] | None = None,
     weights: Mapping[str, torch.Tensor] | None = None,
     bounds: list[tuple[int, int]] | None = None,
+    device: str = "cpu",
     timeout_s: float = 3600.0,
     **settings: Any,
 ) -> SearchResult:
     """Returns what :func:`~nasforge.oneshot.search.search` returns, computed by
     ``model_parallel`` consecutive partitions (times ``replicas``) under ``schedule``.
 
+    ``device``: ``"cpu"``, or ``"cuda"``: threads share one GPU, each partition on its own CUDA
+    stream; processes take one GPU each (NCCL) when there are several.
     ``bounds`` fixes the partitions as unit ranges ``[(start, stop), ...]``; by default they are
     balanced by each unit's measured time (:func:`~nasforge.oneshot.cmp_partition.unit_costs`).
 
@@ -133,6 +137,53 @@ def cmp_search(
         WorkerError: a worker raised (its traceback is in the message), died or timed out;
             every worker is ended first.
     """
+    algo, cfg, split, state, bounds = _prepare(
+        space, algorithm, data, model_parallel, schedule, replicas, workers, config, resume_from,
+        weights, bounds, settings,
+    )  # fmt: skip
+    net = state.net
+    history: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="nasforge-cmp-") as out:
+        init = str(Path(out) / "init.pt")
+        torch.save(state.state_dict(), init)
+        job = Job(space, algo.name, split, cfg, list(bounds), schedule, replicas, init, out,
+                  torch.get_num_threads(), _check_device(device))  # fmt: skip
+        with _Workers(job, workers, timeout_s) as pool:
+            t0 = time.perf_counter()
+            while state.epoch < cfg.epochs:
+                pieces = pool.wait_epoch(state.epoch + 1)
+                row = _assemble(state, pieces, split, algo, time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                history.append(row)
+                logger.info(
+                    "%s-%s epoch %d/%d: train loss %.4f, val loss %.4f, val acc %.4f, %.1fs, "
+                    "arch %s", algo.name, schedule, row["epoch"], cfg.epochs, row["train_loss"],
+                    row["val_loss"], row["val_acc"], row["seconds"], row["arch_id"],
+                )  # fmt: skip
+                if checkpoint is not None:
+                    checkpoint(row, state)
+                if on_epoch is not None:
+                    on_epoch(row)
+    arch, evaluated = algo.finish(net, split, cfg)
+    return SearchResult(arch=arch, history=history, supernet=net, evaluated=evaluated)
+
+
+def _prepare(
+    space: ModelSpace,
+    algorithm: str,
+    data: Any,
+    model_parallel: int,
+    schedule: str,
+    replicas: int,
+    workers: str,
+    config: SearchConfig | None,
+    resume_from: Any,
+    weights: Any,
+    bounds: Any,
+    settings: Mapping[str, Any],
+) -> tuple[Any, SearchConfig, Any, SearchState, list[tuple[int, int]]]:
+    """Returns the algorithm, config, split, the one-device search state (as ``search`` builds
+    it) and the partitions' unit ranges."""  # fmt: skip
     algo = get_algorithm(algorithm)
     try:
         cfg = config or SearchConfig(**settings)
@@ -166,30 +217,59 @@ def cmp_search(
         logger.info("cmp: unit costs %s -> partitions %s", [f"{c:.4f}" for c in costs], bounds)
     elif len(bounds) != model_parallel:
         raise ConfigError(f"bounds {bounds} name {len(bounds)} partitions, not {model_parallel}")
-    history: list[dict[str, Any]] = []
+    return algo, cfg, split, state, list(bounds)
+
+
+def _check_device(device: str) -> str:
+    if device == "cpu" or (device.startswith("cuda") and torch.cuda.is_available()):
+        return device
+    raise ConfigError(
+        f"device {device!r} is not usable here (CUDA available: {torch.cuda.is_available()}); "
+        "use 'cpu', or 'cuda' on a machine with a GPU"
+    )
+
+
+def profile_steps(
+    space: ModelSpace,
+    algorithm: str,
+    data: Any,
+    *,
+    model_parallel: int = 2,
+    schedule: str = "cmp",
+    replicas: int = 1,
+    workers: str = DEFAULT_WORKERS,
+    warmup: int = 2,
+    steps: int = 5,
+    bounds: list[tuple[int, int]] | None = None,
+    device: str = "cpu",
+    timeout_s: float = 600.0,
+    **settings: Any,
+) -> dict[str, Any]:
+    """Returns the timed steps of a model/data-parallel search (trained, then thrown away):
+    ``step_s`` (median wall time of a step, worker 0), ``idle_fraction`` (per worker, the
+    median share of a step spent waiting on others), ``bounds``, and the raw per-step lists.
+
+    Raises:
+        ConfigError, SpaceError, WorkerError: as :func:`cmp_search`.
+    """
+    algo, cfg, split, state, bounds = _prepare(
+        space, algorithm, data, model_parallel, schedule, replicas, workers, None, None, None,
+        bounds, settings,
+    )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="nasforge-cmp-") as out:
         init = str(Path(out) / "init.pt")
         torch.save(state.state_dict(), init)
-        job = Job(space, algo.name, split, cfg, list(bounds), schedule, replicas, init, out,
-                  torch.get_num_threads())  # fmt: skip
+        job = Job(space, algo.name, split, cfg, bounds, schedule, replicas, init, out,
+                  torch.get_num_threads(), _check_device(device), (warmup, steps))  # fmt: skip
         with _Workers(job, workers, timeout_s) as pool:
-            t0 = time.perf_counter()
-            while state.epoch < cfg.epochs:
-                pieces = pool.wait_epoch(state.epoch + 1)
-                row = _assemble(state, pieces, split, algo, time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                history.append(row)
-                logger.info(
-                    "%s-%s epoch %d/%d: train loss %.4f, val loss %.4f, val acc %.4f, %.1fs, "
-                    "arch %s", algo.name, schedule, row["epoch"], cfg.epochs, row["train_loss"],
-                    row["val_loss"], row["val_acc"], row["seconds"], row["arch_id"],
-                )  # fmt: skip
-                if checkpoint is not None:
-                    checkpoint(row, state)
-                if on_epoch is not None:
-                    on_epoch(row)
-    arch, evaluated = algo.finish(net, split, cfg)
-    return SearchResult(arch=arch, history=history, supernet=net, evaluated=evaluated)
+            profs = pool.wait_files([f"prof{r}.pt" for r in range(pool.world)])
+    med = statistics.median
+    return {
+        "step_s": med(profs[0]["times"]),
+        "idle_fraction": [med(w / t for w, t in zip(p["waits"], p["times"])) for p in profs],
+        "bounds": bounds,
+        "times": [p["times"] for p in profs],
+    }
 
 
 def _check_cover(net: Supernet, all_units: list) -> None:
@@ -261,7 +341,11 @@ def _process_main(rank: int, job: Job, world: int) -> None:
             timeout=timedelta(seconds=600),
         )
         groups = _groups(job, world)
-        PartitionWorker(job, rank, DistTransport(groups)).run()
+        device = torch.device(job.device)
+        if device.type == "cuda":
+            device = torch.device("cuda", rank % torch.cuda.device_count())
+            torch.cuda.set_device(device)
+        PartitionWorker(job, rank, DistTransport(groups, device)).run()
         dist.destroy_process_group()
     except DivergenceError:
         (Path(job.out) / f"rank{rank}.diverged").write_text(traceback.format_exc())
@@ -327,7 +411,11 @@ class _Workers:
 
     def _thread_main(self, rank: int, worker: PartitionWorker) -> None:
         try:
-            worker.run()
+            if worker.device.type == "cuda":  # one stream per partition (Appendix B)
+                with torch.cuda.stream(torch.cuda.Stream(worker.device)):
+                    worker.run()
+            else:
+                worker.run()
         except BaseException as exc:  # handed to the parent, which re-raises it
             exc.__nasforge_tb__ = traceback.format_exc()  # type: ignore[attr-defined]
             self.errors[rank] = exc
@@ -353,17 +441,25 @@ class _Workers:
             DivergenceError: a worker saw a NaN or infinite loss.
             WorkerError: a worker raised, died, or the run timed out.
         """
-        paths = [Path(self.job.out) / f"e{epoch}_k{k}.pt" for k in range(self.job.m)]
+        return self.wait_files([f"e{epoch}_k{k}.pt" for k in range(self.job.m)])
+
+    def wait_files(self, names: list[str]) -> list[dict[str, Any]]:
+        """Returns the contents of the files ``names`` in the job's folder once all exist.
+
+        Raises:
+            DivergenceError, WorkerError: see :meth:`wait_epoch`.
+        """
+        paths = [Path(self.job.out) / n for n in names]
         deadline = time.monotonic() + self.timeout_s
         while not all(p.exists() for p in paths):
             self._raise_failures()
             if time.monotonic() > deadline:
                 raise WorkerError(
                     f"model parallel search exceeded timeout_s={self.timeout_s}s waiting for "
-                    f"epoch {epoch}; raise timeout_s or lower epochs"
+                    f"{names}; raise timeout_s or lower epochs"
                 )
             time.sleep(0.02)
-        return [torch.load(p, weights_only=True) for p in paths]
+        return [torch.load(p, weights_only=True, map_location="cpu") for p in paths]
 
     def _raise_failures(self) -> None:
         for rank, exc in sorted(self.errors.items()):

@@ -36,7 +36,7 @@ from nasforge.oneshot import nasb
 from nasforge.oneshot.cmp_schedule import balanced_partition
 from nasforge.oneshot.supernet import Supernet
 
-__all__ = ["units", "unit_costs", "partition", "owned_names", "run", "backward"]
+__all__ = ["units", "unit_costs", "phase_costs", "partition", "owned_names", "run", "backward"]
 
 Tensors = tuple[torch.Tensor, ...]
 
@@ -134,9 +134,11 @@ def backward(outs: Sequence[torch.Tensor], grads: Sequence[Any], inputs: Any = N
         torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs], inputs=inputs)
 
 
-def unit_costs(net: Supernet, batch: tuple[torch.Tensor, torch.Tensor], repeats: int = 3) -> list:
-    """Returns each unit's median time (s) of one consecutive step on ``batch``: forward and
-    backward with the architecture parameters in the graph, then with the weights only.
+def phase_costs(
+    net: Supernet, batch: tuple[torch.Tensor, torch.Tensor], repeats: int = 3
+) -> list[dict[str, float]]:
+    """Returns, per unit, the median time (s) of each phase's sub-task on ``batch``: ``F_A``,
+    ``B_A`` (architecture parameters in the graph) and ``F_w``, ``B_w`` (weights only).
 
     Measured on a deep copy, so ``net`` (its weights, batch-norm statistics and gates) is
     untouched.
@@ -147,10 +149,13 @@ def unit_costs(net: Supernet, batch: tuple[torch.Tensor, torch.Tensor], repeats:
     if isinstance(net.algorithm, type) and issubclass(net.algorithm, nasb.Nasb):
         nasb.binarize(net)
     x, y = batch
-    samples: list[list[float]] = [[] for _ in mods]
+    samples: list[dict[str, list[float]]] = [
+        {p: [] for p in ("F_A", "B_A", "F_w", "B_w")} for _ in mods
+    ]
     alphas = net.arch_parameters()
     for _ in range(repeats):
         for arch_pass in (True, False):
+            fwd, bwd = ("F_A", "B_A") if arch_pass else ("F_w", "B_w")
             for a in alphas:
                 a.requires_grad_(arch_pass)
             state: Tensors = (x,)
@@ -159,7 +164,7 @@ def unit_costs(net: Supernet, batch: tuple[torch.Tensor, torch.Tensor], repeats:
                 inp = tuple(t.detach().requires_grad_(i > 0) for t in state)
                 t0 = time.perf_counter()
                 state = m(*inp)
-                samples[i].append(time.perf_counter() - t0)
+                samples[i][fwd].append(time.perf_counter() - t0)
                 graphs.append((inp, state))
             grads: Any = (nn.functional.cross_entropy(state[0], y),)
             for i in range(len(mods) - 1, -1, -1):
@@ -169,13 +174,20 @@ def unit_costs(net: Supernet, batch: tuple[torch.Tensor, torch.Tensor], repeats:
                     grads[0].backward()
                 else:
                     backward(out, grads)
-                samples[i][-1] += time.perf_counter() - t0
+                samples[i][bwd].append(time.perf_counter() - t0)
                 grads = tuple(t.grad for t in inp)
             net.zero_grad(set_to_none=True)
     for a in alphas:
         a.requires_grad_(True)
-    # per repeat: arch pass + weight pass
-    return [statistics.median(s[j] + s[j + 1] for j in range(0, len(s), 2)) for s in samples]
+    return [{p: statistics.median(v) for p, v in s.items()} for s in samples]
+
+
+def unit_costs(
+    net: Supernet, batch: tuple[torch.Tensor, torch.Tensor], repeats: int = 3
+) -> list[float]:
+    """Returns each unit's median time (s) of one consecutive step on ``batch`` (the sum of
+    its four phases' sub-tasks, :func:`phase_costs`)."""
+    return [sum(c.values()) for c in phase_costs(net, batch, repeats)]
 
 
 def partition(costs: Sequence[float], m: int) -> tuple[range, ...]:
