@@ -162,8 +162,9 @@ class ThreadTransport:
 
 
 class DistTransport:
-    """Returns nothing; ``torch.distributed`` point-to-point messages (a shape header, then the
-    tensors, sent without blocking) and process-group all-reduces."""
+    """Returns nothing; ``torch.distributed`` point-to-point messages (the header's length, a
+    header of dtypes and shapes, then the tensors, all sent without blocking) and
+    process-group all-reduces."""
 
     def __init__(self, groups: dict[Any, Any], device: torch.device) -> None:
         self.pending: list[Any] = []
@@ -177,8 +178,10 @@ class DistTransport:
         head = [len(ts)]
         for t in ts:
             head += [0] if t is None else [1, _DTYPES.index(t.dtype), t.dim(), *t.shape]
-        header = torch.tensor(head + [0] * (128 - len(head)), dtype=torch.int64, device=self.device)
-        self.pending.append(dist.isend(header, dst, tag=tag))
+        header = torch.tensor(head, dtype=torch.int64, device=self.device)
+        size = torch.tensor([len(head)], dtype=torch.int64, device=self.device)
+        self.pending.append((dist.isend(size, dst, tag=tag), size))
+        self.pending.append((dist.isend(header, dst, tag=tag), header))
         for t in ts:
             if t is not None:
                 t = t.detach().contiguous()
@@ -188,7 +191,9 @@ class DistTransport:
         """Returns the tensors ``src`` sent for ``tag``."""
         import torch.distributed as dist
 
-        header = torch.empty(128, dtype=torch.int64, device=self.device)
+        size = torch.empty(1, dtype=torch.int64, device=self.device)
+        dist.recv(size, src, tag=tag)
+        header = torch.empty(int(size.item()), dtype=torch.int64, device=self.device)
         dist.recv(header, src, tag=tag)
         h = header.tolist()
         out: list[torch.Tensor | None] = []

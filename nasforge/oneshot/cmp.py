@@ -375,8 +375,9 @@ class _Workers:
     """Returns nothing; starts the workers, hands the parent each epoch's slices, and ends every
     worker on exit (also on an error)."""
 
-    def __init__(self, job: Job, kind: str, timeout_s: float) -> None:
+    def __init__(self, job: Job, kind: str, timeout_s: float, target: Any = None) -> None:
         self.job, self.kind, self.timeout_s = job, kind, timeout_s
+        self.target = target or (_process_main, (job.m * job.replicas,))  # (function, extra args)
         self.world = job.m * job.replicas
         self.procs: list[Any] = []
         self.threads: list[threading.Thread] = []
@@ -389,8 +390,8 @@ class _Workers:
 
             ctx = mp.get_context("spawn")
             for rank in range(self.world):
-                p = ctx.Process(target=_process_main, args=(rank, self.job, self.world),
-                                daemon=True)  # fmt: skip
+                fn, extra = self.target
+                p = ctx.Process(target=fn, args=(rank, self.job, *extra), daemon=True)
                 try:
                     p.start()
                 except Exception as exc:
