@@ -1,0 +1,289 @@
+"""Consecutive model parallel (NASB-CMP §2.2, §3.1): step time of CMP over MP at M = 2, idle
+fractions, data-parallel and pipelining baselines, bytes saved for backward per partition, the
+simulated ratio at M = 4 and 8 from measured per-cell costs, CMP x DP in the simulator, and
+whether a NASB-CMP search on digits finds the one-device architecture.
+
+    python benchmarks/cmp.py                 # CPU: 2 processes (gloo), 1 thread each
+    python benchmarks/cmp.py --device cuda   # 2 threads on two CUDA streams of one GPU, and
+                                             # NCCL processes when there are >= 2 GPUs
+
+Step times are medians over timed steps after warm-up, taken in interleaved rounds (MP, CMP,
+DP, pipelining in turn) so that a busy machine slows all alike; each ratio is the median of
+the per-round ratios. The last line of output is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nasforge.data import load_digits  # noqa: E402
+from nasforge.oneshot import nasb  # noqa: E402
+from nasforge.oneshot.cmp import (
+    cmp_search,  # noqa: E402
+    profile_steps,  # noqa: E402
+)
+from nasforge.oneshot.cmp_partition import phase_costs, units  # noqa: E402
+from nasforge.oneshot.cmp_schedule import (  # noqa: E402
+    PHASES,
+    balanced_partition,
+    partition_order,
+    simulate,
+    theory_ratio,
+)
+from nasforge.oneshot.search import search, supernet  # noqa: E402
+from nasforge.spaces import DartsCellSpace, digits_cell_space  # noqa: E402
+
+log = logging.getLogger("benchmarks.cmp")
+
+
+def _space(a: argparse.Namespace) -> DartsCellSpace:
+    return DartsCellSpace(n_cells=a.cells, channels=a.channels)
+
+
+def _data(a: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    n = 2 * a.batch * (a.warmup + a.steps)  # enough full batches for every timed step
+    x = torch.randn(n, 3, a.size, a.size, generator=g)
+    return x, torch.randint(0, 10, (n,), generator=g)
+
+
+def timings(a: argparse.Namespace) -> dict[str, Any]:
+    """Returns the measured step times, ratios and idle fractions."""
+    data, common = _data(a), {"batch_size": a.batch, "epochs": 1, "warmup": a.warmup,
+                              "steps": a.steps, "device": a.device}  # fmt: skip
+    cuda = a.device == "cuda"
+    many_gpus = cuda and torch.cuda.device_count() >= 2
+    proc = "process" if (not cuda or many_gpus) else None
+    runs: dict[str, dict[str, Any]] = {
+        "mp": {"model_parallel": 2, "schedule": "mp", "workers": proc or "thread"},
+        "cmp": {"model_parallel": 2, "schedule": "cmp", "workers": proc or "thread"},
+        "dp": {"model_parallel": 1, "replicas": 2, "workers": proc or "thread"},
+        "mp_thread": {"model_parallel": 2, "schedule": "mp", "workers": "thread"},
+        "cmp_thread": {"model_parallel": 2, "schedule": "cmp", "workers": "thread"},
+    }
+    bounds = None
+    got: dict[str, list[dict[str, Any]]] = {k: [] for k in [*runs, "pipelining"]}
+    for rnd in range(a.rounds):
+        for name, kw in runs.items():
+            b = None if name == "dp" else bounds
+            r = profile_steps(_space(a), "nasb", data, bounds=b, **kw, **common)
+            if name != "dp":
+                bounds = r["bounds"]  # balanced once by measured unit time, then kept
+            got[name].append(r)
+            log.info("round %d %s: %.4f s/step, idle %s", rnd, name, r["step_s"],
+                     [round(v, 3) for v in r["idle_fraction"]])  # fmt: skip
+        if not cuda:
+            from nasforge.oneshot.cmp_pipelining import profile_pipelining
+
+            r = profile_pipelining(_space(a), "nasb", data, model_parallel=2, bounds=bounds,
+                                   n_microbatches=a.microbatches,
+                                   **{k: v for k, v in common.items() if k != "device"})  # fmt: skip
+            got["pipelining"].append(r)
+            log.info("round %d pipelining: %.4f s/step", rnd, r["step_s"])
+
+    def ratio(num: str, den: str = "mp") -> float | None:
+        if not got[num]:
+            return None
+        return statistics.median(n["step_s"] / d["step_s"] for n, d in zip(got[num], got[den]))
+
+    def idle(name: str) -> list[float]:
+        return [statistics.median(r["idle_fraction"][k] for r in got[name])
+                for k in range(len(got[name][0]["idle_fraction"]))]  # fmt: skip
+
+    step = {k: statistics.median(r["step_s"] for r in v) for k, v in got.items() if v}
+    return {
+        "cmp_over_mp": ratio("cmp"),
+        "dp_over_mp": ratio("dp"),
+        "pipelining_over_mp": ratio("pipelining"),
+        "thread_cmp_over_mp": ratio("cmp_thread", "mp_thread"),
+        "thread_over_process": {"mp": ratio("mp_thread"), "cmp": ratio("cmp_thread", "cmp")},
+        "idle_fraction": {"mp": idle("mp"), "cmp": idle("cmp"), "dp": idle("dp")},
+        "step_s": step,
+        "bounds": bounds,
+        "workers": runs["mp"]["workers"],
+    }
+
+
+# -- memory -----------------------------------------------------------------------------------
+
+
+def _hooks(seen: dict[int, int], exclude: set[int]) -> Any:
+    """Returns a context that records each saved tensor's storage bytes into ``seen``."""
+
+    def pack(t: torch.Tensor) -> Any:
+        s = t.untyped_storage()
+        if s.data_ptr() not in exclude:
+            seen[s.data_ptr()] = max(seen.get(s.data_ptr(), 0), s.nbytes())
+        return t
+
+    return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+
+
+def partition_bytes(algo: str, space: Any, x: torch.Tensor, bounds: list) -> list[int]:
+    """Returns, per partition, the bytes saved for backward while CMP holds both graphs (F_A
+    and F_w done, neither backward yet): distinct storages, parameters excluded."""
+    net = supernet(space, algo, example=x[:2])
+    if algo == "nasb":
+        nasb.binarize(net)
+    mods = units(net)
+    params = {p.untyped_storage().data_ptr() for p in net.parameters()}
+    held: list[dict[int, int]] = [{} for _ in bounds]
+    keep = []  # every graph stays alive, as in CMP between F_w and B_w
+    for arch in (True, False):  # F_A (architecture in the graph), then F_w (weights only)
+        for p in net.arch_parameters():
+            p.requires_grad_(arch)
+        state: tuple = (x,)
+        for k, (lo, hi) in enumerate(bounds):
+            state = tuple(t.detach().requires_grad_(k > 0) for t in state)
+            with _hooks(held[k], params):
+                for m in mods[lo:hi]:
+                    state = m(*state)
+            keep.append(state)
+    for p in net.arch_parameters():
+        p.requires_grad_(True)
+    return [sum(h.values()) for h in held]
+
+
+def darts_single_bytes(space: Any, x: torch.Tensor) -> int:
+    """Returns the bytes one-device DARTS saves for backward in one pass (its peak: DARTS
+    holds one graph at a time)."""
+    net = supernet(space, "darts", example=x[:2])
+    params = {p.untyped_storage().data_ptr() for p in net.parameters()}
+    seen: dict[int, int] = {}
+    with _hooks(seen, params):
+        out = net(x)
+    del out
+    return sum(seen.values())
+
+
+def memory(a: argparse.Namespace, bounds: list) -> dict[str, Any]:
+    """Returns bytes saved for backward per partition (max over partitions) and per device."""
+    x, y = (t[: a.batch] for t in _data(a))
+    nasb_parts = partition_bytes("nasb", _space(a), x, bounds)
+    darts_parts = partition_bytes("darts", _space(a), x, bounds)
+    single = darts_single_bytes(_space(a), x)
+    return {
+        "saved_bytes_per_partition": {
+            "nasb_cmp": max(nasb_parts), "darts_cmp": max(darts_parts), "darts_single": single,
+        },
+        "saved_bytes_partitions": {"nasb_cmp": nasb_parts, "darts_cmp": darts_parts},
+        "nasb_cmp_below_darts_single": max(nasb_parts) < single,
+    }  # fmt: skip
+
+
+# -- simulation -------------------------------------------------------------------------------
+
+
+def simulation(a: argparse.Namespace, t: dict[str, Any]) -> dict[str, Any]:
+    """Returns simulated CMP/MP at M = 2, 4, 8 from measured per-cell phase costs of a deeper
+    supernet, and CMP x DP configurations of 8 devices."""
+    space = DartsCellSpace(n_cells=a.sim_cells, channels=a.channels)
+    x, y = (v[: a.batch] for v in _data(a))
+    net = supernet(space, "nasb", example=x[:2])
+    cell = phase_costs(net, (x, y), repeats=3)
+    half = phase_costs(net, (x[: a.batch // 2], y[: a.batch // 2]), repeats=3)
+    total = [sum(c.values()) for c in cell]
+
+    def step(costs: list[dict[str, float]], m: int, sched: str, sync: Any = None) -> Any:
+        parts = balanced_partition([sum(c.values()) for c in costs], m)
+        pc = {(k, p): sum(costs[i][p] for i in r) for k, r in enumerate(parts) for p in PHASES}
+        orders = [partition_order(m, sched, k) for k in range(m)]
+        return simulate(pc, orders, sync=None if sync is None else sync(parts))
+
+    ratios = {}
+    for m in (2, 4, 8):
+        ratios[str(m)] = step(cell, m, "cmp").time / step(cell, m, "mp").time
+    # CMP x DP: R replicas each take batch/R; gradient all-reduce of each partition's weights
+    # over a ring at the bandwidth the 2-process data-parallel run showed (idle time there is
+    # the all-reduce of every weight)
+    w_bytes = [sum(p.numel() * p.element_size() for p in m.parameters()) for m in units(net)]
+    dp_idle = statistics.median(t["idle_fraction"]["dp"]) * t["step_s"]["dp"]
+    bw = sum(w_bytes) / max(dp_idle, 1e-6)  # bytes/s
+    mxr = {}
+    for m, r in ((8, 1), (4, 2), (2, 4), (1, 8)):
+        costs = cell if r == 1 else [{p: c[p] * 2 / r for p in c} for c in half]  # ~ linear
+
+        def sync(parts: Any, r: int = r) -> list[float]:
+            return [2 * (r - 1) / r * sum(w_bytes[i] for i in rg) / bw for rg in parts]
+
+        sched = "cmp" if m > 1 else "mp"
+        s = step(costs, m, sched, sync if r > 1 else None).time
+        mxr[f"M{m}xR{r}"] = {"step_s": s, "samples_per_s": a.batch / s}
+    return {
+        "simulated_cmp_over_mp": ratios,
+        "theory_cmp_over_mp": {str(m): theory_ratio(m) for m in (2, 4, 8)},
+        "simulated_cmp_dp_8_devices": mxr,
+        "unit_cost_s": total,
+        "allreduce_bytes_per_s": bw,
+    }
+
+
+# -- quality ----------------------------------------------------------------------------------
+
+
+def quality(a: argparse.Namespace) -> dict[str, Any]:
+    """Returns whether a NASB-CMP search on digits (cell space) finds the same architecture as
+    one-device NASB with the same seed, and both wall-clock times."""
+    x, y = load_digits(seed=0).train[:]
+    kw = {"epochs": a.quality_epochs, "batch_size": 64, "seed": 0}
+    t0 = time.perf_counter()
+    one = search(digits_cell_space(), "nasb", (x, y), **kw)
+    t1 = time.perf_counter()
+    par = cmp_search(digits_cell_space(), "nasb", (x, y), model_parallel=2, schedule="cmp", **kw)
+    t2 = time.perf_counter()
+    return {
+        "same_arch_as_single": one.arch == par.arch,
+        "same_supernet_bitwise": all(
+            torch.equal(v, par.supernet.state_dict()[k])
+            for k, v in one.supernet.state_dict().items()
+        ),
+        "quality_search_s": {"single": t1 - t0, "cmp": t2 - t1},
+        "quality_val_acc": {
+            "single": one.history[-1]["val_acc"],
+            "cmp": par.history[-1]["val_acc"],
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--cells", type=int, default=5)
+    ap.add_argument("--sim-cells", type=int, default=8)
+    ap.add_argument("--channels", type=int, default=8)
+    ap.add_argument("--size", type=int, default=16)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--microbatches", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--quality-epochs", type=int, default=2)
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    torch.set_num_threads(1)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda needs a CUDA GPU; torch.cuda.is_available() is False here")
+    t0 = time.perf_counter()
+    t = timings(a)
+    out: dict[str, Any] = {**t, **memory(a, t["bounds"]), **simulation(a, t)}
+    out.update(quality(a))
+    out["theory_cmp_over_mp_m2"] = theory_ratio(2)
+    out["device"] = a.device if a.device == "cpu" else torch.cuda.get_device_name()
+    out["seconds"] = time.perf_counter() - t0
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
