@@ -66,17 +66,20 @@ def timings(a: argparse.Namespace) -> dict[str, Any]:
     many_gpus = cuda and torch.cuda.device_count() >= 2
     proc = "process" if (not cuda or many_gpus) else None
     runs: dict[str, dict[str, Any]] = {
-        "mp": {"model_parallel": 2, "schedule": "mp", "workers": proc or "thread"},
-        "cmp": {"model_parallel": 2, "schedule": "cmp", "workers": proc or "thread"},
+        "mp": {"schedule": "mp", "workers": proc or "thread", "defer_arch_grads": False},
+        "cmp": {"schedule": "cmp", "workers": proc or "thread", "defer_arch_grads": False},
+        "cmp_deferred": {"schedule": "cmp", "workers": proc or "thread"},
         "dp": {"model_parallel": 1, "replicas": 2, "workers": proc or "thread"},
-        "mp_thread": {"model_parallel": 2, "schedule": "mp", "workers": "thread"},
-        "cmp_thread": {"model_parallel": 2, "schedule": "cmp", "workers": "thread"},
+        "mp_thread": {"schedule": "mp", "workers": "thread", "defer_arch_grads": False},
+        "cmp_thread": {"schedule": "cmp", "workers": "thread", "defer_arch_grads": False},
+        "cmp_deferred_thread": {"schedule": "cmp", "workers": "thread"},
     }
     bounds = None
     got: dict[str, list[dict[str, Any]]] = {k: [] for k in [*runs, "pipelining"]}
     for rnd in range(a.rounds):
         for name, kw in runs.items():
             b = None if name == "dp" else bounds
+            kw = {"model_parallel": 2, **kw}
             r = profile_steps(_space(a), "nasb", data, bounds=b, **kw, **common)
             if name != "dp":
                 bounds = r["bounds"]  # balanced once by measured unit time, then kept
@@ -86,9 +89,9 @@ def timings(a: argparse.Namespace) -> dict[str, Any]:
         if not cuda:
             from nasforge.oneshot.cmp_pipelining import profile_pipelining
 
+            cpu = {k: v for k, v in common.items() if k != "device"}
             r = profile_pipelining(_space(a), "nasb", data, model_parallel=2, bounds=bounds,
-                                   n_microbatches=a.microbatches,
-                                   **{k: v for k, v in common.items() if k != "device"})  # fmt: skip
+                                   n_microbatches=a.microbatches, **cpu)  # fmt: skip
             got["pipelining"].append(r)
             log.info("round %d pipelining: %.4f s/step", rnd, r["step_s"])
 
@@ -106,9 +109,16 @@ def timings(a: argparse.Namespace) -> dict[str, Any]:
         "cmp_over_mp": ratio("cmp"),
         "dp_over_mp": ratio("dp"),
         "pipelining_over_mp": ratio("pipelining"),
+        "cmp_deferred_over_mp": ratio("cmp_deferred"),
         "thread_cmp_over_mp": ratio("cmp_thread", "mp_thread"),
+        "thread_cmp_deferred_over_mp": ratio("cmp_deferred_thread", "mp_thread"),
         "thread_over_process": {"mp": ratio("mp_thread"), "cmp": ratio("cmp_thread", "cmp")},
-        "idle_fraction": {"mp": idle("mp"), "cmp": idle("cmp"), "dp": idle("dp")},
+        "idle_fraction": {
+            "mp": idle("mp"),
+            "cmp": idle("cmp"),
+            "cmp_deferred": idle("cmp_deferred"),
+            "dp": idle("dp"),
+        },  # fmt: skip
         "step_s": step,
         "bounds": bounds,
         "workers": runs["mp"]["workers"],
@@ -195,15 +205,27 @@ def simulation(a: argparse.Namespace, t: dict[str, Any]) -> dict[str, Any]:
     half = phase_costs(net, (x[: a.batch // 2], y[: a.batch // 2]), repeats=3)
     total = [sum(c.values()) for c in cell]
 
-    def step(costs: list[dict[str, float]], m: int, sched: str, sync: Any = None) -> Any:
+    def step(
+        costs: list[dict[str, float]], m: int, sched: str, sync: Any = None, deferred: bool = False
+    ) -> Any:
         parts = balanced_partition([sum(c.values()) for c in costs], m)
         pc = {(k, p): sum(costs[i][p] for i in r) for k, r in enumerate(parts) for p in PHASES}
-        orders = [partition_order(m, sched, k) for k in range(m)]
+        if deferred:  # B_A's pass upstream ~ B_w's cost; the rest is the recomputation
+            for k in range(m):
+                total_ba = pc[(k, "B_A")]
+                pc[(k, "B_A")] = min(total_ba, pc[(k, "B_w")])
+                pc[(k, "R_A")] = total_ba - pc[(k, "B_A")]
+        orders = [partition_order(m, sched, k, deferred) for k in range(m)]
         return simulate(pc, orders, sync=None if sync is None else sync(parts))
 
-    ratios = {}
+    ratios, deferred, equal = {}, {}, {}
+    share = {p: sum(c[p] for c in cell) / sum(total) for p in PHASES}
     for m in (2, 4, 8):
-        ratios[str(m)] = step(cell, m, "cmp").time / step(cell, m, "mp").time
+        mp = step(cell, m, "mp").time
+        ratios[str(m)] = step(cell, m, "cmp").time / mp
+        deferred[str(m)] = step(cell, m, "cmp", deferred=True).time / mp
+        flat = [dict(share) for _ in range(m)]  # perfectly balanced, measured phase shares
+        equal[str(m)] = step(flat, m, "cmp").time / step(flat, m, "mp").time
     # CMP x DP: R replicas each take batch/R; gradient all-reduce of each partition's weights
     # over a ring at the bandwidth the 2-process data-parallel run showed (idle time there is
     # the all-reduce of every weight)
@@ -218,10 +240,13 @@ def simulation(a: argparse.Namespace, t: dict[str, Any]) -> dict[str, Any]:
             return [2 * (r - 1) / r * sum(w_bytes[i] for i in rg) / bw for rg in parts]
 
         sched = "cmp" if m > 1 else "mp"
-        s = step(costs, m, sched, sync if r > 1 else None).time
+        s = step(costs, m, sched, sync if r > 1 else None, deferred=True).time
         mxr[f"M{m}xR{r}"] = {"step_s": s, "samples_per_s": a.batch / s}
     return {
         "simulated_cmp_over_mp": ratios,
+        "simulated_cmp_deferred_over_mp": deferred,
+        "simulated_cmp_over_mp_balanced": equal,
+        "phase_share": share,
         "theory_cmp_over_mp": {str(m): theory_ratio(m) for m in (2, 4, 8)},
         "simulated_cmp_dp_8_devices": mxr,
         "unit_cost_s": total,

@@ -65,6 +65,7 @@ class Job:
     threads: int = 1
     device: str = "cpu"
     profile: tuple[int, int] | None = None  # (warm-up steps, timed steps): time, do not train
+    defer_arch_grads: bool = False  # NASB: recompute inactive ops after passing B_A upstream
 
     @property
     def m(self) -> int:
@@ -286,6 +287,7 @@ class PartitionWorker:
         self.epoch = int(full["epoch"])
         self.waited = 0.0  # seconds blocked on neighbours (receives, all-reduces, sends)
         self.alphas = net.arch_parameters()
+        self.deferred = job.defer_arch_grads and algo.layer is nasb.NasbLayer
         self.saved: dict[str, Any] = {}
         self._losses: dict[str, torch.Tensor] = {}
 
@@ -360,6 +362,9 @@ class PartitionWorker:
                     self.rank, self._peer(self.k - 1), _TAGS[phase], [t.grad for t in state]
                 )
             return
+        if self.deferred:
+            self._backward_arch_deferred(state, out, grads, leaves)
+            return
         carried: list = [None] * len(self.alphas)
         if not last:
             carried = self._recv(self.rank, self._peer(self.k + 1), _TAGS["arch"])
@@ -390,6 +395,70 @@ class PartitionWorker:
         else:
             self.arch_grads = [
                 torch.zeros_like(a) if g is None else g for a, g in zip(self.alphas, arch_g)
+            ]
+
+    def _defer(self, roots: list[torch.Tensor]) -> list[tuple[int, Any, Any, Any]]:
+        """Returns the queue that NASB's Eq. 6 nodes under ``roots`` fill, in backward order,
+        with (alpha index, gradient function, g, saved tensors) instead of computing their
+        architecture gradient (the recomputation of inactive operations) in backward."""
+        queue: list[tuple[int, Any, Any, Any]] = []
+        index = {id(a): i for i, a in enumerate(self.alphas)}
+        seen: set[int] = set()
+        stack = [r.grad_fn for r in roots if r.grad_fn is not None]
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.extend(n for n, _ in node.next_functions)
+            if isinstance(node, nasb._ArchGrad._backward_cls):  # type: ignore[attr-defined]
+                acc = node.next_functions[0][0]
+                if acc is None or id(getattr(acc, "variable", None)) not in index:
+                    continue
+                i, orig = index[id(acc.variable)], node.fn
+
+                def later(g: Any, saved: Any, i: int = i, orig: Any = orig) -> None:
+                    queue.append((i, orig, g, saved))
+                    return None  # this alpha gradient comes from the queue
+
+                node.fn = later
+        return queue
+
+    def _backward_arch_deferred(self, state: Any, out: Any, grads: list, leaves: list) -> None:
+        """Runs B_A with NASB's inactive-operation recomputation deferred: the input gradients
+        go upstream first, so every partition recomputes at once; then the architecture
+        gradients are folded in one-device order, starting from the downstream sum."""
+        last = self.k == self.m - 1
+        if last:
+            pairs = [(out[0], None)]
+        else:
+            pairs = [(o, g) for o, g in zip(out, grads) if o.requires_grad and g is not None]
+            if not pairs:
+                pairs = [(out[0], torch.zeros_like(out[0]))]
+        queue = self._defer([o for o, _ in pairs])
+        res = torch.autograd.grad(
+            [o for o, _ in pairs],
+            [*self.alphas, *leaves],
+            [g for _, g in pairs] if not last else None,
+            allow_unused=True,
+        )
+        in_g = list(res[len(self.alphas) :])
+        if self.k > 0:
+            it = iter(in_g)
+            back = [next(it) if t.requires_grad else None for t in state]
+            self.t.send(self.rank, self._peer(self.k - 1), _TAGS["B_A"], back)
+        with torch.no_grad():
+            terms = [(i, fn(g, saved)) for i, fn, g, saved in queue]
+        acc: list = [None] * len(self.alphas)
+        if not last:
+            acc = self._recv(self.rank, self._peer(self.k + 1), _TAGS["arch"])
+        for i, c in terms:  # autograd's order: the downstream sum, then each term as it came
+            acc[i] = c if acc[i] is None else acc[i] + c
+        if self.k > 0:
+            self.t.send(self.rank, self._peer(self.k - 1), _TAGS["arch"], acc)
+        else:
+            self.arch_grads = [
+                torch.zeros_like(a) if g is None else g for a, g in zip(self.alphas, acc)
             ]
 
     def step(self, train: Any, val: Any) -> tuple[float, float]:

@@ -118,6 +118,7 @@ def cmp_search(
     weights: Mapping[str, torch.Tensor] | None = None,
     bounds: list[tuple[int, int]] | None = None,
     device: str = "cpu",
+    defer_arch_grads: bool = True,
     timeout_s: float = 3600.0,
     **settings: Any,
 ) -> SearchResult:
@@ -126,6 +127,9 @@ def cmp_search(
 
     ``device``: ``"cpu"``, or ``"cuda"``: threads share one GPU, each partition on its own CUDA
     stream; processes take one GPU each (NCCL) when there are several.
+    ``defer_arch_grads`` (NASB): in B_A a partition first passes its input gradients upstream
+    and only then recomputes the inactive operations for Eq. 6, so all partitions recompute at
+    once; the architecture gradients are then summed in the one-device order (bitwise equal).
     ``bounds`` fixes the partitions as unit ranges ``[(start, stop), ...]``; by default they are
     balanced by each unit's measured time (:func:`~nasforge.oneshot.cmp_partition.unit_costs`).
 
@@ -147,7 +151,8 @@ def cmp_search(
         init = str(Path(out) / "init.pt")
         torch.save(state.state_dict(), init)
         job = Job(space, algo.name, split, cfg, list(bounds), schedule, replicas, init, out,
-                  torch.get_num_threads(), _check_device(device))  # fmt: skip
+                  torch.get_num_threads(), _check_device(device),
+                  defer_arch_grads=defer_arch_grads)  # fmt: skip
         with _Workers(job, workers, timeout_s) as pool:
             t0 = time.perf_counter()
             while state.epoch < cfg.epochs:
@@ -242,6 +247,7 @@ def profile_steps(
     steps: int = 5,
     bounds: list[tuple[int, int]] | None = None,
     device: str = "cpu",
+    defer_arch_grads: bool = True,
     timeout_s: float = 600.0,
     **settings: Any,
 ) -> dict[str, Any]:
@@ -260,7 +266,8 @@ def profile_steps(
         init = str(Path(out) / "init.pt")
         torch.save(state.state_dict(), init)
         job = Job(space, algo.name, split, cfg, bounds, schedule, replicas, init, out,
-                  torch.get_num_threads(), _check_device(device), (warmup, steps))  # fmt: skip
+                  torch.get_num_threads(), _check_device(device), (warmup, steps),
+                  defer_arch_grads)  # fmt: skip
         with _Workers(job, workers, timeout_s) as pool:
             profs = pool.wait_files([f"prof{r}.pt" for r in range(pool.world)])
     med = statistics.median

@@ -95,15 +95,20 @@ def clock_cycles(m: int, schedule: str) -> list[list[Cell]]:
     raise ScheduleError(f"unknown schedule {schedule!r}; expected one of {list(SCHEDULES)}")
 
 
-def partition_order(m: int, schedule: str, k: int) -> list[str]:
-    """Returns the phases partition ``k`` runs, in its order, under ``schedule``.
+def partition_order(m: int, schedule: str, k: int, deferred: bool = False) -> list[str]:
+    """Returns the phases partition ``k`` runs, in its order, under ``schedule``; ``deferred``
+    splits NASB's B_A into the pass that sends gradients upstream (``B_A``) and the local
+    recomputation of inactive operations for Eq. 6 (``R_A``), run right after it.
 
     Raises:
         ScheduleError: see :func:`clock_cycles`; ``k`` outside ``[0, m)``.
     """
     if not 0 <= k < m:
         raise ScheduleError(f"partition {k!r} is outside [0, {m})")
-    return [phase for tick in clock_cycles(m, schedule) for (p, phase) in tick if p == k]
+    order = [phase for tick in clock_cycles(m, schedule) for (p, phase) in tick if p == k]
+    if deferred:
+        order.insert(order.index("B_A") + 1, "R_A")
+    return order
 
 
 def theory_ratio(m: int) -> float:
@@ -114,6 +119,8 @@ def theory_ratio(m: int) -> float:
 
 def _deps(m: int, k: int, phase: str) -> list[Cell]:
     """Returns the sub-tasks that must finish before (k, phase) can start."""
+    if phase == "R_A":  # local: needs only this partition's B_A pass
+        return [(k, "B_A")]
     forward = "F_" + phase[2:]
     if phase.startswith("F"):
         return [(k - 1, phase)] if k > 0 else []
@@ -131,9 +138,9 @@ def check_schedule(m: int, orders: Sequence[Sequence[str]]) -> None:
     if len(orders) != m:
         raise ScheduleError(f"{len(orders)} partition orders for {m} partitions")
     for k, order in enumerate(orders):
-        if sorted(order) != sorted(PHASES):
+        if sorted(p for p in order if p != "R_A") != sorted(PHASES):
             raise ScheduleError(f"partition {k} runs {list(order)}, expected each of {PHASES}")
-    simulate({(k, p): 1.0 for k in range(m) for p in PHASES}, orders)
+    simulate({(k, p): 1.0 for k in range(m) for p in (*PHASES, "R_A")}, orders)
 
 
 @dataclass(frozen=True)

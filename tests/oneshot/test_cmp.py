@@ -44,13 +44,14 @@ def _same(a, b) -> list[str]:  # noqa: ANN001
 KW = {"epochs": 2, "batch_size": 12, "seed": 3}
 
 
-@pytest.mark.parametrize("schedule", ["cmp", "mp"])
-def test_processes_bitwise_equal_one_device_nasb(schedule: str) -> None:
-    """CMP and MP on 2 processes end with A and w bitwise equal to one-device NASB (Alg. 1)."""
+@pytest.mark.parametrize(("schedule", "defer"), [("cmp", True), ("cmp", False), ("mp", False)])
+def test_processes_bitwise_equal_one_device_nasb(schedule: str, defer: bool) -> None:
+    """CMP (with and without deferred Eq. 6 recomputation) and MP on 2 processes end with A
+    and w bitwise equal to one-device NASB (Algorithm 1)."""
     ref = search(tiny_cell_space(), "nasb", _data(), **KW)
     got = cmp_search(
         tiny_cell_space(), "nasb", _data(), model_parallel=2, schedule=schedule,
-        workers="process", **KW,
+        workers="process", defer_arch_grads=defer, **KW,
     )  # fmt: skip
     assert _same(ref, got) == []
     assert [r["arch"] for r in ref.history] == [r["arch"] for r in got.history]

@@ -91,3 +91,18 @@ def test_min_max_partition_is_the_pipeline_packages(costs: list[float], data) ->
 
     n = data.draw(st.integers(1, len(costs)))
     assert balanced_partition(costs, n) == pipeline(costs, n)
+
+
+def test_deferred_recomputation_runs_after_its_own_pass() -> None:
+    """R_A follows B_A on the same partition and waits for nothing else; it helps CMP when
+    B_A's recomputation dominates (NASB)."""
+    m = 2
+    orders = [partition_order(m, "cmp", k, deferred=True) for k in range(m)]
+    assert orders[0] == ["F_A", "F_w", "B_w", "B_A", "R_A"]
+    check_schedule(m, orders)
+    costs = {(k, p): 1.0 for k in range(m) for p in ("F_A", "F_w", "B_w", "B_A")}
+    heavy = {**costs, **{(k, "R_A"): 4.0 for k in range(m)}}
+    plain = {**costs, **{(k, "B_A"): 5.0 for k in range(m)}}
+    deferred = simulate(heavy, orders).time
+    undeferred = simulate(plain, [partition_order(m, "cmp", k) for k in range(m)]).time
+    assert deferred < undeferred
