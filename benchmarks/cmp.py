@@ -58,34 +58,37 @@ def _data(a: argparse.Namespace) -> tuple[torch.Tensor, torch.Tensor]:
     return x, torch.randint(0, 10, (n,), generator=g)
 
 
+VARIANTS = [("mp", False), ("cmp", False), ("cmp", True)]  # (schedule, defer_arch_grads)
+NAMES = ["mp", "cmp", "cmp_deferred"]
+
+
 def timings(a: argparse.Namespace) -> dict[str, Any]:
-    """Returns the measured step times, ratios and idle fractions."""
+    """Returns the measured step times, ratios and idle fractions.
+
+    MP, CMP and deferred CMP run in turn, step by step, in one launch of the workers (so they
+    meet the same load on a shared machine); a ratio is the median over steps of the step time
+    over the MP step just before it, then the median over rounds. Data parallel and the
+    pipelining baseline need other worker layouts: they run in their own launches, each round
+    divided by that round's MP."""
     data, common = _data(a), {"batch_size": a.batch, "epochs": 1, "warmup": a.warmup,
                               "steps": a.steps, "device": a.device}  # fmt: skip
     cuda = a.device == "cuda"
-    many_gpus = cuda and torch.cuda.device_count() >= 2
-    proc = "process" if (not cuda or many_gpus) else None
-    runs: dict[str, dict[str, Any]] = {
-        "mp": {"schedule": "mp", "workers": proc or "thread", "defer_arch_grads": False},
-        "cmp": {"schedule": "cmp", "workers": proc or "thread", "defer_arch_grads": False},
-        "cmp_deferred": {"schedule": "cmp", "workers": proc or "thread"},
-        "dp": {"model_parallel": 1, "replicas": 2, "workers": proc or "thread"},
-        "mp_thread": {"schedule": "mp", "workers": "thread", "defer_arch_grads": False},
-        "cmp_thread": {"schedule": "cmp", "workers": "thread", "defer_arch_grads": False},
-        "cmp_deferred_thread": {"schedule": "cmp", "workers": "thread"},
-    }
+    proc = "process" if (not cuda or torch.cuda.device_count() >= 2) else "thread"
     bounds = None
-    got: dict[str, list[dict[str, Any]]] = {k: [] for k in [*runs, "pipelining"]}
+    got: dict[str, list[Any]] = {"process": [], "thread": [], "dp": [], "pipelining": []}
     for rnd in range(a.rounds):
-        for name, kw in runs.items():
-            b = None if name == "dp" else bounds
-            kw = {"model_parallel": 2, **kw}
-            r = profile_steps(_space(a), "nasb", data, bounds=b, **kw, **common)
-            if name != "dp":
-                bounds = r["bounds"]  # balanced once by measured unit time, then kept
-            got[name].append(r)
-            log.info("round %d %s: %.4f s/step, idle %s", rnd, name, r["step_s"],
-                     [round(v, 3) for v in r["idle_fraction"]])  # fmt: skip
+        for workers in (proc, "thread"):
+            r = profile_steps(_space(a), "nasb", data, model_parallel=2, workers=workers,
+                              variants=VARIANTS, bounds=bounds, **common)  # fmt: skip
+            bounds = r["bounds"]  # balanced once by measured unit time, then kept
+            got["process" if workers == proc else "thread"].append(r)
+            log.info("round %d %s: %s s/step, paired %s, idle %s", rnd, workers,
+                     [round(v, 4) for v in r["step_s"]], [round(v, 3) for v in r["paired"]],
+                     r["idle_fraction"])  # fmt: skip
+        r = profile_steps(_space(a), "nasb", data, model_parallel=1, replicas=2, workers=proc,
+                          **common)  # fmt: skip
+        got["dp"].append(r)
+        log.info("round %d dp: %.4f s/step", rnd, r["step_s"])
         if not cuda:
             from nasforge.oneshot.cmp_pipelining import profile_pipelining
 
@@ -94,34 +97,42 @@ def timings(a: argparse.Namespace) -> dict[str, Any]:
                                    n_microbatches=a.microbatches, **cpu)  # fmt: skip
             got["pipelining"].append(r)
             log.info("round %d pipelining: %.4f s/step", rnd, r["step_s"])
+    med = statistics.median
 
-    def ratio(num: str, den: str = "mp") -> float | None:
-        if not got[num]:
+    def paired(kind: str, v: int) -> float:
+        return med(r["paired"][v] for r in got[kind])
+
+    def over_mp(name: str) -> float | None:
+        if not got[name]:
             return None
-        return statistics.median(n["step_s"] / d["step_s"] for n, d in zip(got[num], got[den]))
+        return med(x["step_s"] / p["step_s"][0] for x, p in zip(got[name], got["process"]))
 
-    def idle(name: str) -> list[float]:
-        return [statistics.median(r["idle_fraction"][k] for r in got[name])
-                for k in range(len(got[name][0]["idle_fraction"]))]  # fmt: skip
+    def idle(kind: str, v: int) -> list[float]:
+        rs = got[kind]
+        return [med(r["idle_fraction"][v][k] for r in rs) for k in range(2)]
 
-    step = {k: statistics.median(r["step_s"] for r in v) for k, v in got.items() if v}
+    step = {f"{n}_{kind}": med(r["step_s"][v] for r in got[kind])
+            for kind in ("process", "thread") for v, n in enumerate(NAMES)}  # fmt: skip
+    step.update({k: med(r["step_s"] for r in got[k]) for k in ("dp", "pipelining") if got[k]})
     return {
-        "cmp_over_mp": ratio("cmp"),
-        "dp_over_mp": ratio("dp"),
-        "pipelining_over_mp": ratio("pipelining"),
-        "cmp_deferred_over_mp": ratio("cmp_deferred"),
-        "thread_cmp_over_mp": ratio("cmp_thread", "mp_thread"),
-        "thread_cmp_deferred_over_mp": ratio("cmp_deferred_thread", "mp_thread"),
-        "thread_over_process": {"mp": ratio("mp_thread"), "cmp": ratio("cmp_thread", "cmp")},
+        "cmp_over_mp": paired("process", 1),
+        "cmp_deferred_over_mp": paired("process", 2),
+        "dp_over_mp": over_mp("dp"),
+        "pipelining_over_mp": over_mp("pipelining"),
+        "thread_cmp_over_mp": paired("thread", 1),
+        "thread_cmp_deferred_over_mp": paired("thread", 2),
+        "thread_over_process": {
+            n: med(t["step_s"][v] / p["step_s"][v] for t, p in zip(got["thread"], got["process"]))
+            for v, n in enumerate(NAMES)
+        },
         "idle_fraction": {
-            "mp": idle("mp"),
-            "cmp": idle("cmp"),
-            "cmp_deferred": idle("cmp_deferred"),
-            "dp": idle("dp"),
-        },  # fmt: skip
+            **{n: idle("process", v) for v, n in enumerate(NAMES)},
+            **{f"{n}_thread": idle("thread", v) for v, n in enumerate(NAMES)},
+            "dp": [med(r["idle_fraction"][k] for r in got["dp"]) for k in range(2)],
+        },
         "step_s": step,
         "bounds": bounds,
-        "workers": runs["mp"]["workers"],
+        "workers": proc,
     }
 
 
@@ -230,7 +241,7 @@ def simulation(a: argparse.Namespace, t: dict[str, Any]) -> dict[str, Any]:
     # over a ring at the bandwidth the 2-process data-parallel run showed (idle time there is
     # the all-reduce of every weight)
     w_bytes = [sum(p.numel() * p.element_size() for p in m.parameters()) for m in units(net)]
-    dp_idle = statistics.median(t["idle_fraction"]["dp"]) * t["step_s"]["dp"]
+    dp_idle = statistics.median(t["idle_fraction"]["dp"]) * t["step_s"]["dp"]  # the all-reduce
     bw = sum(w_bytes) / max(dp_idle, 1e-6)  # bytes/s
     mxr = {}
     for m, r in ((8, 1), (4, 2), (2, 4), (1, 8)):
@@ -292,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--microbatches", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--quality-epochs", type=int, default=2)
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")

@@ -66,6 +66,9 @@ class Job:
     device: str = "cpu"
     profile: tuple[int, int] | None = None  # (warm-up steps, timed steps): time, do not train
     defer_arch_grads: bool = False  # NASB: recompute inactive ops after passing B_A upstream
+    # profiling only: (schedule, defer_arch_grads) variants run in turn, step by step, so that
+    # they are timed under the same load
+    variants: list[tuple[str, bool]] | None = None
 
     @property
     def m(self) -> int:
@@ -287,7 +290,8 @@ class PartitionWorker:
         self.epoch = int(full["epoch"])
         self.waited = 0.0  # seconds blocked on neighbours (receives, all-reduces, sends)
         self.alphas = net.arch_parameters()
-        self.deferred = job.defer_arch_grads and algo.layer is nasb.NasbLayer
+        self.can_defer = algo.layer is nasb.NasbLayer
+        self.deferred = job.defer_arch_grads and self.can_defer
         self.saved: dict[str, Any] = {}
         self._losses: dict[str, torch.Tensor] = {}
 
@@ -461,6 +465,11 @@ class PartitionWorker:
                 torch.zeros_like(a) if g is None else g for a, g in zip(self.alphas, acc)
             ]
 
+    def use(self, schedule: str, defer: bool) -> None:
+        """Switches this worker's schedule order and deferral (every worker in lockstep)."""
+        self.order = partition_order(self.m, schedule, self.k)
+        self.deferred = defer and self.can_defer
+
     def step(self, train: Any, val: Any) -> tuple[float, float]:
         """Returns (train loss, val loss) (NaN on partitions that hold no loss) after one
         consecutive step in this partition's schedule order."""
@@ -559,11 +568,15 @@ class PartitionWorker:
         """Times ``warmup + steps`` steps and writes, for the timed ones, each step's wall time
         and the time this worker waited on others (no slice: the parameters are thrown away)."""
         cfg, split = self.job.cfg, self.job.split
-        times, waits = [], []
+        variants = self.job.variants or [(self.job.schedule, self.deferred)]
+        n = len(variants)
+        times: list[list[float]] = [[] for _ in variants]
+        waits: list[list[float]] = [[] for _ in variants]
         it = zip(
             batches(split.train, cfg.batch_size, self.g), batches(split.val, cfg.batch_size, self.g)
         )
-        for i in range(warmup + steps):
+        for i in range(n * (warmup + steps)):
+            self.use(*variants[i % n])
             pair = next(it, None)
             if pair is None:
                 it = zip(batches(split.train, cfg.batch_size, self.g),
@@ -573,9 +586,9 @@ class PartitionWorker:
             self.waited, t0 = 0.0, time.perf_counter()
             self.step(*pair)
             self._sync_device()
-            if i >= warmup:
-                times.append(time.perf_counter() - t0)
-                waits.append(self.waited)
+            if i >= n * warmup:
+                times[i % n].append(time.perf_counter() - t0)
+                waits[i % n].append(self.waited)
         torch.save({"times": times, "waits": waits}, Path(self.job.out) / f"prof{self.rank}.pt")
 
     def _sync_device(self) -> None:

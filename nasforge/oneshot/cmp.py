@@ -248,12 +248,18 @@ def profile_steps(
     bounds: list[tuple[int, int]] | None = None,
     device: str = "cpu",
     defer_arch_grads: bool = True,
+    variants: list[tuple[str, bool]] | None = None,
     timeout_s: float = 600.0,
     **settings: Any,
 ) -> dict[str, Any]:
     """Returns the timed steps of a model/data-parallel search (trained, then thrown away):
     ``step_s`` (median wall time of a step, worker 0), ``idle_fraction`` (per worker, the
     median share of a step spent waiting on others), ``bounds``, and the raw per-step lists.
+
+    ``variants=[("mp", False), ("cmp", True)]`` runs those (schedule, defer_arch_grads) in
+    turn, step by step, in one launch, so that they meet the same machine load; ``step_s``,
+    ``idle_fraction`` and ``times`` are then lists with one entry per variant, and ``paired``
+    holds, per variant, the median over rounds of its step time over the first variant's.
 
     Raises:
         ConfigError, SpaceError, WorkerError: as :func:`cmp_search`.
@@ -267,15 +273,31 @@ def profile_steps(
         torch.save(state.state_dict(), init)
         job = Job(space, algo.name, split, cfg, bounds, schedule, replicas, init, out,
                   torch.get_num_threads(), _check_device(device), (warmup, steps),
-                  defer_arch_grads)  # fmt: skip
+                  defer_arch_grads, variants)  # fmt: skip
         with _Workers(job, workers, timeout_s) as pool:
             profs = pool.wait_files([f"prof{r}.pt" for r in range(pool.world)])
     med = statistics.median
+    # per worker, per variant: lists of step times and waits
+    times = [p["times"] for p in profs]
+    waits = [p["waits"] for p in profs]
+    per = [
+        {
+            "step_s": med(times[0][v]),
+            "idle_fraction": [
+                med(w / t for w, t in zip(waits[r][v], times[r][v])) for r in range(len(profs))
+            ],
+            "times": times[0][v],
+        }
+        for v in range(len(times[0]))
+    ]
+    if variants is None:
+        return {**per[0], "bounds": bounds}
     return {
-        "step_s": med(profs[0]["times"]),
-        "idle_fraction": [med(w / t for w, t in zip(p["waits"], p["times"])) for p in profs],
+        "step_s": [p["step_s"] for p in per],
+        "idle_fraction": [p["idle_fraction"] for p in per],
+        "times": [p["times"] for p in per],
+        "paired": [med(t / b for t, b in zip(p["times"], per[0]["times"])) for p in per],
         "bounds": bounds,
-        "times": [p["times"] for p in profs],
     }
 
 

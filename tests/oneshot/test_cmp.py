@@ -119,3 +119,13 @@ def test_partition_is_balanced_and_errors_are_clear() -> None:
         cmp_search(Chain(), "nasb", _data(), order="alternate", epochs=1)
     with pytest.raises(ConfigError, match="schedule"):
         cmp_search(Chain(), "nasb", _data(), schedule="gpipe", epochs=1)
+
+
+def test_profile_runs_variants_in_turn() -> None:
+    """profile_steps times each (schedule, deferral) variant in one launch, with idle shares."""
+    from nasforge.oneshot.cmp import profile_steps
+
+    r = profile_steps(Chain(), "nasb", _data(), model_parallel=2, batch_size=12, epochs=1,
+                      warmup=1, steps=2, variants=[("mp", False), ("cmp", True)])  # fmt: skip
+    assert len(r["step_s"]) == len(r["paired"]) == 2 and r["paired"][0] == 1.0
+    assert all(len(i) == 2 and all(0.0 <= f <= 1.0 for f in i) for i in r["idle_fraction"])
