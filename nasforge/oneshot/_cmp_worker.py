@@ -302,9 +302,11 @@ class PartitionWorker:
     def _recv(self, *args: Any) -> Any:
         t0 = time.perf_counter()
         try:
-            return self.t.recv(*args)
+            got = self.t.recv(*args)
         finally:
             self.waited += time.perf_counter() - t0
+        # threads on several GPUs: a neighbour's tensors live on its device
+        return [t if t is None or t.device == self.device else t.to(self.device) for t in got]
 
     def _allreduce(self, *args: Any) -> Any:
         t0 = time.perf_counter()

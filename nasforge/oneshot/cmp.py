@@ -146,13 +146,13 @@ def cmp_search(
         weights, bounds, settings,
     )  # fmt: skip
     net = state.net
+    dev = _check_device(device, workers, model_parallel * replicas)
     history: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="nasforge-cmp-") as out:
         init = str(Path(out) / "init.pt")
         torch.save(state.state_dict(), init)
         job = Job(space, algo.name, split, cfg, list(bounds), schedule, replicas, init, out,
-                  torch.get_num_threads(), _check_device(device),
-                  defer_arch_grads=defer_arch_grads)  # fmt: skip
+                  torch.get_num_threads(), dev, defer_arch_grads=defer_arch_grads)  # fmt: skip
         with _Workers(job, workers, timeout_s) as pool:
             t0 = time.perf_counter()
             while state.epoch < cfg.epochs:
@@ -225,7 +225,13 @@ def _prepare(
     return algo, cfg, split, state, list(bounds)
 
 
-def _check_device(device: str) -> str:
+def _check_device(device: str, workers: str = "thread", world: int = 1) -> str:
+    if device.startswith("cuda") and workers == "process" and torch.cuda.device_count() < world:
+        raise ConfigError(
+            f"workers='process' on CUDA runs one NCCL process per GPU: {world} processes need "
+            f"{world} GPUs, this machine has {torch.cuda.device_count()}; use workers='thread' "
+            "(partitions on CUDA streams of one GPU)"
+        )
     if device == "cpu" or (device.startswith("cuda") and torch.cuda.is_available()):
         return device
     raise ConfigError(
@@ -268,12 +274,13 @@ def profile_steps(
         space, algorithm, data, model_parallel, schedule, replicas, workers, None, None, None,
         bounds, settings,
     )  # fmt: skip
+    dev = _check_device(device, workers, model_parallel * replicas)
     with tempfile.TemporaryDirectory(prefix="nasforge-cmp-") as out:
         init = str(Path(out) / "init.pt")
         torch.save(state.state_dict(), init)
         job = Job(space, algo.name, split, cfg, bounds, schedule, replicas, init, out,
-                  torch.get_num_threads(), _check_device(device), (warmup, steps),
-                  defer_arch_grads, variants)  # fmt: skip
+                  torch.get_num_threads(), dev, (warmup, steps), defer_arch_grads,
+                  variants)  # fmt: skip
         with _Workers(job, workers, timeout_s) as pool:
             profs = pool.wait_files([f"prof{r}.pt" for r in range(pool.world)])
     med = statistics.median
