@@ -136,6 +136,31 @@ def timings(a: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _spin(n: int) -> float:
+    torch.set_num_threads(1)
+    a = torch.randn(256, 256)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        a = torch.tanh(a @ a)
+    return time.perf_counter() - t0
+
+
+def machine_speedup(n: int = 300) -> float:
+    """Returns how much faster two 1-thread processes finish two equal jobs side by side than
+    one after the other (2.0 on two free cores): the overlap this machine offers right now."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        pool.map(_spin, [n, n])  # warm both
+        t0 = time.perf_counter()
+        pool.map(_spin, [n])
+        pool.map(_spin, [n])
+        serial = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        pool.map(_spin, [n, n])
+        return serial / (time.perf_counter() - t0)
+
+
 # -- memory -----------------------------------------------------------------------------------
 
 
@@ -311,7 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.device == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda needs a CUDA GPU; torch.cuda.is_available() is False here")
     t0 = time.perf_counter()
+    speedup = machine_speedup()
     t = timings(a)
+    t["machine_parallel_speedup"] = {"before": speedup, "after": machine_speedup()}
     out: dict[str, Any] = {**t, **memory(a, t["bounds"]), **simulation(a, t)}
     out.update(quality(a))
     out["theory_cmp_over_mp_m2"] = theory_ratio(2)
