@@ -46,7 +46,8 @@ from typing import Any
 import torch
 
 from nasforge.errors import ConfigError, DivergenceError, WorkerError
-from nasforge.oneshot._cmp_worker import DistTransport, Job, PartitionWorker, ThreadTransport
+from nasforge.oneshot._cmp_transport import DistTransport, ThreadTransport
+from nasforge.oneshot._cmp_worker import Job, PartitionWorker
 from nasforge.oneshot.cmp_partition import owned_names, partition, unit_costs, units
 from nasforge.oneshot.cmp_schedule import SCHEDULES
 from nasforge.oneshot.common import (
