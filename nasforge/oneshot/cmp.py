@@ -337,7 +337,7 @@ def _assemble(state: SearchState, pieces: list[dict], split: Any, algo: Any, sec
     last = pieces[-1]
     lt, lv = last["train_losses"], last["val_losses"]
     arch = algo.current_arch(state.net)
-    return {
+    row = {
         "epoch": state.epoch,
         "train_loss": sum(lt) / max(1, len(lt)),
         "val_loss": sum(lv) / len(lv) if lv else None,
@@ -346,6 +346,12 @@ def _assemble(state: SearchState, pieces: list[dict], split: Any, algo: Any, sec
         "arch_id": arch_id(arch),
         "seconds": secs,
     }
+    # the same row as search()'s, which also records each candidate's strength where the
+    # supernet reports it (Supernet.arch_weights, newer than this module)
+    weights = getattr(state.net, "arch_weights", lambda: {})()
+    if weights:
+        row["arch_weights"] = weights
+    return row
 
 
 # -- workers ------------------------------------------------------------------------------------
