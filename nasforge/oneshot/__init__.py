@@ -5,9 +5,11 @@
 module: :mod:`~nasforge.oneshot.supernet` (conversion, export, weight inheritance),
 :mod:`~nasforge.oneshot.darts`, :mod:`~nasforge.oneshot.nasb`, :mod:`~nasforge.oneshot.spos`;
 :mod:`~nasforge.oneshot.runner` runs a search as a recorded run (``nasforge run``, kind
-``oneshot``).
+``oneshot``); :mod:`~nasforge.oneshot.cmp` splits a DARTS/NASB search over consecutive
+partitions (model parallel, CMP) and replicas (``model_parallel=M, schedule="cmp"``).
 """
 
+from nasforge.oneshot.cmp import cmp_search
 from nasforge.oneshot.common import SearchConfig, SearchResult
 from nasforge.oneshot.dartsformer import RevSearchConfig, RevSearchResult, rev_search
 from nasforge.oneshot.peak_memory import peak_saved_bytes
@@ -38,6 +40,7 @@ __all__ = [
     "SearchState",
     "Supernet",
     "activate",
+    "cmp_search",
     "get_algorithm",
     "inherit_weights",
     "peak_saved_bytes",

@@ -22,6 +22,10 @@ Data: ``(X, y)`` tensors (split evenly into a weight half and an architecture ha
 A SPOS search can start from a supernet trained elsewhere: ``supernet: RUN_DIR`` names a run
 whose record holds a ``supernet`` artifact (e.g. pipeline training), and ``epochs: 0`` goes
 straight to the evolution.
+
+Model and data parallel: ``model_parallel=M, schedule="cmp"`` (or ``"mp"``), ``replicas=R`` and
+``workers="thread" | "process"`` run the search with :func:`nasforge.oneshot.cmp.cmp_search`
+(docs/cmp.md); the record is the same, and a resume continues bitwise.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import torch
 
 from nasforge.data import to_tensors
 from nasforge.errors import ConfigError, StoreError
+from nasforge.oneshot.cmp import DEFAULT_WORKERS, check_parallel, cmp_search
 from nasforge.oneshot.common import Batch, SearchConfig, Split, accuracy, split_data
 from nasforge.oneshot.search import ALGORITHMS, SearchState, search
 from nasforge.oneshot.search import supernet as make_supernet
@@ -55,6 +60,9 @@ from nasforge.strategy import list_strategies
 __all__ = ["OneShot", "OneShotSearch", "OneShotExperiment", "get_oneshot", "load_data"]
 
 log = logging.getLogger("nasforge.oneshot")
+
+#: The parallel settings of a one-device search (the default).
+_ONE_DEVICE = {"model_parallel": 1, "schedule": "cmp", "replicas": 1, "workers": DEFAULT_WORKERS}
 
 _NUMERIC_ROW_KEYS = ("epoch", "train_loss", "val_loss", "val_acc", "seconds")
 
@@ -159,6 +167,8 @@ class OneShotSearch(BaseRunner):
     :class:`OneShot`; ``settings`` are :class:`~nasforge.oneshot.SearchConfig` fields
     (``epochs``, ``batch_size``, ``seed``, ...) that override the strategy's. ``threads`` sets
     torch's thread count (default: :func:`nasforge.run.threads.default_threads`).
+    ``model_parallel``, ``schedule``, ``replicas`` and ``workers`` split the search over
+    partitions and replicas (:func:`~nasforge.oneshot.cmp.cmp_search`; docs/cmp.md).
 
     Invariants: configuration errors (bad algorithm, setting or data, a space a supernet cannot
     mix) are raised before the record is created or any training starts; a resumed search ends
@@ -186,6 +196,10 @@ class OneShotSearch(BaseRunner):
         source: Mapping[str, Any] | None = None,
         threads: int | None = None,
         supernet: str | Path | None = None,
+        model_parallel: int = 1,
+        schedule: str = "cmp",
+        replicas: int = 1,
+        workers: str | None = None,
         **settings: Any,
     ) -> None:
         multi = {"n_trials", "time_budget", "executor", "concurrency", "evaluator", "evaluate",
@@ -212,6 +226,11 @@ class OneShotSearch(BaseRunner):
         self.split, self.test = load_data(data, self.strategy.config.seed)
         self.progress_mode = progress
         self.threads = threads
+        self.parallel = {"model_parallel": model_parallel, "schedule": schedule,
+                         "replicas": replicas, "workers": workers or DEFAULT_WORKERS}  # fmt: skip
+        if self.parallel != _ONE_DEVICE:
+            check_parallel(model_parallel, replicas, schedule, self.parallel["workers"],
+                           self.strategy.config, self.strategy.name)  # fmt: skip
         super().__init__(Objective("accuracy", "max"), directory, source, space)
 
     @classmethod
@@ -273,6 +292,7 @@ class OneShotSearch(BaseRunner):
             "data": data,
             "threads": self.threads,
             "supernet": self.supernet_run,
+            **self.parallel,
         }
 
     def _execute(self, store: Store, resume: bool) -> None:
@@ -310,7 +330,7 @@ class OneShotSearch(BaseRunner):
             )
 
         try:
-            result = search(
+            result = (search if self.parallel == _ONE_DEVICE else self._cmp_search)(
                 self.space,
                 self.strategy.name,
                 {"train": self.split.train, "val": self.split.val},
@@ -322,6 +342,11 @@ class OneShotSearch(BaseRunner):
         finally:
             progress.close()
         self._record(store, result, time.monotonic() - t0)
+
+    def _cmp_search(self, *args: Any, **kwargs: Any) -> Any:
+        """Returns :func:`~nasforge.oneshot.cmp.cmp_search`'s result with this run's partitions,
+        schedule, replicas and workers (docs/cmp.md)."""
+        return cmp_search(*args, **self.parallel, **kwargs)
 
     def _record(self, store: Store, result: Any, seconds: float) -> None:
         cfg = self.strategy.config

@@ -1,0 +1,534 @@
+"""Consecutive model parallel (CMP) search: a DARTS or NASB supernet split into M consecutive
+partitions, one per device, the bilevel step's four phases issued in CMP's order (NASB-CMP §2.2,
+Algorithm 1, Appendix B), optionally times R data-parallel replicas.
+
+``cmp_search(space, "nasb", data, model_parallel=2, schedule="cmp")`` returns the same
+:class:`~nasforge.oneshot.common.SearchResult` as :func:`~nasforge.oneshot.search.search` with
+``order="consecutive"``, and with one replica the same result bit for bit (same thread count):
+it is the same computation, only spread over partitions. Schedules (pure, in
+:mod:`nasforge.oneshot.cmp_schedule`):
+
+    mp    plain model parallel: F_A, B_A, F_w, B_w one after another
+    cmp   F_A and F_w sub-tasks back to back, then B_w and B_A; both updates after all four
+
+Workers: ``"thread"`` (one thread per partition in this process, as the paper's Appendix B;
+the default, see docs/cmp.md for the measurement) or ``"process"`` (``torch.distributed``
+processes: gloo on CPU, NCCL on CUDA, on 127.0.0.1). ``replicas=R`` adds data parallelism:
+partition k of every replica is one process or thread, each replica takes a 1/R shard of each
+batch, and gradients are summed over replicas (the architecture gradient still sees the whole
+batch); batch norm then normalises per shard, as in any data-parallel run.
+
+The coordinator (this process) keeps the full supernet in host memory: after each epoch the
+workers write their slices, which it assembles into exactly the state a one-device search
+checkpoints (so progress rows, checkpoints, resume and export are those of a one-device run),
+and it computes the epoch's validation accuracy and architecture from it.
+
+Invariants:
+    * on return or raise, no worker process or thread is left running;
+    * with ``replicas=1`` the result equals a one-device consecutive search bitwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import statistics
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nasforge.errors import ConfigError, DivergenceError, WorkerError
+from nasforge.oneshot._cmp_transport import DistTransport, ThreadTransport
+from nasforge.oneshot._cmp_worker import Job, PartitionWorker
+from nasforge.oneshot.cmp_partition import owned_names, partition, unit_costs, units
+from nasforge.oneshot.cmp_schedule import SCHEDULES
+from nasforge.oneshot.common import (
+    SearchConfig,
+    SearchResult,
+    accuracy,
+    arch_optimizer,
+    n_steps,
+    split_data,
+    weight_optimizer,
+)
+from nasforge.oneshot.search import SearchState, get_algorithm
+from nasforge.oneshot.supernet import Supernet
+from nasforge.space import ModelSpace, arch_id
+
+__all__ = ["cmp_search", "profile_steps", "check_parallel", "WORKERS", "DEFAULT_WORKERS"]
+
+logger = logging.getLogger(__name__)
+
+WORKERS = ("thread", "process")
+#: Measured faster on CPU (docs/cmp.md): threads share one address space, so activations pass
+#: between partitions without serialisation or copies.
+DEFAULT_WORKERS = "thread"
+_DIVERGED = 3
+
+
+def check_parallel(
+    model_parallel: Any, replicas: Any, schedule: Any, workers: Any, cfg: Any, algorithm: str
+) -> None:
+    """Returns None when the parallel settings can run.
+
+    Raises:
+        ConfigError: a setting out of range, ``order='alternate'``, or an algorithm without
+            architecture gradients (SPOS).
+    """
+    algo = get_algorithm(algorithm)
+    if not algo.uses_val or algo.name == "spos":
+        raise ConfigError(
+            f"model parallel search needs architecture gradients (darts, nasb, nasp); got "
+            f"{algo.name!r}"
+        )
+    for name, v in (("model_parallel", model_parallel), ("replicas", replicas)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ConfigError(f"{name} must be an int >= 1, got {v!r}")
+    if schedule not in SCHEDULES:
+        raise ConfigError(f"schedule must be one of {list(SCHEDULES)}, got {schedule!r}")
+    if workers not in WORKERS:
+        raise ConfigError(f"workers must be one of {list(WORKERS)}, got {workers!r}")
+    if cfg.order != "consecutive":
+        raise ConfigError(
+            f"model parallel search runs Algorithm 1 (order='consecutive'), got order="
+            f"{cfg.order!r}: CMP overlaps F_A with F_w, which needs both to use G_t"
+        )
+
+
+def cmp_search(
+    space: ModelSpace,
+    algorithm: str,
+    data: Any,
+    *,
+    model_parallel: int = 2,
+    schedule: str = "cmp",
+    replicas: int = 1,
+    workers: str = DEFAULT_WORKERS,
+    config: SearchConfig | None = None,
+    on_epoch: Callable[[dict[str, Any]], None] | None = None,
+    checkpoint: Callable[[dict[str, Any], SearchState], None] | None = None,
+    resume_from: Mapping[str, Any] | None = None,
+    weights: Mapping[str, torch.Tensor] | None = None,
+    bounds: list[tuple[int, int]] | None = None,
+    device: str = "cpu",
+    defer_arch_grads: bool = True,
+    timeout_s: float = 3600.0,
+    **settings: Any,
+) -> SearchResult:
+    """Returns what :func:`~nasforge.oneshot.search.search` returns, computed by
+    ``model_parallel`` consecutive partitions (times ``replicas``) under ``schedule``.
+
+    ``device``: ``"cpu"``, or ``"cuda"``: threads share one GPU, each partition on its own CUDA
+    stream; processes take one GPU each (NCCL) when there are several.
+    ``defer_arch_grads`` (NASB): in B_A a partition first passes its input gradients upstream
+    and only then recomputes the inactive operations for Eq. 6, so all partitions recompute at
+    once; the architecture gradients are then summed in the one-device order (bitwise equal).
+    ``bounds`` fixes the partitions as unit ranges ``[(start, stop), ...]``; by default they are
+    balanced by each unit's measured time (:func:`~nasforge.oneshot.cmp_partition.unit_costs`).
+
+    Raises:
+        ConfigError: a bad setting (also ``order='alternate'``, an algorithm without
+            architecture gradients such as SPOS), or more partitions than units.
+        SpaceError: the space does not split into units (see :mod:`.cmp_partition`).
+        DivergenceError: a loss became NaN or infinite.
+        WorkerError: a worker raised (its traceback is in the message), died or timed out;
+            every worker is ended first.
+    """
+    algo, cfg, split, state, bounds = _prepare(
+        space, algorithm, data, model_parallel, schedule, replicas, workers, config, resume_from,
+        weights, bounds, settings,
+    )  # fmt: skip
+    net = state.net
+    dev = _check_device(device, workers, model_parallel * replicas)
+    history: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="nasforge-cmp-") as out:
+        init = str(Path(out) / "init.pt")
+        torch.save(state.state_dict(), init)
+        job = Job(space, algo.name, split, cfg, list(bounds), schedule, replicas, init, out,
+                  torch.get_num_threads(), dev, defer_arch_grads=defer_arch_grads)  # fmt: skip
+        with _Workers(job, workers, timeout_s) as pool:
+            t0 = time.perf_counter()
+            while state.epoch < cfg.epochs:
+                pieces = pool.wait_epoch(state.epoch + 1)
+                row = _assemble(state, pieces, split, algo, time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                history.append(row)
+                logger.info(
+                    "%s-%s epoch %d/%d: train loss %.4f, val loss %.4f, val acc %.4f, %.1fs, "
+                    "arch %s", algo.name, schedule, row["epoch"], cfg.epochs, row["train_loss"],
+                    row["val_loss"], row["val_acc"], row["seconds"], row["arch_id"],
+                )  # fmt: skip
+                if checkpoint is not None:
+                    checkpoint(row, state)
+                if on_epoch is not None:
+                    on_epoch(row)
+    arch, evaluated = algo.finish(net, split, cfg)
+    return SearchResult(arch=arch, history=history, supernet=net, evaluated=evaluated)
+
+
+def _prepare(
+    space: ModelSpace,
+    algorithm: str,
+    data: Any,
+    model_parallel: int,
+    schedule: str,
+    replicas: int,
+    workers: str,
+    config: SearchConfig | None,
+    resume_from: Any,
+    weights: Any,
+    bounds: Any,
+    settings: Mapping[str, Any],
+) -> tuple[Any, SearchConfig, Any, SearchState, list[tuple[int, int]]]:
+    """Returns the algorithm, config, split, the one-device search state (as ``search`` builds
+    it) and the partitions' unit ranges."""  # fmt: skip
+    algo = get_algorithm(algorithm)
+    try:
+        cfg = config or SearchConfig(**settings)
+    except TypeError as exc:
+        raise ConfigError(f"unknown search setting: {exc}; see SearchConfig") from exc
+    cfg.check(allow_no_epochs=weights is not None)
+    check_parallel(model_parallel, replicas, schedule, workers, cfg, algorithm)
+    torch.manual_seed(cfg.seed)
+    split = split_data(data, cfg.seed)
+    net = Supernet(space, algo)
+    net.find_nodes(split.train[0][: min(2, len(split.train[0]))])
+    if weights is not None:
+        net.model.load_state_dict(dict(weights))
+    else:
+        for mod in net.model.modules():
+            if hasattr(mod, "reset_parameters"):
+                mod.reset_parameters()
+    opt_w, sched = weight_optimizer(net.weights(), cfg, n_steps(split, cfg))
+    state = SearchState(
+        net, opt_w, sched, arch_optimizer(net.arch_parameters(), cfg),
+        torch.Generator().manual_seed(cfg.seed), random.Random(cfg.seed),
+    )  # fmt: skip
+    if resume_from is not None:
+        state.load_state_dict(resume_from)
+    all_units = units(net)
+    _check_cover(net, all_units)
+    if bounds is None:
+        example = tuple(t[: cfg.batch_size] for t in split.train)
+        costs = unit_costs(net, example)
+        bounds = [(r.start, r.stop) for r in partition(costs, model_parallel)]
+        logger.info("cmp: unit costs %s -> partitions %s", [f"{c:.4f}" for c in costs], bounds)
+    elif len(bounds) != model_parallel:
+        raise ConfigError(f"bounds {bounds} name {len(bounds)} partitions, not {model_parallel}")
+    return algo, cfg, split, state, list(bounds)
+
+
+def _check_device(device: str, workers: str = "thread", world: int = 1) -> str:
+    if device.startswith("cuda") and workers == "process" and torch.cuda.device_count() < world:
+        raise ConfigError(
+            f"workers='process' on CUDA runs one NCCL process per GPU: {world} processes need "
+            f"{world} GPUs, this machine has {torch.cuda.device_count()}; use workers='thread' "
+            "(partitions on CUDA streams of one GPU)"
+        )
+    if device == "cpu" or (device.startswith("cuda") and torch.cuda.is_available()):
+        return device
+    raise ConfigError(
+        f"device {device!r} is not usable here (CUDA available: {torch.cuda.is_available()}); "
+        "use 'cpu', or 'cuda' on a machine with a GPU"
+    )
+
+
+def profile_steps(
+    space: ModelSpace,
+    algorithm: str,
+    data: Any,
+    *,
+    model_parallel: int = 2,
+    schedule: str = "cmp",
+    replicas: int = 1,
+    workers: str = DEFAULT_WORKERS,
+    warmup: int = 2,
+    steps: int = 5,
+    bounds: list[tuple[int, int]] | None = None,
+    device: str = "cpu",
+    defer_arch_grads: bool = True,
+    variants: list[tuple[str, bool]] | None = None,
+    timeout_s: float = 600.0,
+    **settings: Any,
+) -> dict[str, Any]:
+    """Returns the timed steps of a model/data-parallel search (trained, then thrown away):
+    ``step_s`` (median wall time of a step, worker 0), ``idle_fraction`` (per worker, the
+    median share of a step spent waiting on others), ``bounds``, and the raw per-step lists.
+
+    ``variants=[("mp", False), ("cmp", True)]`` runs those (schedule, defer_arch_grads) in
+    turn, step by step, in one launch, so that they meet the same machine load; ``step_s``,
+    ``idle_fraction`` and ``times`` are then lists with one entry per variant, and ``paired``
+    holds, per variant, the median over rounds of its step time over the first variant's.
+
+    Raises:
+        ConfigError, SpaceError, WorkerError: as :func:`cmp_search`.
+    """
+    algo, cfg, split, state, bounds = _prepare(
+        space, algorithm, data, model_parallel, schedule, replicas, workers, None, None, None,
+        bounds, settings,
+    )  # fmt: skip
+    dev = _check_device(device, workers, model_parallel * replicas)
+    with tempfile.TemporaryDirectory(prefix="nasforge-cmp-") as out:
+        init = str(Path(out) / "init.pt")
+        torch.save(state.state_dict(), init)
+        job = Job(space, algo.name, split, cfg, bounds, schedule, replicas, init, out,
+                  torch.get_num_threads(), dev, (warmup, steps), defer_arch_grads,
+                  variants)  # fmt: skip
+        with _Workers(job, workers, timeout_s) as pool:
+            profs = pool.wait_files([f"prof{r}.pt" for r in range(pool.world)])
+    med = statistics.median
+    # per worker, per variant: lists of step times and waits
+    times = [p["times"] for p in profs]
+    waits = [p["waits"] for p in profs]
+    per = [
+        {
+            "step_s": med(times[0][v]),
+            "idle_fraction": [
+                med(w / t for w, t in zip(waits[r][v], times[r][v])) for r in range(len(profs))
+            ],
+            "times": times[0][v],
+        }
+        for v in range(len(times[0]))
+    ]
+    if variants is None:
+        return {**per[0], "bounds": bounds}
+    return {
+        "step_s": [p["step_s"] for p in per],
+        "idle_fraction": [p["idle_fraction"] for p in per],
+        "times": [p["times"] for p in per],
+        "paired": [med(t / b for t, b in zip(p["times"], per[0]["times"])) for p in per],
+        "bounds": bounds,
+    }
+
+
+def _check_cover(net: Supernet, all_units: list) -> None:
+    covered = owned_names(net, all_units)
+    missing = [k for k in net.state_dict() if k not in covered and not k.startswith("arch_")]
+    if missing:
+        raise ConfigError(
+            f"the units of {type(net.model).__name__} leave out {missing[:5]}; its chain() must "
+            "return every module the forward uses"
+        )
+
+
+def _assemble(state: SearchState, pieces: list[dict], split: Any, algo: Any, secs: float) -> dict:
+    """Returns the epoch's progress row after loading the workers' slices into ``state``."""
+    full = state.state_dict()
+    full["epoch"] = state.epoch + 1
+    opt_state: dict[int, Any] = {}
+    for piece in pieces:
+        full["net"].update(piece["net"])
+        for j, st in piece["opt_w"]["state"].items():
+            opt_state[piece["owned"][int(j)]] = st
+    first = pieces[0]
+    groups = [{**pg, "params": list(range(len(state.net.weights())))}
+              for pg in first["opt_w"]["param_groups"]]  # fmt: skip
+    full["opt_w"] = {"state": opt_state, "param_groups": groups}
+    full["opt_a"], full["sched"], full["g"] = first["opt_a"], first["sched"], first["g"]
+    state.load_state_dict(full)
+    last = pieces[-1]
+    lt, lv = last["train_losses"], last["val_losses"]
+    arch = algo.current_arch(state.net)
+    row = {
+        "epoch": state.epoch,
+        "train_loss": sum(lt) / max(1, len(lt)),
+        "val_loss": sum(lv) / len(lv) if lv else None,
+        "val_acc": accuracy(state.net, split.val),
+        "arch": arch,
+        "arch_id": arch_id(arch),
+        "seconds": secs,
+    }
+    # the same row as search()'s, which also records each candidate's strength where the
+    # supernet reports it (Supernet.arch_weights, newer than this module)
+    weights = getattr(state.net, "arch_weights", lambda: {})()
+    if weights:
+        row["arch_weights"] = weights
+    return row
+
+
+# -- workers ------------------------------------------------------------------------------------
+
+
+def _loopback_interface() -> str:
+    """Returns the loopback interface's name (as the pipeline launcher finds it; "lo")."""
+    for flags in sorted(Path("/sys/class/net").glob("*/flags")):
+        try:
+            if int(flags.read_text(), 16) & 0x8:  # IFF_LOOPBACK
+                return flags.parent.name
+        except (OSError, ValueError):
+            continue
+    return "lo"
+
+
+def _process_main(rank: int, job: Job, world: int) -> None:
+    import torch.distributed as dist
+
+    try:
+        torch.set_num_threads(job.threads)
+        lo = _loopback_interface()
+        os.environ["GLOO_SOCKET_IFNAME"] = lo
+        os.environ["NCCL_SOCKET_IFNAME"] = lo
+        dist.init_process_group(
+            "nccl" if job.device.startswith("cuda") else "gloo",
+            init_method=f"file://{Path(job.out) / 'rendezvous'}",
+            rank=rank,
+            world_size=world,
+            timeout=timedelta(seconds=600),
+        )
+        groups = _groups(job, world)
+        device = torch.device(job.device)
+        if device.type == "cuda":
+            device = torch.device("cuda", rank % torch.cuda.device_count())
+            torch.cuda.set_device(device)
+        PartitionWorker(job, rank, DistTransport(groups, device)).run()
+        dist.destroy_process_group()
+    except DivergenceError:
+        (Path(job.out) / f"rank{rank}.diverged").write_text(traceback.format_exc())
+        os._exit(_DIVERGED)
+    except BaseException:
+        (Path(job.out) / f"rank{rank}.err").write_text(traceback.format_exc())
+        os._exit(1)
+
+
+def _groups(job: Job, world: int) -> dict[Any, Any]:
+    """Returns the process groups every rank creates in the same order: the partitions of
+    each replica (the global norm) and the replicas of each partition (gradient sums)."""
+    import torch.distributed as dist
+
+    m, r = job.m, job.replicas
+    groups: dict[Any, Any] = {}
+    if m > 1:
+        for j in range(r):
+            groups[("rep", j)] = dist.new_group([j * m + k for k in range(m)])
+    if r > 1:
+        for k in range(m):
+            groups[("part", k)] = dist.new_group([j * m + k for j in range(r)])
+    return groups
+
+
+class _Workers:
+    """Returns nothing; starts the workers, hands the parent each epoch's slices, and ends every
+    worker on exit (also on an error)."""
+
+    def __init__(self, job: Job, kind: str, timeout_s: float, target: Any = None) -> None:
+        self.job, self.kind, self.timeout_s = job, kind, timeout_s
+        self.target = target or (_process_main, (job.m * job.replicas,))  # (function, extra args)
+        self.world = job.m * job.replicas
+        self.procs: list[Any] = []
+        self.threads: list[threading.Thread] = []
+        self.errors: dict[int, BaseException] = {}
+        self.abort = threading.Event()
+
+    def __enter__(self) -> _Workers:
+        if self.kind == "process":
+            import torch.multiprocessing as mp
+
+            ctx = mp.get_context("spawn")
+            for rank in range(self.world):
+                fn, extra = self.target
+                p = ctx.Process(target=fn, args=(rank, self.job, *extra), daemon=True)
+                try:
+                    p.start()
+                except Exception as exc:
+                    raise WorkerError(
+                        f"cmp worker {rank} could not be started: {type(exc).__name__}: {exc}; "
+                        "the space must be picklable (a module-level class) and a launching "
+                        "script must guard its entry point with `if __name__ == '__main__':`"
+                    ) from exc
+                self.procs.append(p)
+        else:
+            transport = ThreadTransport(self.world, self.abort)
+            workers = [PartitionWorker(self.job, r, transport) for r in range(self.world)]
+            for rank, w in enumerate(workers):
+                t = threading.Thread(target=self._thread_main, args=(rank, w), daemon=True)
+                self.threads.append(t)
+                t.start()
+        return self
+
+    def _thread_main(self, rank: int, worker: PartitionWorker) -> None:
+        try:
+            if worker.device.type == "cuda":  # one stream per partition (Appendix B)
+                with torch.cuda.stream(torch.cuda.Stream(worker.device)):
+                    worker.run()
+            else:
+                worker.run()
+        except BaseException as exc:  # handed to the parent, which re-raises it
+            exc.__nasforge_tb__ = traceback.format_exc()  # type: ignore[attr-defined]
+            self.errors[rank] = exc
+            self.abort.set()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.abort.set()
+        for t in self.threads:
+            t.join()
+        for p in self.procs:
+            if p.is_alive():
+                p.terminate()
+        for p in self.procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+    def wait_epoch(self, epoch: int) -> list[dict[str, Any]]:
+        """Returns the slices (one per partition, in order) of replica 0 after ``epoch``.
+
+        Raises:
+            DivergenceError: a worker saw a NaN or infinite loss.
+            WorkerError: a worker raised, died, or the run timed out.
+        """
+        return self.wait_files([f"e{epoch}_k{k}.pt" for k in range(self.job.m)])
+
+    def wait_files(self, names: list[str]) -> list[dict[str, Any]]:
+        """Returns the contents of the files ``names`` in the job's folder once all exist.
+
+        Raises:
+            DivergenceError, WorkerError: see :meth:`wait_epoch`.
+        """
+        paths = [Path(self.job.out) / n for n in names]
+        deadline = time.monotonic() + self.timeout_s
+        while not all(p.exists() for p in paths):
+            self._raise_failures()
+            if time.monotonic() > deadline:
+                raise WorkerError(
+                    f"model parallel search exceeded timeout_s={self.timeout_s}s waiting for "
+                    f"{names}; raise timeout_s or lower epochs"
+                )
+            time.sleep(0.02)
+        return [torch.load(p, weights_only=True, map_location="cpu") for p in paths]
+
+    def _raise_failures(self) -> None:
+        for rank, exc in sorted(self.errors.items()):
+            if isinstance(exc, DivergenceError):
+                raise exc
+            if not isinstance(exc, WorkerError) or len(self.errors) == 1:
+                tb = getattr(exc, "__nasforge_tb__", "")
+                raise WorkerError(
+                    f"cmp worker {rank} (thread) raised {type(exc).__name__}: {exc}\n{tb}the "
+                    "search was stopped and every worker ended"
+                ) from exc
+        bad = [(r, p.exitcode) for r, p in enumerate(self.procs) if p.exitcode not in (None, 0)]
+        if not bad:
+            return
+        out = Path(self.job.out)
+        for rank, _ in bad:
+            div = out / f"rank{rank}.diverged"
+            if div.exists():
+                raise DivergenceError(f"cmp worker {rank}: {div.read_text().strip()}")
+        parts = []
+        for rank, code in bad:
+            err = out / f"rank{rank}.err"
+            detail = (
+                err.read_text() if err.exists() else "no traceback (it died before writing one)"
+            )
+            parts.append(f"cmp worker {rank} (pid {self.procs[rank].pid}) exited with code "
+                         f"{code}:\n{detail}")  # fmt: skip
+        raise WorkerError("\n".join(parts) + "\nthe search was stopped and every worker ended")
