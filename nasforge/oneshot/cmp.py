@@ -53,15 +53,14 @@ from nasforge.oneshot.cmp_schedule import SCHEDULES
 from nasforge.oneshot.common import (
     SearchConfig,
     SearchResult,
-    accuracy,
     arch_optimizer,
     n_steps,
     split_data,
     weight_optimizer,
 )
-from nasforge.oneshot.search import SearchState, get_algorithm
+from nasforge.oneshot.search import SearchState, epoch_row, get_algorithm
 from nasforge.oneshot.supernet import Supernet
-from nasforge.space import ModelSpace, arch_id
+from nasforge.space import ModelSpace
 
 __all__ = ["cmp_search", "profile_steps", "check_parallel", "WORKERS", "DEFAULT_WORKERS"]
 
@@ -336,22 +335,7 @@ def _assemble(state: SearchState, pieces: list[dict], split: Any, algo: Any, sec
     state.load_state_dict(full)
     last = pieces[-1]
     lt, lv = last["train_losses"], last["val_losses"]
-    arch = algo.current_arch(state.net)
-    row = {
-        "epoch": state.epoch,
-        "train_loss": sum(lt) / max(1, len(lt)),
-        "val_loss": sum(lv) / len(lv) if lv else None,
-        "val_acc": accuracy(state.net, split.val),
-        "arch": arch,
-        "arch_id": arch_id(arch),
-        "seconds": secs,
-    }
-    # the same row as search()'s, which also records each candidate's strength where the
-    # supernet reports it (Supernet.arch_weights, newer than this module)
-    weights = getattr(state.net, "arch_weights", lambda: {})()
-    if weights:
-        row["arch_weights"] = weights
-    return row
+    return epoch_row(algo, state, split, lt, lv, secs)
 
 
 # -- workers ------------------------------------------------------------------------------------

@@ -197,7 +197,7 @@ def partition(costs: Sequence[float], m: int) -> tuple[range, ...]:
         ConfigError: ``m`` is not an int in ``[1, number of units]``.
     """
     try:
-        return balanced_partition(list(costs), m)
+        return balanced_partition(list(costs), m, "units", "partitions")
     except ScheduleError as exc:
         raise ConfigError(
             f"model_parallel={m!r} partitions cannot split {len(costs)} units (a cell network "

@@ -26,10 +26,8 @@ after all four phases, so both forwards use A_t, w_t and G_t). With equal unit c
 step times is Eq. 4: ``(2M + 2) / 4M = 1 - (M - 1) / 2M``.
 
 The module imports nothing but :mod:`nasforge.errors` (no torch), so the schedule logic can be
-read and tested alone. :func:`balanced_partition` is the pipeline package's min-max partition
-(``nasforge.parallel.csp.balanced_partition``): the one-shot family may not import the
-pipeline family (tests/test_layering.py), so it is restated here, and a test checks that both
-agree.
+read and tested alone. :func:`balanced_partition` is the min-max partition the pipeline
+package uses too (:mod:`nasforge.partition`), re-exported here.
 
 Invariants:
     * every schedule emits each (partition, phase) exactly once, in dependency order: a forward
@@ -44,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from nasforge.errors import ScheduleError
+from nasforge.partition import balanced_partition
 
 __all__ = [
     "PHASES",
@@ -212,38 +211,3 @@ def simulate(
             free[k] += sync[k]
             busy[k] += sync[k]
     return SimStep(max(free, default=0.0), tuple(busy), spans)
-
-
-def balanced_partition(costs: Sequence[float], n: int) -> tuple[range, ...]:
-    """Returns the contiguous split of ``costs`` into ``n`` ranges minimising the largest sum.
-
-    Invariants: contiguous, covers every index, no range empty, the largest sum is optimal;
-    ties go to the split whose last cut is leftmost (as the pipeline package's).
-
-    Raises:
-        ScheduleError: ``n`` outside ``[1, len(costs)]`` or a negative cost.
-    """
-    m = len(costs)
-    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= m:
-        raise ScheduleError(f"cannot split {m} units into {n!r} partitions; use 1 to {m}")
-    if any(c < 0 for c in costs):
-        raise ScheduleError(f"unit costs must be >= 0, got {list(costs)!r}")
-    prefix = [0.0]
-    for c in costs:
-        prefix.append(prefix[-1] + float(c))
-    inf = float("inf")
-    best = [[inf] * (m + 1) for _ in range(n + 1)]  # best[k][j]: units [0, j) in k parts
-    cut = [[0] * (m + 1) for _ in range(n + 1)]
-    best[0][0] = 0.0
-    for k in range(1, n + 1):
-        for j in range(k, m - (n - k) + 1):
-            for i in range(k - 1, j):
-                cand = max(best[k - 1][i], prefix[j] - prefix[i])
-                if cand < best[k][j]:
-                    best[k][j], cut[k][j] = cand, i
-    bounds, j = [], m
-    for k in range(n, 0, -1):
-        i = cut[k][j]
-        bounds.append(range(i, j))
-        j = i
-    return tuple(reversed(bounds))

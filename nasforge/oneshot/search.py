@@ -237,6 +237,20 @@ def _epoch(algo: type[Algorithm], state: SearchState, split: Split, cfg: SearchC
             losses_v.append(lv)
         state.sched.step()
     state.epoch += 1
+    return epoch_row(algo, state, split, losses_t, losses_v, time.perf_counter() - t0)
+
+
+def epoch_row(
+    algo: type[Algorithm],
+    state: SearchState,
+    split: Split,
+    losses_t: list[float],
+    losses_v: list[float],
+    seconds: float,
+) -> dict[str, Any]:
+    """Returns the progress row of the epoch ``state`` has just finished: mean losses, the
+    supernet's validation accuracy, the architecture it points to and, for an algorithm that
+    learns them, each candidate's strength per decision (``arch_weights``)."""
     arch = algo.current_arch(state.net)
     row = {
         "epoch": state.epoch,
@@ -245,9 +259,9 @@ def _epoch(algo: type[Algorithm], state: SearchState, split: Split, cfg: SearchC
         "val_acc": accuracy(state.net, split.val),
         "arch": arch,
         "arch_id": arch_id(arch),
-        "seconds": time.perf_counter() - t0,
+        "seconds": seconds,
     }
     weights = state.net.arch_weights()
-    if weights:  # the strength of each candidate per decision, e.g. softmax(alpha)
+    if weights:  # e.g. softmax(alpha)
         row["arch_weights"] = weights
     return row

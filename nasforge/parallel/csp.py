@@ -46,7 +46,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nasforge.errors import ArchitectureError, ScheduleError
+from nasforge.errors import ArchitectureError
+from nasforge.partition import balanced_partition, check_partition
 
 __all__ = [
     "Layer",
@@ -91,21 +92,6 @@ class Task:
 # --------------------------------------------------------------------------------------------
 
 
-def check_partition(n_blocks: int, n_stages: int) -> None:
-    """Returns None when ``n_stages`` stages can split ``n_blocks`` blocks.
-
-    Raises:
-        ScheduleError: ``n_stages`` < 1, or more stages than blocks (a stage would be empty).
-    """
-    if not isinstance(n_stages, int) or n_stages < 1:
-        raise ScheduleError(f"n_stages must be a positive int, got {n_stages!r}")
-    if n_stages > n_blocks:
-        raise ScheduleError(
-            f"cannot split {n_blocks} choice blocks into {n_stages} pipeline stages: every stage "
-            f"needs at least one block; use at most {n_blocks} stages or a deeper supernet"
-        )
-
-
 def static_partition(n_blocks: int, n_stages: int) -> tuple[range, ...]:
     """Returns ``n_stages`` contiguous block ranges whose sizes differ by at most one.
 
@@ -117,7 +103,7 @@ def static_partition(n_blocks: int, n_stages: int) -> tuple[range, ...]:
     Raises:
         ScheduleError: see :func:`check_partition`.
     """
-    check_partition(n_blocks, n_stages)
+    check_partition(n_blocks, n_stages, "choice blocks", "pipeline stages")
     base, extra = divmod(n_blocks, n_stages)
     out, start = [], 0
     for k in range(n_stages):
@@ -125,45 +111,6 @@ def static_partition(n_blocks: int, n_stages: int) -> tuple[range, ...]:
         out.append(range(start, start + size))
         start += size
     return tuple(out)
-
-
-def balanced_partition(costs: Sequence[float], n_stages: int) -> tuple[range, ...]:
-    """Returns the contiguous split of blocks into stages that minimises the largest stage cost.
-
-    ``costs[b]`` is the profiled (forward + backward) time of block b; with one cost per block
-    (e.g. the mean over its candidates) the split is static. Called per subnet with that
-    subnet's own layer times it gives the paper's per-subnet balanced partition, whose layers
-    then move between stages (mirroring, §4.2; the runtime here uses the static mode).
-
-    Invariants: contiguous, covers every block, no stage empty, max stage cost is optimal.
-
-    Raises:
-        ScheduleError: see :func:`check_partition`; a negative cost.
-    """
-    m = len(costs)
-    check_partition(m, n_stages)
-    if any(c < 0 for c in costs):
-        raise ScheduleError(f"block costs must be >= 0, got {list(costs)!r}")
-    prefix = [0.0]
-    for c in costs:
-        prefix.append(prefix[-1] + float(c))
-    inf = float("inf")
-    # best[k][j]: the lowest max-stage cost splitting blocks [0, j) into k stages.
-    best = [[inf] * (m + 1) for _ in range(n_stages + 1)]
-    cut = [[0] * (m + 1) for _ in range(n_stages + 1)]
-    best[0][0] = 0.0
-    for k in range(1, n_stages + 1):
-        for j in range(k, m - (n_stages - k) + 1):
-            for i in range(k - 1, j):
-                cand = max(best[k - 1][i], prefix[j] - prefix[i])
-                if cand < best[k][j]:
-                    best[k][j], cut[k][j] = cand, i
-    bounds, j = [], m
-    for k in range(n_stages, 0, -1):
-        i = cut[k][j]
-        bounds.append(range(i, j))
-        j = i
-    return tuple(reversed(bounds))
 
 
 def stage_of_blocks(partition: Partition) -> list[int]:
@@ -336,7 +283,9 @@ def subnet_partition(
     Different subnets then place the same layer on different stages; each such stage holds a
     mirror of the layer and a WRITE is pushed to the mirrors (§4.2).
     """
-    return balanced_partition([layer_cost(layer) for layer in enumerate(subnet)], n_stages)
+    return balanced_partition(
+        [layer_cost(layer) for layer in enumerate(subnet)], n_stages, "layers", "pipeline stages"
+    )
 
 
 def blocked_by_mirrored(

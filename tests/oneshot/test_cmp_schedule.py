@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from nasforge.errors import ScheduleError
 from nasforge.oneshot.cmp_schedule import (
     PHASES,
-    balanced_partition,
     check_schedule,
     clock_cycles,
     partition_order,
@@ -81,16 +80,6 @@ def test_imports_without_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
     )
     assert out.stdout.strip() == "0.625"
-
-
-@settings(max_examples=60, deadline=None)
-@given(costs=st.lists(st.floats(0.0, 10.0), min_size=1, max_size=9), data=st.data())
-def test_min_max_partition_is_the_pipeline_packages(costs: list[float], data) -> None:  # noqa: ANN001
-    """The restated min-max partition equals nasforge.parallel.csp.balanced_partition."""
-    from nasforge.parallel.csp import balanced_partition as pipeline
-
-    n = data.draw(st.integers(1, len(costs)))
-    assert balanced_partition(costs, n) == pipeline(costs, n)
 
 
 def test_deferred_recomputation_runs_after_its_own_pass() -> None:
