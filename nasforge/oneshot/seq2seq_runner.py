@@ -295,6 +295,7 @@ class Seq2SeqSearch(BaseRunner):
         bpe = self._tokenizer(store, train)
         src, tgt = bpe.encode(train.src), bpe.encode(train.tgt)
         half = len(src) // 2
+        torch.manual_seed(cfg.seed)  # the supernet's initial weights are the space's
         self.space = Seq2SeqSpace(bpe.vocab_size, **self.space_args)
         store.set_config(self.config())  # now with the space's reference, for export
         logs = None if self.max_steps is None else self.max_steps // cfg.log_every
@@ -318,24 +319,28 @@ class Seq2SeqSearch(BaseRunner):
                 force=True,
             )
 
-        def checkpoint(st: dict[str, Any]) -> None:
-            path = self.directory / "checkpoints" / f"search_step{st['step']}.pt"
-            save_state(st, path)
-            store.add_artifact("search_state", path, "checkpoint", {"step": st["step"]})
-            for old in path.parent.glob("search_step*.pt"):  # the record names the new one
-                if old != path:
-                    old.unlink()
-
         batches = (_Batches(src[:half], tgt[:half], self.batch_tokens, cfg.seed, cfg.device),
                    _Batches(src[half:], tgt[half:], self.batch_tokens, cfg.seed, cfg.device))  # fmt: skip
         try:
-            found = rev_search(self.space, *batches, cfg, on_step, checkpoint, state)
+            found = rev_search(
+                self.space, *batches, cfg, on_step, lambda st: self._checkpoint(store, st), state
+            )
         finally:
             progress.close()
         net = found.supernet
         save_weights(net, self.directory / "artifacts" / "supernet.pt")
         store.add_artifact("supernet", "artifacts/supernet.pt", "supernet")
         self._evaluate(store, net, found.arch, found.steps, src, tgt, batches[1], test, bpe)
+
+    def _checkpoint(self, store: Store, state: dict[str, Any]) -> None:
+        """Saves the search's ``state`` and records it as the resume point (the artifact
+        ``search_state``); then removes the older state files."""
+        path = self.directory / "checkpoints" / f"search_step{state['step']}.pt"
+        save_state(state, path)
+        store.add_artifact("search_state", path, "checkpoint", {"step": state["step"]})
+        for old in path.parent.glob("search_step*.pt"):  # the record names the new one
+            if old != path:
+                old.unlink()
 
     def _evaluate(
         self,
@@ -403,7 +408,7 @@ class Seq2SeqSearch(BaseRunner):
         Raises:
             DivergenceError: a logged loss is NaN or infinite.
         """
-        r = dict(self.retrain or {})
+        r = {"log_every": self.cfg.log_every, **(self.retrain or {})}
         beam_keys = ("beam", "n_beam", "batch_tokens", "steps")
         tc = TrainConfig(
             max_steps=int(r.get("steps", 10**9)),
