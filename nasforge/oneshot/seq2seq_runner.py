@@ -277,7 +277,7 @@ class Seq2SeqSearch(BaseRunner):
         path = self.directory / "artifacts" / "tokenizer.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(bpe.tok.to_str())
-        store.add_artifact("tokenizer", path, "tokenizer", {"vocab_size": bpe.vocab_size})
+        store.add_artifact("tokenizer", "artifacts/tokenizer.json", "tokenizer", {"vocab_size": bpe.vocab_size})
         return bpe
 
     def _execute(self, store: Store, resume: bool) -> None:
@@ -335,9 +335,10 @@ class Seq2SeqSearch(BaseRunner):
     def _checkpoint(self, store: Store, state: dict[str, Any]) -> None:
         """Saves the search's ``state`` and records it as the resume point (the artifact
         ``search_state``); then removes the older state files."""
-        path = self.directory / "checkpoints" / f"search_step{state['step']}.pt"
+        name = f"checkpoints/search_step{state['step']}.pt"  # relative to the run directory
+        path = self.directory / name
         save_state(state, path)
-        store.add_artifact("search_state", path, "checkpoint", {"step": state["step"]})
+        store.add_artifact("search_state", name, "checkpoint", {"step": state["step"]})
         for old in path.parent.glob("search_step*.pt"):  # the record names the new one
             if old != path:
                 old.unlink()

@@ -140,12 +140,16 @@ class _StopAfterCheckpoint(Seq2SeqSearch):
             raise KeyboardInterrupt
 
 
-def test_interrupted_then_resumed_equals_uninterrupted_bitwise(tmp_path: Path) -> None:
+def test_interrupted_then_resumed_equals_uninterrupted_bitwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A search stopped after its step-4 checkpoint and continued with `nasforge resume` ends
     with the same supernet, alpha, progress rows and trial as an uninterrupted run (one
-    thread); resuming the finished run changes nothing."""
+    thread; run directories given relative to the working directory); resuming the finished
+    run changes nothing."""
+    monkeypatch.chdir(tmp_path)
     f = _file(tmp_path)
-    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    whole, broken = Path("whole"), Path("broken")
     load_run_file(f, directory=str(whole)).run()
     stopper = _StopAfterCheckpoint.from_section(
         {k: v for k, v in TINY.items() if k != "kind"}, directory=str(broken), source={"file": str(f)}
