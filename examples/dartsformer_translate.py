@@ -13,8 +13,8 @@ import sys
 import torch
 
 from nasforge.data.translation import PAD
-from nasforge.oneshot.seq2seq_runner import load_tokenizer
 from nasforge.run import load_model
+from nasforge.spaces.seq2seq_runner import load_tokenizer
 from nasforge.spaces.seq2seq_train import greedy_decode
 
 __all__ = ["translate"]

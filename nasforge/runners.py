@@ -23,7 +23,7 @@ def _oneshot() -> None:
 
 
 def _dartsformer() -> None:
-    import nasforge.oneshot.seq2seq_runner  # noqa: F401
+    import nasforge.spaces.seq2seq_runner  # noqa: F401
 
 
 def _ofa() -> None:

@@ -1,5 +1,7 @@
 """Reversible seq2seq search (DARTSformer) as a run: the ``dartsformer`` kind of
-``nasforge run``, recorded in the run record like every other kind.
+``nasforge run``, recorded in the run record like every other kind. It lives beside its space
+(:mod:`nasforge.spaces.seq2seq`), which imports the one-shot family; a module in
+``nasforge.oneshot`` importing the space back would make an import cycle.
 
     data        an OpenNMT-style folder (``src-train.txt``/``tgt-train.txt``): the first
                 ``pairs`` training pairs, ``test`` of them split off for BLEU, the rest for
@@ -53,7 +55,7 @@ from nasforge.spaces.seq2seq_train import TrainConfig, seq2seq_loss, train_seq2s
 
 __all__ = ["Seq2SeqSearch", "find_data", "load_tokenizer"]
 
-log = logging.getLogger("nasforge.oneshot")
+log = logging.getLogger("nasforge.spaces")
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
@@ -234,8 +236,10 @@ class Seq2SeqSearch(BaseRunner):
             raise ConfigError("a dartsformer run builds its own Seq2SeqSpace: give `space` as "
                               f"its settings {list(SPACE_KEYS)}, not a reference")  # fmt: skip
         if "data" not in s:
-            raise ConfigError("a dartsformer run needs `data`: the folder of the translation "
-                              "pairs (src-train.txt, tgt-train.txt); see docs/reversible.md")  # fmt: skip
+            raise ConfigError(
+                "a dartsformer run needs `data`: the folder of the translation pairs "
+                "(src-train.txt, tgt-train.txt); see docs/reversible.md"
+            )
         try:
             return cls(space=space, base=base, **s)
         except TypeError as exc:
@@ -277,7 +281,9 @@ class Seq2SeqSearch(BaseRunner):
         path = self.directory / "artifacts" / "tokenizer.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(bpe.tok.to_str())
-        store.add_artifact("tokenizer", "artifacts/tokenizer.json", "tokenizer", {"vocab_size": bpe.vocab_size})
+        store.add_artifact(
+            "tokenizer", "artifacts/tokenizer.json", "tokenizer", {"vocab_size": bpe.vocab_size}
+        )
         return bpe
 
     def _execute(self, store: Store, resume: bool) -> None:
@@ -319,8 +325,9 @@ class Seq2SeqSearch(BaseRunner):
                 force=True,
             )
 
-        batches = (_Batches(src[:half], tgt[:half], self.batch_tokens, cfg.seed, cfg.device),
-                   _Batches(src[half:], tgt[half:], self.batch_tokens, cfg.seed, cfg.device))  # fmt: skip
+        n, seed, dev = self.batch_tokens, cfg.seed, cfg.device
+        batches = (_Batches(src[:half], tgt[:half], n, seed, dev),
+                   _Batches(src[half:], tgt[half:], n, seed, dev))  # fmt: skip
         try:
             found = rev_search(
                 self.space, *batches, cfg, on_step, lambda st: self._checkpoint(store, st), state

@@ -18,12 +18,12 @@ from nasforge.cli import main
 from nasforge.data.translation import load_pairs, split_pairs
 from nasforge.errors import ConfigError, DivergenceError, SpaceError
 from nasforge.oneshot.darts import Darts
-from nasforge.oneshot.seq2seq_runner import Seq2SeqSearch, find_data, load_tokenizer
 from nasforge.oneshot.supernet import Supernet, inherit_weights
-from nasforge.run.export import load_model
+from nasforge.run.export import export_top, load_model
 from nasforge.run.files import load_run_file
 from nasforge.run.store import Store
 from nasforge.spaces.seq2seq import Seq2SeqSpace
+from nasforge.spaces.seq2seq_runner import Seq2SeqSearch, find_data, load_tokenizer
 from nasforge.spaces.seq2seq_train import translate_bleu
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +53,12 @@ TINY = {
     "threads": 1,
     "progress": "off",
 }
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
 
 
 def _file(tmp_path: Path, name: str = "run.yaml", **changes: object) -> Path:
@@ -119,7 +125,7 @@ def test_export_without_retrain_is_the_supernet_s_frozen_architecture(tmp_path: 
     (trial,) = runner.trials()
     assert trial.evaluation == "inherited" and runner.objective.mode == "min"
     assert trial.metrics["val_loss"] > 0  # type: ignore[index]
-    (folder,) = [Path(p) for p in __import__("nasforge.run.export").run.export.export_top(d)]
+    (folder,) = export_top(d)
     exported = load_model(folder)
     space = Seq2SeqSpace(load_tokenizer(d).vocab_size, **TINY["space"])  # type: ignore[arg-type]
     net = Supernet(space, Darts)
@@ -152,7 +158,9 @@ def test_interrupted_then_resumed_equals_uninterrupted_bitwise(
     whole, broken = Path("whole"), Path("broken")
     load_run_file(f, directory=str(whole)).run()
     stopper = _StopAfterCheckpoint.from_section(
-        {k: v for k, v in TINY.items() if k != "kind"}, directory=str(broken), source={"file": str(f)}
+        {k: v for k, v in TINY.items() if k != "kind"},
+        directory=str(broken),
+        source={"file": str(f)},
     )
     with pytest.raises(KeyboardInterrupt):
         stopper.run()
@@ -177,6 +185,43 @@ def test_interrupted_then_resumed_equals_uninterrupted_bitwise(
     assert main(["resume", str(broken)]) == 0
     with Store.open(broken) as s:
         assert [t.id for t in s.trials()] == [1] and s.events() == [("ask", 1), ("tell", 1)]
+
+
+class _StopInRetrain(Seq2SeqSearch):
+    """The runner, interrupted during its first retrain (after the search finished)."""
+
+    stopped = False
+
+    def _retrain(self, arch, src, tgt):  # type: ignore[no-untyped-def]
+        if not _StopInRetrain.stopped:
+            _StopInRetrain.stopped = True
+            raise KeyboardInterrupt
+        return super()._retrain(arch, src, tgt)
+
+
+def test_a_run_stopped_in_its_retrain_retrains_on_resume(tmp_path: Path) -> None:
+    """A run stopped during the retrain keeps its finished search: a resume retrains the same
+    trial (no second one) and records what an uninterrupted run records."""
+    retrain = {"steps": 6, "warmup": 3}
+    f = _file(tmp_path, retrain=retrain)
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    load_run_file(f, directory=str(whole)).run()
+    settings = {k: v for k, v in TINY.items() if k != "kind"}
+    stopper = _StopInRetrain.from_section(
+        {**settings, "retrain": retrain}, directory=str(broken), source={"file": str(f)}
+    )
+    with pytest.raises(KeyboardInterrupt):
+        stopper.run()
+    with Store.open(broken) as s:
+        assert s.state() == "interrupted" and [t.status for t in s.trials()] == ["running"]
+    assert main(["resume", str(broken)]) == 0
+    with Store.open(whole) as s1, Store.open(broken) as s2:
+        (t1,), (t2,) = s1.trials(), s2.trials()
+        assert (t2.id, t2.status, t2.evaluation) == (1, "done", "trained")
+        assert (t1.arch, t1.metrics) == (t2.arch, t2.metrics)
+        losses = [[(r["step"], r["loss"]) for r in t.intermediates] for t in (t1, t2)]
+        assert losses[0] == losses[1]
+        assert s2.events() == [("ask", 1), ("tell", 1)]
 
 
 @pytest.mark.slow
