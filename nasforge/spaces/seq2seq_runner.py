@@ -53,7 +53,7 @@ from nasforge.space import arch_id
 from nasforge.spaces.seq2seq import Seq2SeqSpace, n_params
 from nasforge.spaces.seq2seq_train import TrainConfig, seq2seq_loss, train_seq2seq, translate_bleu
 
-__all__ = ["Seq2SeqSearch", "find_data", "load_tokenizer"]
+__all__ = ["Seq2SeqSearch", "find_data", "load_tokenizer", "tokenizer_from_str"]
 
 log = logging.getLogger("nasforge.spaces")
 
@@ -196,7 +196,8 @@ class Seq2SeqSearch(BaseRunner):
             raise ConfigError("give a search budget: max_steps, time_budget_s, or both")
         self.pairs, self.test, self.vocab, self.batch_tokens = pairs, test, vocab, batch_tokens
         self.space_args = _pick("space", space, SPACE_KEYS)
-        Seq2SeqSpace(16, **self.space_args)  # SpaceError now, before any record or training
+        with torch.random.fork_rng(devices=[]):  # the caller's generator stays untouched
+            Seq2SeqSpace(16, **self.space_args)  # SpaceError now, before any record or training
         self.search = _pick("search", search, SEARCH_KEYS)
         self.cfg = RevSearchConfig(
             algorithm=algorithm,
@@ -309,7 +310,8 @@ class Seq2SeqSearch(BaseRunner):
         state = None
         ckpt = store.artifact("search_state") if resume else None
         if ckpt is not None:
-            state = torch.load(ckpt, weights_only=True, map_location=cfg.device)
+            # on the CPU: RNG states must be CPU tensors; load_state_dict moves the rest
+            state = torch.load(ckpt, weights_only=True, map_location="cpu")
             store.truncate_progress(int(state["step"]))
             log.info("%s: resuming the search after step %d", self.directory, state["step"])
         progress = Progress(self.max_steps, self.time_budget_s, self.progress_mode)

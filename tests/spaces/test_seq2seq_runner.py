@@ -146,19 +146,20 @@ class _StopAfterCheckpoint(Seq2SeqSearch):
             raise KeyboardInterrupt
 
 
+@pytest.mark.parametrize("algorithm", ["darts", "nasb"])
 def test_interrupted_then_resumed_equals_uninterrupted_bitwise(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, algorithm: str
 ) -> None:
     """A search stopped after its step-4 checkpoint and continued with `nasforge resume` ends
     with the same supernet, alpha, progress rows and trial as an uninterrupted run (one
     thread; run directories given relative to the working directory); resuming the finished
     run changes nothing."""
     monkeypatch.chdir(tmp_path)
-    f = _file(tmp_path)
+    f = _file(tmp_path, algorithm=algorithm)
     whole, broken = Path("whole"), Path("broken")
     load_run_file(f, directory=str(whole)).run()
     stopper = _StopAfterCheckpoint.from_section(
-        {k: v for k, v in TINY.items() if k != "kind"},
+        {**{k: v for k, v in TINY.items() if k != "kind"}, "algorithm": algorithm},
         directory=str(broken),
         source={"file": str(f)},
     )
