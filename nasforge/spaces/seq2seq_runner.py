@@ -190,8 +190,14 @@ class Seq2SeqSearch(BaseRunner):
         for name, v in (("test", test), ("vocab", vocab), ("batch_tokens", batch_tokens)):
             if not isinstance(v, int) or v < 1:
                 raise ConfigError(f"{name} must be a positive int, got {v!r}")
-        if pairs is not None and (not isinstance(pairs, int) or pairs <= test + 1):
-            raise ConfigError(f"pairs must be an int above test + 1 ({test + 1}), got {pairs!r}")
+        if pairs is not None and not isinstance(pairs, int):
+            raise ConfigError(f"pairs must be an int (or left out: all), got {pairs!r}")
+        n = len(load_pairs(self.data, "train", limit=pairs))  # ConfigError on unaligned files
+        if n < test + 2:
+            raise ConfigError(
+                f"{n} training pairs (pairs={pairs}) leave fewer than 2 to train on after the "
+                f"{test} test pairs; raise pairs or lower test"
+            )
         if max_steps is None and time_budget_s is None:
             raise ConfigError("give a search budget: max_steps, time_budget_s, or both")
         self.pairs, self.test, self.vocab, self.batch_tokens = pairs, test, vocab, batch_tokens
@@ -309,6 +315,13 @@ class Seq2SeqSearch(BaseRunner):
         store.set_plan(f"logs of {cfg.log_every} steps", logs)
         state = None
         ckpt = store.artifact("search_state") if resume else None
+        if ckpt is not None and not ckpt.exists():
+            raise StoreError(
+                f"{self.directory}: the search's checkpoint {ckpt} is recorded but missing; "
+                "restore it, or run the search again in a new directory"
+            )
+        if resume and ckpt is None:  # stopped before the first checkpoint: start over
+            store.truncate_progress(0)
         if ckpt is not None:
             # on the CPU: RNG states must be CPU tensors; load_state_dict moves the rest
             state = torch.load(ckpt, weights_only=True, map_location="cpu")

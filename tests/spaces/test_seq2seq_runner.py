@@ -16,7 +16,7 @@ import torch
 
 from nasforge.cli import main
 from nasforge.data.translation import load_pairs, split_pairs
-from nasforge.errors import ConfigError, DivergenceError, SpaceError
+from nasforge.errors import ConfigError, DivergenceError, SpaceError, StoreError
 from nasforge.oneshot.darts import Darts
 from nasforge.oneshot.supernet import Supernet, inherit_weights
 from nasforge.run.export import export_top, load_model
@@ -188,6 +188,22 @@ def test_interrupted_then_resumed_equals_uninterrupted_bitwise(
         assert [t.id for t in s.trials()] == [1] and s.events() == [("ask", 1), ("tell", 1)]
 
 
+def test_a_missing_checkpoint_is_reported_not_silently_restarted(tmp_path: Path) -> None:
+    """Resuming a stopped run whose recorded checkpoint file is gone fails with a StoreError
+    naming the file (exit status 2), instead of starting the search over."""
+    f = _file(tmp_path)
+    d = tmp_path / "broken"
+    stopper = _StopAfterCheckpoint.from_section(
+        {k: v for k, v in TINY.items() if k != "kind"}, directory=str(d), source={"file": str(f)}
+    )
+    with pytest.raises(KeyboardInterrupt):
+        stopper.run()
+    (d / "checkpoints" / "search_step4.pt").unlink()
+    with pytest.raises(StoreError, match="search_step4.pt"):
+        load_run_file(f, directory=str(d)).resume()
+    assert main(["resume", str(d)]) == 2
+
+
 class _StopInRetrain(Seq2SeqSearch):
     """The runner, interrupted during its first retrain (after the search finished)."""
 
@@ -272,7 +288,8 @@ def test_bad_settings_are_refused_before_the_record(tmp_path: Path) -> None:
         ({"retrain": {"stpes": 3}}, ConfigError, "stpes"),
         ({"max_steps": None}, ConfigError, "budget"),
         ({"max_steps": 0}, ConfigError, "max_steps"),
-        ({"pairs": 5}, ConfigError, "pairs"),
+        ({"pairs": 13}, ConfigError, "pairs=13"),
+        ({"pairs": "all"}, ConfigError, "pairs"),
         ({"lr": 0.1}, ConfigError, "lr"),
         ({"space": {**TINY["space"], "d": 25}}, SpaceError, "d=25"),  # type: ignore[dict-item]
     ]
