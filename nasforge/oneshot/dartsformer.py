@@ -157,7 +157,8 @@ def rev_step(
 
 
 def _state(net: Supernet, opts: tuple, step: int, sums: list[float], elapsed: float) -> dict:
-    """Returns everything a search needs to go on after ``step`` (tensors and plain data)."""
+    """Returns everything a search needs to go on after ``step`` (tensors and plain data; the
+    tensors are the live ones: save or copy them before the next step)."""
     state = {
         "supernet": net.state_dict(),
         "opt_w": opts[0].state_dict(),
@@ -174,6 +175,7 @@ def _state(net: Supernet, opts: tuple, step: int, sums: list[float], elapsed: fl
 
 
 def _load_state(net: Supernet, opts: tuple, state: Mapping[str, Any]) -> None:
+    """Returns nothing; puts the supernet, optimizers, schedule and RNG back as ``state``."""
     net.load_state_dict(state["supernet"])
     for opt, key in zip(opts, ("opt_w", "opt_a", "sched")):
         opt.load_state_dict(state[key])
