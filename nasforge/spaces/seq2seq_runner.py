@@ -295,9 +295,6 @@ class Seq2SeqSearch(BaseRunner):
 
     def _execute(self, store: Store, resume: bool) -> None:
         set_threads(self.threads)
-        if resume and any(t.status == "done" for t in store.trials()):
-            log.info("%s: the dartsformer run already finished; nothing to do", self.directory)
-            return
         cfg = self.cfg
         parts = split_pairs(
             load_pairs(self.data, "train", limit=self.pairs),
@@ -310,7 +307,11 @@ class Seq2SeqSearch(BaseRunner):
         half = len(src) // 2
         torch.manual_seed(cfg.seed)  # the supernet's initial weights are the space's
         self.space = Seq2SeqSpace(bpe.vocab_size, **self.space_args)
-        store.set_config(self.config())  # now with the space's reference, for export
+        # the record's config now names the space (a resume's config did not), for export
+        store.set_config(self.config())
+        if resume and any(t.status == "done" for t in store.trials()):
+            log.info("%s: the dartsformer run already finished; nothing to do", self.directory)
+            return
         logs = None if self.max_steps is None else self.max_steps // cfg.log_every
         store.set_plan(f"logs of {cfg.log_every} steps", logs)
         state = None
@@ -432,12 +433,12 @@ class Seq2SeqSearch(BaseRunner):
             DivergenceError: a logged loss is NaN or infinite.
         """
         r = {"log_every": self.cfg.log_every, **(self.retrain or {})}
-        beam_keys = ("beam", "n_beam", "batch_tokens", "steps")
+        not_train = ("beam", "n_beam", "batch_tokens", "steps", "time_budget_s")
         tc = TrainConfig(
             max_steps=int(r.get("steps", 10**9)),
             time_budget_s=float(r.get("time_budget_s", float("inf"))),
             seed=self.cfg.seed,
-            **{k: v for k, v in r.items() if k not in beam_keys and k != "time_budget_s"},
+            **{k: v for k, v in r.items() if k not in not_train},
         )
         torch.manual_seed(self.cfg.seed)  # the frozen model's initial weights
         model = nf.freeze(self.space, arch).to(self.cfg.device)

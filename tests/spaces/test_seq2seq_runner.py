@@ -186,6 +186,8 @@ def test_interrupted_then_resumed_equals_uninterrupted_bitwise(
     assert main(["resume", str(broken)]) == 0
     with Store.open(broken) as s:
         assert [t.id for t in s.trials()] == [1] and s.events() == [("ask", 1), ("tell", 1)]
+    (folder,) = export_top(broken)  # the resumed record still names its space
+    assert isinstance(load_model(folder), Seq2SeqSpace)
 
 
 def test_a_missing_checkpoint_is_reported_not_silently_restarted(tmp_path: Path) -> None:
