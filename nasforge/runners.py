@@ -22,6 +22,10 @@ def _oneshot() -> None:
     import nasforge.oneshot.runner  # noqa: F401
 
 
+def _dartsformer() -> None:
+    import nasforge.spaces.seq2seq_runner  # noqa: F401
+
+
 def _ofa() -> None:
     import nasforge.ofa.runner  # noqa: F401
 
@@ -38,6 +42,7 @@ def _pipeline() -> None:
 BUILTIN: dict[str, Callable[[], None]] = {
     "multitrial": _multitrial,
     "oneshot": _oneshot,
+    "dartsformer": _dartsformer,
     "ofa": _ofa,
     "ofa-deploy": _ofa_deploy,
     "pipeline": _pipeline,

@@ -6,13 +6,20 @@ encoder-decoder supernet whose reversible stacks backpropagate by reconstruction
         α ← Adam step on L_val, weights held out
     arch = argmax per decision (Eq. 2; ``Supernet.export``)
 
+A search can stop and go on: every ``checkpoint_every`` steps (and at the end) it hands
+``checkpoint`` its whole state (supernet, both optimizers, schedule, step, RNG, loss sums,
+seconds spent) as tensors and plain data; ``rev_search(..., state=that)`` goes on from there.
+The data position is the step: batch ``i`` of the cycled ``train``/``val`` streams feeds step
+``i``, so a resumed search skips the batches already used.
+
 Works with any one-shot algorithm of :data:`nasforge.oneshot.ALGORITHMS` whose mixed ops fit a
 LayerChoice ("darts": softmax mix, "nasb": binary gates re-drawn before each step). Settings
 follow §3.2: Adam (0.9, 0.98) on θ with the inverse-square-root schedule, Adam at 3e-4 with
 weight decay 1e-3 on α, label smoothing 0.1.
 
 Invariants: the returned architecture is valid for the space; the same seed and thread count
-give the same result (given the same number of steps).
+give the same result (given the same number of steps), with or without a stop and a resume
+from a checkpoint in between.
 """
 
 from __future__ import annotations
@@ -20,14 +27,14 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from nasforge.errors import ConfigError
+from nasforge.errors import ConfigError, DivergenceError
 from nasforge.oneshot.darts import Darts
 from nasforge.oneshot.nasb import Nasb, binarize
 from nasforge.oneshot.reversible import set_reconstruct
@@ -57,6 +64,7 @@ class RevSearchConfig:
     max_steps: int = 10**9
     time_budget_s: float = 60.0
     log_every: int = 20
+    checkpoint_every: int = 0  # steps between states handed to ``checkpoint`` (0: only the end)
     seed: int = 0
     device: str = "cpu"  # where the supernet lives; batches must be there too
 
@@ -67,10 +75,14 @@ class RevSearchConfig:
                 f"reversible search algorithm {self.algorithm!r} unknown; expected one of "
                 f"{sorted(_ALGOS)}"
             )
-        if self.max_steps < 1 or self.time_budget_s <= 0:
+        if self.max_steps < 1 or self.time_budget_s <= 0 or self.log_every < 1:
             raise ConfigError(
-                f"max_steps and time_budget_s must be positive, got {self.max_steps} and "
-                f"{self.time_budget_s}"
+                f"max_steps, time_budget_s and log_every must be positive, got "
+                f"{self.max_steps}, {self.time_budget_s} and {self.log_every}"
+            )
+        if self.checkpoint_every < 0:
+            raise ConfigError(
+                f"checkpoint_every must be >= 0 (0: only at the end), got {self.checkpoint_every}"
             )
 
 
@@ -144,6 +156,34 @@ def rev_step(
     return float(loss_t.detach()), float(loss_v.detach())
 
 
+def _state(net: Supernet, opts: tuple, step: int, sums: list[float], elapsed: float) -> dict:
+    """Returns everything a search needs to go on after ``step`` (tensors and plain data; the
+    tensors are the live ones: save or copy them before the next step)."""
+    state = {
+        "supernet": net.state_dict(),
+        "opt_w": opts[0].state_dict(),
+        "opt_a": opts[1].state_dict(),
+        "sched": opts[2].state_dict(),
+        "step": step,
+        "sums": list(sums),
+        "elapsed_s": elapsed,
+        "rng": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda_rng"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _load_state(net: Supernet, opts: tuple, state: Mapping[str, Any]) -> None:
+    """Returns nothing; puts the supernet, optimizers, schedule and RNG back as ``state``."""
+    net.load_state_dict(state["supernet"])
+    for opt, key in zip(opts, ("opt_w", "opt_a", "sched")):
+        opt.load_state_dict(state[key])
+    torch.set_rng_state(state["rng"])
+    if "cuda_rng" in state:
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
+
+
 def _cycle(make: Callable[[int], Iterable[Batch]]) -> Iterator[Batch]:
     epoch = 0
     while True:
@@ -157,13 +197,18 @@ def rev_search(
     val: Callable[[int], Iterable[Batch]],
     cfg: RevSearchConfig | None = None,
     on_step: Callable[[dict[str, Any]], None] | None = None,
+    checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    state: Mapping[str, Any] | None = None,
 ) -> RevSearchResult:
     """Returns the architecture a DARTSformer search of ``space`` finds with weights trained on
     ``train(epoch)`` batches and architecture parameters on ``val(epoch)`` batches
-    (``(src, tgt_in, tgt_out)`` each), until ``cfg.max_steps`` or ``cfg.time_budget_s``.
+    (``(src, tgt_in, tgt_out)`` each), until ``cfg.max_steps`` or ``cfg.time_budget_s``
+    (seconds spent before a resume count). ``checkpoint`` receives the search's state every
+    ``cfg.checkpoint_every`` steps and after the last; ``state`` (one such) resumes from it.
 
     Raises:
         ConfigError: an unknown algorithm or budget.
+        DivergenceError: a loss became NaN or infinite (the message names the step).
         SpaceError: the space cannot be made a supernet, or a candidate fails the reversible
             checks (raised by the first forward, before any update).
     """
@@ -179,13 +224,23 @@ def rev_search(
     opts = (opt_w, opt_a, inverse_sqrt(opt_w, cfg.w_lr, cfg.warmup))
     net.train()
     history: list[dict[str, Any]] = []
-    t0 = time.perf_counter()
     tr, va = _cycle(train), _cycle(val)
-    sums = [0.0, 0.0]
-    step = 0
+    sums, step, spent = [0.0, 0.0], 0, 0.0
+    if state is not None:
+        _load_state(net, opts, state)
+        sums, step, spent = list(state["sums"]), int(state["step"]), float(state["elapsed_s"])
+        for _ in range(step):  # the data position: one batch of each stream per step
+            next(tr), next(va)
+    saved = step
+    t0 = time.perf_counter() - spent
     while step < cfg.max_steps and time.perf_counter() - t0 < cfg.time_budget_s:
         lt, lv = rev_step(net, opts, next(tr), next(va), cfg)
         step += 1
+        if not (math.isfinite(lt) and math.isfinite(lv)):
+            raise DivergenceError(
+                f"search step {step}: loss {lt} (weights) / {lv} (architecture) is not finite; "
+                f"lower w_lr ({cfg.w_lr}) or a_lr ({cfg.a_lr}), or lengthen the warm-up"
+            )
         sums[0] += lt
         sums[1] += lv
         if step % cfg.log_every == 0:
@@ -195,6 +250,7 @@ def rev_search(
                 "val_loss": sums[1] / cfg.log_every,
                 "elapsed_s": round(time.perf_counter() - t0, 2),
                 "arch": net.export(),
+                "arch_weights": net.arch_weights(),  # each candidate's strength per decision
             }
             sums = [0.0, 0.0]
             history.append(row)
@@ -203,4 +259,9 @@ def rev_search(
             )
             if on_step is not None:
                 on_step(row)
+        if checkpoint is not None and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
+            checkpoint(_state(net, opts, step, sums, time.perf_counter() - t0))
+            saved = step
+    if checkpoint is not None and step != saved:
+        checkpoint(_state(net, opts, step, sums, time.perf_counter() - t0))
     return RevSearchResult(net.export(), history, net, step)

@@ -77,6 +77,23 @@ def _pipeline_file(tmp_path: Path) -> Path:
     return f
 
 
+def _dartsformer_file(tmp_path: Path) -> Path | None:
+    """Returns a tiny dartsformer run file, or None when the toy translation data is absent."""
+    from nasforge.spaces.seq2seq_runner import find_data
+
+    try:
+        data = find_data("shared/data/opennmt_toy_ende", Path(__file__).resolve().parents[2])
+    except ConfigError:
+        return None
+    f = tmp_path / "dartsformer.yaml"
+    f.write_text(
+        f"kind: dartsformer\ndata: {data}\npairs: 120\ntest: 6\nvocab: 300\n"
+        "space: {d: 24, e: 8, n_splits: 2, s: 1, heads: 4}\nmax_steps: 4\nlog_every: 2\n"
+        "batch_tokens: 300\nretrain: {steps: 2}\nthreads: 1\nprogress: 'off'\n"
+    )
+    return f
+
+
 def _runs(tmp_path: Path) -> dict[str, Path]:
     (tmp_path / "kinds_space.py").write_text(SPACE)
     files = {}
@@ -87,6 +104,9 @@ def _runs(tmp_path: Path) -> dict[str, Path]:
         files[name] = f
     files["ofa"] = _ofa_file(tmp_path)
     files["pipeline"] = _pipeline_file(tmp_path)
+    seq2seq = _dartsformer_file(tmp_path)
+    if seq2seq is not None:  # needs the toy translation data
+        files["dartsformer"] = seq2seq
     return files
 
 
@@ -94,12 +114,14 @@ def _runs(tmp_path: Path) -> dict[str, Path]:
 def test_every_kind_runs_and_reads_through_the_same_commands(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Multi-trial, DARTS, NASB, SPOS, once-for-all (training + search) and pipeline runs are
-    each started with `nasforge run FILE`, and `status`, `export --top 1` (loaded back with
-    `load_model` alone), `resume` and `plot` work on each, with the same code path."""
+    """Multi-trial, DARTS, NASB, SPOS, once-for-all (training + search), pipeline and
+    dartsformer (when its data is there) runs are each started with `nasforge run FILE`, and
+    `status`, `export --top 1` (loaded back with `load_model` alone), `resume` and `plot` work
+    on each, with the same code path."""
     monkeypatch.chdir(tmp_path)
     kinds = {"multitrial": "multitrial", "darts": "oneshot", "nasb": "oneshot",
-             "spos": "oneshot", "ofa": "ofa", "pipeline": "pipeline"}  # fmt: skip
+             "spos": "oneshot", "ofa": "ofa", "pipeline": "pipeline",
+             "dartsformer": "dartsformer"}  # fmt: skip
     for name, f in _runs(tmp_path).items():
         d = tmp_path / "runs" / name
         assert main(["run", str(f), "--dir", str(d)]) == 0, name

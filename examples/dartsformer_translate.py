@@ -1,0 +1,36 @@
+"""Translate with a model exported from a ``dartsformer`` run: the export folder gives the
+model (``nasforge.run.load_model``), the run gives the tokenizer it was trained with.
+
+Run:  python examples/dartsformer_translate.py RUN_DIR EXPORT_FOLDER "A sentence ." ...
+
+Prints one translation per sentence (greedy decoding).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from nasforge.data.translation import PAD
+from nasforge.run import load_model
+from nasforge.spaces.seq2seq_runner import load_tokenizer
+from nasforge.spaces.seq2seq_train import greedy_decode
+
+__all__ = ["translate"]
+
+
+def translate(run: str, export: str, sentences: list[str]) -> list[str]:
+    """Returns the greedy translation of each sentence by the exported model."""
+    model, bpe = load_model(export), load_tokenizer(run)
+    ids = bpe.encode(sentences)
+    src = torch.full((len(ids), max(map(len, ids))), PAD, dtype=torch.long)
+    for i, row in enumerate(ids):
+        src[i, : len(row)] = torch.tensor(row)
+    return bpe.decode(greedy_decode(model, src))
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    for line in translate(sys.argv[1], sys.argv[2], sys.argv[3:]):
+        sys.stdout.write(line + "\n")
