@@ -1,7 +1,7 @@
-"""Translate with a model exported from a ``dartsformer`` run: the export folder gives the
-model (``nasforge.run.load_model``), the run gives the tokenizer it was trained with.
+"""Translate with a model exported from a ``dartsformer`` run: the export folder holds the
+model (``nasforge.run.load_model``) and a copy of the tokenizer it was trained with.
 
-Run:  python examples/dartsformer_translate.py RUN_DIR EXPORT_FOLDER "A sentence ." ...
+Run:  python examples/dartsformer_translate.py EXPORT_FOLDER "A sentence ." ...
 
 Prints one translation per sentence (greedy decoding).
 """
@@ -20,9 +20,9 @@ from nasforge.spaces.seq2seq_train import greedy_decode
 __all__ = ["translate"]
 
 
-def translate(run: str, export: str, sentences: list[str]) -> list[str]:
+def translate(export: str, sentences: list[str]) -> list[str]:
     """Returns the greedy translation of each sentence by the exported model."""
-    model, bpe = load_model(export), load_tokenizer(run)
+    model, bpe = load_model(export), load_tokenizer(export)
     ids = bpe.encode(sentences)
     src = torch.full((len(ids), max(map(len, ids))), PAD, dtype=torch.long)
     for i, row in enumerate(ids):
@@ -32,5 +32,5 @@ def translate(run: str, export: str, sentences: list[str]) -> list[str]:
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    for line in translate(sys.argv[1], sys.argv[2], sys.argv[3:]):
+    for line in translate(sys.argv[1], sys.argv[2:]):
         sys.stdout.write(line + "\n")

@@ -134,6 +134,28 @@ class Bpe:
         tok.train_from_iterator(list(texts), trainer)
         self.tok = tok
 
+    @classmethod
+    def from_str(cls, text: str) -> Bpe:
+        """Returns the tokenizer saved by :meth:`to_str` (``tokenizers`` JSON), untrained anew.
+
+        Raises:
+            ConfigError: the ``tokenizers`` package is not installed.
+        """
+        try:
+            from tokenizers import Tokenizer
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ConfigError(
+                "the BPE tokenizer needs the 'tokenizers' package: "
+                "pip install nasforge[translation]"
+            ) from exc
+        bpe = cls.__new__(cls)  # the constructor trains; this one is trained already
+        bpe.tok = Tokenizer.from_str(text)
+        return bpe
+
+    def to_str(self) -> str:
+        """Returns the trained tokenizer as ``tokenizers`` JSON (:meth:`from_str` reads it)."""
+        return self.tok.to_str()
+
     @property
     def vocab_size(self) -> int:
         """Returns the vocabulary size, special tokens included."""

@@ -8,6 +8,9 @@ One layout for every kind of run: ``<out>/rank<r>_trial<id>/`` holds
                 arguments, see :mod:`nasforge.run.refs`)
     weights.pt  when the trial saved weights: a dict of tensors written by ``torch.save``,
                 read back with ``weights_only=True``
+    <files>     the run's artifacts that a model needs beside its weights (recorded with
+                ``{"export": true}`` in their metadata, e.g. a translation model's tokenizer),
+                listed in ``arch.json`` under ``files``
 
 :func:`load_model` needs nothing but that folder.
 """
@@ -64,6 +67,7 @@ def export_top(
         else:
             chosen = ranked[:k]
         chosen = [store.trial(t.id) for t in chosen]
+        needed = {n: a for n, a in store.artifacts().items() if a["meta"].get("export")}
     if not chosen:
         raise StoreError(
             f"{directory} has no finished trial ranked by {obj['metric']!r} to export "
@@ -92,7 +96,13 @@ def export_top(
             "space": cfg.get("space"),
             "run": str(directory.resolve()),
             "weights": weights,
+            "files": {},
         }
+        for name, a in needed.items():
+            src = Path(a["path"])
+            if src.exists():
+                shutil.copyfile(src, d / src.name)
+                meta["files"][name] = src.name
         (d / "arch.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
         written.append(d)
     return written

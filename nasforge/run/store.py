@@ -41,7 +41,8 @@ Tables
     events      every ask and tell of a strategy in happening order; replaying them rebuilds
                 the strategy exactly (see ``nasforge.engine.experiment``)
     artifacts   named files of the run (supernet weights, exported models): name, relative
-                path, kind, time, JSON metadata
+                path, kind, time, JSON metadata (``"export": true``: every exported model
+                needs this file beside its weights, e.g. a tokenizer; export copies it)
 
 The config is ``{"kind": K, "objective": {"metric", "mode", "constraints", "second"}, K:
 {the kind's own section}, "space": ref or None, "source": ref or None}``: the objective ranks

@@ -53,7 +53,7 @@ from nasforge.space import arch_id
 from nasforge.spaces.seq2seq import Seq2SeqSpace, n_params
 from nasforge.spaces.seq2seq_train import TrainConfig, seq2seq_loss, train_seq2seq, translate_bleu
 
-__all__ = ["Seq2SeqSearch", "find_data", "load_tokenizer", "tokenizer_from_str"]
+__all__ = ["Seq2SeqSearch", "find_data", "load_tokenizer"]
 
 log = logging.getLogger("nasforge.spaces")
 
@@ -94,29 +94,24 @@ def find_data(path: str | Path, base: Path | None = None) -> Path:
     )
 
 
-def tokenizer_from_str(text: str) -> Bpe:
-    """Returns a :class:`Bpe` whose tokenizer is the ``tokenizers`` JSON ``text`` (no
-    training)."""
-    from tokenizers import Tokenizer
-
-    bpe = Bpe.__new__(Bpe)  # Bpe's constructor trains; this one is already trained
-    bpe.tok = Tokenizer.from_str(text)
-    return bpe
-
-
-def load_tokenizer(run: str | Path) -> Bpe:
-    """Returns the tokenizer a ``dartsformer`` run trained (its ``tokenizer`` artifact), to
-    encode sources and decode translations of its exported model.
+def load_tokenizer(path: str | Path) -> Bpe:
+    """Returns the tokenizer a ``dartsformer`` run trained, to encode sources and decode
+    translations: from the run directory (its ``tokenizer`` artifact) or from an exported
+    model's folder (which holds a copy, ``tokenizer.json``).
 
     Raises:
-        StoreError: no run there, or it has no tokenizer artifact.
+        StoreError: neither a run with a tokenizer artifact nor an export holding one.
     """
-    with Store.open(run) as store:
-        path = store.artifact("tokenizer")
-    if path is None or not path.exists():
-        raise StoreError(f"{run} records no tokenizer (artifact 'tokenizer'); is it a "
-                         "dartsformer run?")  # fmt: skip
-    return tokenizer_from_str(path.read_text())
+    path = Path(path)
+    exported = path / "tokenizer.json"
+    if (path / "arch.json").exists() and exported.exists():
+        return Bpe.from_str(exported.read_text())
+    with Store.open(path) as store:
+        file = store.artifact("tokenizer")
+    if file is None or not file.exists():
+        raise StoreError(f"{path} records no tokenizer (artifact 'tokenizer'); is it a "
+                         "dartsformer run, or an export of one?")  # fmt: skip
+    return Bpe.from_str(file.read_text())
 
 
 class _Batches:
@@ -283,14 +278,13 @@ class Seq2SeqSearch(BaseRunner):
     def _tokenizer(self, store: Store, train: Pairs) -> Bpe:
         path = store.artifact("tokenizer")
         if path is not None and path.exists():  # a resume: the very tokenizer of the start
-            return tokenizer_from_str(path.read_text())
+            return Bpe.from_str(path.read_text())
         bpe = Bpe(train.src + train.tgt, vocab_size=self.vocab)
         path = self.directory / "artifacts" / "tokenizer.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(bpe.tok.to_str())
-        store.add_artifact(
-            "tokenizer", "artifacts/tokenizer.json", "tokenizer", {"vocab_size": bpe.vocab_size}
-        )
+        path.write_text(bpe.to_str())
+        meta = {"vocab_size": bpe.vocab_size, "export": True}  # an export translates alone
+        store.add_artifact("tokenizer", "artifacts/tokenizer.json", "tokenizer", meta)
         return bpe
 
     def _execute(self, store: Store, resume: bool) -> None:

@@ -108,7 +108,8 @@ def test_run_records_progress_tokenizer_and_a_trained_trial(
     assert "dartsformer run, finished: 4 of 4 logs of 3 steps done" in capsys.readouterr().out
     assert main(["export", str(d)]) == 0
     (folder,) = capsys.readouterr().out.split()
-    model = load_model(folder)  # nothing but the export folder
+    model = load_model(folder)  # nothing but the export folder ...
+    assert load_tokenizer(folder).to_str() == bpe.to_str()  # ... which holds the tokenizer too
     test = split_pairs(load_pairs(DATA, limit=200), {"test": 12, "train": -1}, seed=0)["test"]
     score, _ = translate_bleu(model, bpe, test.src, test.tgt)
     assert score == trial.metrics["bleu"]  # type: ignore[index]
