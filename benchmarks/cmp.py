@@ -77,11 +77,11 @@ def timings(a: argparse.Namespace) -> dict[str, Any]:
     bounds = None
     got: dict[str, list[Any]] = {"process": [], "thread": [], "dp": [], "pipelining": []}
     for rnd in range(a.rounds):
-        for workers in (proc, "thread"):
+        for workers in dict.fromkeys((proc, "thread")):  # one GPU: threads only
             r = profile_steps(_space(a), "nasb", data, model_parallel=2, workers=workers,
                               variants=VARIANTS, bounds=bounds, **common)  # fmt: skip
             bounds = r["bounds"]  # balanced once by measured unit time, then kept
-            got["process" if workers == proc else "thread"].append(r)
+            got[workers].append(r)
             log.info("round %d %s: %s s/step, paired %s, idle %s", rnd, workers,
                      [round(v, 4) for v in r["step_s"]], [round(v, 3) for v in r["paired"]],
                      r["idle_fraction"])  # fmt: skip
@@ -105,18 +105,18 @@ def timings(a: argparse.Namespace) -> dict[str, Any]:
     def over_mp(name: str) -> float | None:
         if not got[name]:
             return None
-        return med(x["step_s"] / p["step_s"][0] for x, p in zip(got[name], got["process"]))
+        return med(x["step_s"] / p["step_s"][0] for x, p in zip(got[name], got[proc]))
 
     def idle(kind: str, v: int) -> list[float]:
         rs = got[kind]
         return [med(r["idle_fraction"][v][k] for r in rs) for k in range(2)]
 
     step = {f"{n}_{kind}": med(r["step_s"][v] for r in got[kind])
-            for kind in ("process", "thread") for v, n in enumerate(NAMES)}  # fmt: skip
+            for kind in dict.fromkeys((proc, "thread")) for v, n in enumerate(NAMES)}  # fmt: skip
     step.update({k: med(r["step_s"] for r in got[k]) for k in ("dp", "pipelining") if got[k]})
     return {
-        "cmp_over_mp": paired("process", 1),
-        "cmp_deferred_over_mp": paired("process", 2),
+        "cmp_over_mp": paired(proc, 1),
+        "cmp_deferred_over_mp": paired(proc, 2),
         "dp_over_mp": over_mp("dp"),
         "pipelining_over_mp": over_mp("pipelining"),
         "thread_cmp_over_mp": paired("thread", 1),
@@ -124,9 +124,11 @@ def timings(a: argparse.Namespace) -> dict[str, Any]:
         "thread_over_process": {
             n: med(t["step_s"][v] / p["step_s"][v] for t, p in zip(got["thread"], got["process"]))
             for v, n in enumerate(NAMES)
-        },
+        }
+        if got["process"]
+        else None,
         "idle_fraction": {
-            **{n: idle("process", v) for v, n in enumerate(NAMES)},
+            **{n: idle(proc, v) for v, n in enumerate(NAMES)},
             **{f"{n}_thread": idle("thread", v) for v, n in enumerate(NAMES)},
             "dp": [med(r["idle_fraction"][k] for r in got["dp"]) for k in range(2)],
         },
