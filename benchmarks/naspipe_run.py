@@ -30,6 +30,7 @@ import socket
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -38,6 +39,7 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch import nn
 
+from nasforge.parallel.budget import fit_batch
 from nasforge.parallel.context import sgd_momentum_step
 from nasforge.parallel.csp import static_partition
 from nasforge.parallel.fair_sampler import fair_subnets
@@ -69,7 +71,7 @@ def _gpipe_worker(rank: int, world: int, port: int, cfg: RunConfig, mb: int, out
         if cfg.subnets is not None:  # an explicit sequence, as RunConfig allows
             subnets = [tuple(s) for s in cfg.subnets[: cfg.steps]]
         else:
-            sampler = get_sampler(cfg.sampler, ncand, cfg.seed)
+            sampler = iter(get_sampler(cfg.sampler, ncand, cfg.seed))  # an iterable of subnets
             subnets = [next(sampler) for _ in range(cfg.steps)]
         data = _Data(cfg)
         bufs = {
@@ -142,6 +144,14 @@ def main(argv: list[str] | None = None) -> int:
         "as RunConfig.subnets (needs the runtime to honour it, see docs/naspipe.md)",
     )
     ap.add_argument("--quick", action="store_true", help="24 steps, hidden 256")
+    ap.add_argument(
+        "--memory-budget-mb",
+        type=float,
+        default=None,
+        help="equal device memory per stage instead of an equal batch: each policy trains "
+        "with the largest batch it fits (nasforge.parallel.budget); GPipe gets BSP's batch. "
+        "Bitwise equality is then checked only where the batch equals the reference's.",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.steps, args.hidden = 24, 256
@@ -152,22 +162,38 @@ def main(argv: list[str] | None = None) -> int:
     if args.sampler == "fair":
         seq = fair_subnets([args.candidates] * args.blocks, args.steps, seed=0)
         base.subnets = [list(s) for s in seq]
+    budget = None if args.memory_budget_mb is None else args.memory_budget_mb * 2**20
+    batch = {}
+    if budget is not None:  # the reference trains at CSP's batch, so CSP can be compared
+        for policy in ("csp", "bsp", "asp"):
+            cfg = replace(base, n_stages=args.stages, policy=policy)
+            batch[policy] = fit_batch(cfg, budget)[0]
+        common["batch_size"] = batch["csp"]
     runs = {"sequential": train_supernet(base, pipeline=1, **common)}
     for policy in ("csp", "bsp", "asp"):
-        runs[policy] = train_supernet(base, pipeline=args.stages, policy=policy, **common)
+        kw = {**common, "batch_size": batch.get(policy, common["batch_size"])}
+        runs[policy] = train_supernet(base, pipeline=args.stages, policy=policy, **kw)
     ref = runs["sequential"]
     sps = {k: round(r.samples_per_s, 2) for k, r in runs.items()}
+    same = ref.config.batch_size
     equal = {
-        k: r.losses == ref.losses and all(torch.equal(r.state[n], v) for n, v in ref.state.items())
+        k: None
+        if r.config.batch_size != same
+        else r.losses == ref.losses
+        and all(torch.equal(r.state[n], v) for n, v in ref.state.items())
         for k, r in runs.items()
         if k != "sequential"
     }
-    g = train_gpipe(ref.config, args.stages, args.microbatches)
-    sps["gpipe_torch"] = round(args.steps * args.batch_size / g["wall"], 2)
-    equal["gpipe_torch"] = g["losses"] == ref.losses and all(
-        torch.equal(g["state"][n], v) for n, v in ref.state.items()
+    g_batch = batch.get("bsp", same)
+    g = train_gpipe(replace(ref.config, batch_size=g_batch), args.stages, args.microbatches)
+    sps["gpipe_torch"] = round(args.steps * g_batch / g["wall"], 2)
+    equal["gpipe_torch"] = (
+        None
+        if g_batch != same
+        else g["losses"] == ref.losses
+        and all(torch.equal(g["state"][n], v) for n, v in ref.state.items())
     )
-    gap = max(abs(a - b) for a, b in zip(g["losses"], ref.losses))
+    gap = max(abs(a - b) for a, b in zip(g["losses"], ref.losses)) if g_batch == same else None
     for name, v in sps.items():
         print(f"{name:12s} {v:9.1f} samples/s  equal {equal.get(name, '-')}", file=sys.stderr)
     csp = runs["csp"]
@@ -189,7 +215,9 @@ def main(argv: list[str] | None = None) -> int:
             "stages": args.stages,
             "microbatches": args.microbatches,
             "sampler": args.sampler,
+            "memory_budget_mb": args.memory_budget_mb,
         },
+        "batch": {k: r.config.batch_size for k, r in runs.items()} | {"gpipe_torch": g_batch},
     }
     print(json.dumps(out))
     return 0

@@ -36,6 +36,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache-subnets", type=float, default=3.0, help="device cache budget")
+    p.add_argument(
+        "--memory-budget-mb",
+        type=float,
+        default=None,
+        help="device memory per stage (MiB): trains with the largest batch that fits it "
+        "(replaces --batch-size)",
+    )
     p.add_argument("--out", required=True, help="run directory (must not hold a run)")
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
     p.set_defaults(func=_run)
@@ -62,6 +69,7 @@ def _run(args: argparse.Namespace) -> int:
         steps=args.steps, pipeline=args.pipeline, policy=args.policy, sampler=args.sampler,
         batch_size=args.batch_size, lr=args.lr, seed=args.seed,
         cache_subnets=args.cache_subnets, directory=out,
+        memory_budget=None if args.memory_budget_mb is None else args.memory_budget_mb * 2**20,
     )  # fmt: skip
     runner.run()
     with Store.open(out) as store:

@@ -83,6 +83,7 @@ class PipelineTraining(BaseRunner):
         seed: int = 0,
         sampler: str = "uniform",
         cache_subnets: float | None = 3.0,
+        memory_budget: float | None = None,
         n_eval: int = 8,
         timeout_s: float = 600.0,
         directory: str | Path | None = None,
@@ -98,6 +99,7 @@ class PipelineTraining(BaseRunner):
             "steps": steps, "pipeline": pipeline, "policy": policy, "batch_size": batch_size,
             "lr": lr, "momentum": momentum, "seed": seed, "sampler": sampler,
             "cache_subnets": cache_subnets, "timeout_s": timeout_s,
+            "memory_budget": memory_budget,
         }  # fmt: skip
         self.n_eval = n_eval
         super().__init__(Objective("accuracy", "max"), directory, source, space)
@@ -125,7 +127,7 @@ class PipelineTraining(BaseRunner):
 
     def compatible_keys(self) -> tuple[str, ...]:
         """Returns the settings a resume must keep."""
-        return ("steps", "seed", "policy", "batch_size", "lr")
+        return ("steps", "seed", "policy", "batch_size", "lr", "memory_budget")
 
     def section(self) -> dict[str, Any]:
         """Returns the training settings as JSON-able data."""
@@ -149,7 +151,8 @@ class PipelineTraining(BaseRunner):
         for i, loss in enumerate(result.losses):
             store.add_progress(i + 1, {"loss": loss})
         stats = {"samples_per_s": result.samples_per_s, "bubble_ratio": result.bubble_ratio,
-                 "cache_hit_rate": [c.get("hit_rate") for c in result.cache]}  # fmt: skip
+                 "cache_hit_rate": [c.get("hit_rate") for c in result.cache],
+                 "batch_size": result.config.batch_size}  # fmt: skip
         store.set_meta("pipeline.stats", json.dumps(stats))
         weights = {k: v.contiguous() for k, v in result.space_state_dict().items()}
         path = self.directory / "artifacts" / "supernet.safetensors"

@@ -100,6 +100,7 @@ def train_supernet(
     cache_subnets: float | None = 3.0,
     data: tuple[Any, Any] | None = None,
     timeout_s: float = 600.0,
+    memory_budget: float | None = None,
 ) -> TrainResult:
     """Returns the trained supernet after ``steps`` subnets (one batch each).
 
@@ -108,6 +109,11 @@ def train_supernet(
     is bitwise that of ``pipeline=1`` (NASPipe's reproducibility). ``"bsp"`` and ``"asp"`` are
     the GPipe- and PipeDream-like baselines. ``data`` is ``(X, y)`` arrays; default sklearn
     digits. The space must be importable by name (a module-level class).
+
+    ``memory_budget`` (bytes of device memory per stage) replaces ``batch_size`` with the
+    largest batch every stage fits under the policy (:func:`nasforge.parallel.budget.fit_batch`:
+    the whole partition resident for bsp and asp, the layer cache for csp), as the paper
+    compares systems at equal memory; ``result.config.batch_size`` says which.
 
     Raises:
         ConfigError: bad argument, or a space that is not a chain of LayerChoice blocks.
@@ -130,6 +136,10 @@ def train_supernet(
         data=data,
         timeout_s=timeout_s,
     )
+    if memory_budget is not None:
+        from nasforge.parallel.budget import fit_batch
+
+        cfg = replace(cfg, batch_size=fit_batch(cfg, memory_budget)[0])
     if pipeline == 1:
         r = train_sequential(cfg)
         return TrainResult(cfg, r["losses"], r["state"], r["wall"], 0.0, [r["stats"]])
