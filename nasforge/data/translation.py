@@ -106,6 +106,21 @@ def split_pairs(pairs: Pairs, sizes: dict[str, int], seed: int = 0) -> dict[str,
     return out
 
 
+def _tokenizers() -> Any:
+    """Returns the ``tokenizers`` package.
+
+    Raises:
+        ConfigError: it is not installed.
+    """
+    try:
+        import tokenizers
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ConfigError(
+            "the BPE tokenizer needs the 'tokenizers' package: pip install nasforge[translation]"
+        ) from exc
+    return tokenizers
+
+
 class Bpe:
     """Returns token ids of text and text of token ids: a byte-level BPE trained on ``texts``.
 
@@ -114,13 +129,9 @@ class Bpe:
     """
 
     def __init__(self, texts: Sequence[str], vocab_size: int = 8000, min_frequency: int = 2):
-        try:
-            from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ConfigError(
-                "the BPE tokenizer needs the 'tokenizers' package: "
-                "pip install nasforge[translation]"
-            ) from exc
+        tokenizers = _tokenizers()
+        Tokenizer, decoders, models = tokenizers.Tokenizer, tokenizers.decoders, tokenizers.models
+        pre_tokenizers, trainers = tokenizers.pre_tokenizers, tokenizers.trainers
         tok = Tokenizer(models.BPE(unk_token="<unk>"))
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
         tok.decoder = decoders.ByteLevel()
@@ -141,15 +152,8 @@ class Bpe:
         Raises:
             ConfigError: the ``tokenizers`` package is not installed.
         """
-        try:
-            from tokenizers import Tokenizer
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ConfigError(
-                "the BPE tokenizer needs the 'tokenizers' package: "
-                "pip install nasforge[translation]"
-            ) from exc
         bpe = cls.__new__(cls)  # the constructor trains; this one is trained already
-        bpe.tok = Tokenizer.from_str(text)
+        bpe.tok = _tokenizers().Tokenizer.from_str(text)
         return bpe
 
     def to_str(self) -> str:
