@@ -60,6 +60,7 @@ from nasforge.oneshot.common import (
 )
 from nasforge.oneshot.search import SearchState, epoch_row, get_algorithm
 from nasforge.oneshot.supernet import Supernet
+from nasforge.run.loopback import pin_to_loopback
 from nasforge.space import ModelSpace
 
 __all__ = ["cmp_search", "profile_steps", "check_parallel", "WORKERS", "DEFAULT_WORKERS"]
@@ -341,25 +342,12 @@ def _assemble(state: SearchState, pieces: list[dict], split: Any, algo: Any, sec
 # -- workers ------------------------------------------------------------------------------------
 
 
-def _loopback_interface() -> str:
-    """Returns the loopback interface's name (as the pipeline launcher finds it; "lo")."""
-    for flags in sorted(Path("/sys/class/net").glob("*/flags")):
-        try:
-            if int(flags.read_text(), 16) & 0x8:  # IFF_LOOPBACK
-                return flags.parent.name
-        except (OSError, ValueError):
-            continue
-    return "lo"
-
-
 def _process_main(rank: int, job: Job, world: int) -> None:
     import torch.distributed as dist
 
     try:
         torch.set_num_threads(job.threads)
-        lo = _loopback_interface()
-        os.environ["GLOO_SOCKET_IFNAME"] = lo
-        os.environ["NCCL_SOCKET_IFNAME"] = lo
+        pin_to_loopback()
         dist.init_process_group(
             "nccl" if job.device.startswith("cuda") else "gloo",
             init_method=f"file://{Path(job.out) / 'rendezvous'}",

@@ -30,6 +30,7 @@ from nasforge.oneshot import nasb
 from nasforge.oneshot._cmp_worker import Job, PartitionWorker
 from nasforge.oneshot.cmp_partition import run
 from nasforge.oneshot.common import apply_arch, batches
+from nasforge.run.loopback import pin_to_loopback
 
 __all__ = ["profile_pipelining"]
 
@@ -54,11 +55,9 @@ def _main(rank: int, job: Job, n_micro: int, warmup: int, steps: int) -> None:
     import torch.distributed as dist
     from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
 
-    from nasforge.oneshot.cmp import _loopback_interface
-
     try:
         torch.set_num_threads(job.threads)
-        os.environ["GLOO_SOCKET_IFNAME"] = _loopback_interface()
+        pin_to_loopback()
         dist.init_process_group(
             "gloo", init_method=f"file://{Path(job.out) / 'rendezvous'}", rank=rank,
             world_size=job.m, timeout=timedelta(seconds=600),

@@ -36,6 +36,7 @@ from nasforge.parallel.runtime import (
     check_config,
     set_determinism,
 )
+from nasforge.run.loopback import loopback_interface, pin_to_loopback
 
 __all__ = ["launch", "collect", "is_loopback", "loopback_interface", "rank_device", "DIVERGED_EXIT"]
 
@@ -56,29 +57,6 @@ def is_loopback(addr: str) -> bool:
         return ipaddress.ip_address(addr).is_loopback
     except ValueError:
         return False
-
-
-def loopback_interface() -> str:
-    """Returns the name of the loopback network interface (Linux sysfs; "lo" by default)."""
-    for flags in sorted(Path("/sys/class/net").glob("*/flags")):
-        try:
-            if int(flags.read_text(), 16) & 0x8:  # IFF_LOOPBACK
-                return flags.parent.name
-        except (OSError, ValueError):
-            continue
-    return "lo"
-
-
-def _pin_to_loopback() -> None:
-    """Returns None; makes this process's gloo (and NCCL bootstrap) sockets use loopback.
-
-    Gloo's default device is the address this host's name resolves to, which is a LAN address
-    on most machines; its pair sockets would listen there. ``GLOO_SOCKET_IFNAME`` is read when
-    the process group is created, so it must be set before ``init_process_group``.
-    """
-    lo = loopback_interface()
-    os.environ["GLOO_SOCKET_IFNAME"] = lo
-    os.environ["NCCL_SOCKET_IFNAME"] = lo
 
 
 def _rendezvous(cfg: RunConfig, out_dir: str) -> str:
@@ -123,7 +101,7 @@ def _worker(
             torch.cuda.set_device(torch.device(cfg.device))
         set_determinism(cfg.seed)
         if is_loopback(cfg.bind):
-            _pin_to_loopback()
+            pin_to_loopback()
         backend = "nccl" if cfg.device.startswith("cuda") else "gloo"
         dist.init_process_group(
             backend,
