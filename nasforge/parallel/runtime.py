@@ -13,9 +13,10 @@ Every stage runs the same loop (Algorithm 1), with the scheduling rule of its po
                                  computes the loss and runs the backward at once)
         predictor (Algorithm 3) -> prefetch the next tasks' layers into the device cache
 
-A message is one float32 tensor ``[seq, payload...]`` of a fixed size per channel (fixed batch
-size and widths), so a stage can post one ``irecv`` per neighbour and poll both without a
-header round trip that could deadlock two stages sending to each other.
+Messages (:mod:`~nasforge.parallel.channels`) have a fixed size per channel; the backward
+header carries Algorithm 3's pending backwards upstream. ``RunConfig.mirror`` splits each
+subnet by its own balanced partition and keeps the layers' mirrors in step
+(:mod:`~nasforge.parallel.mirror`, §4.2).
 
 Reproducibility (Definition 1): the CSP rule orders every layer's READs and WRITEs as
 sequential training does; seeds are fixed, deterministic algorithms are enforced and every
@@ -35,7 +36,6 @@ import math
 import os
 import queue
 import random
-import threading
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
@@ -47,6 +47,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from nasforge.errors import ConfigError, DivergenceError
+from nasforge.parallel.channels import Receiver, frame
 from nasforge.parallel.context import TieredLayerCache
 from nasforge.parallel.csp import (
     FinishedList,
@@ -281,8 +282,9 @@ def _take_grads(mods: list) -> list[list[torch.Tensor]]:
 class StageWorker:
     """Returns the worker of one process's share of the pipeline; :meth:`run` trains it.
 
-    It owns its stage's blocks (in a :class:`TieredLayerCache`), the forward queue, the ready
-    backwards, the finished list and the Algorithm 1 loop.
+    It owns its stage's blocks (in a :class:`TieredLayerCache`; with ``cfg.mirror`` a mirror of
+    every block it may run), the forward queue, the ready backwards, the finished list,
+    L_blocked and the Algorithm 1 loop.
     """
 
     def __init__(self, rank: int, cfg: RunConfig) -> None:
@@ -337,16 +339,8 @@ class StageWorker:
         self, seq: int, payload: torch.Tensor, dst: int, size: int, loss: float = 0.0,
         pairs: list[tuple[int, int]] | None = None,
     ) -> None:  # fmt: skip
-        # header [seq, loss]: a gradient carries its subnet's loss back to every stage, for a
-        # sampler that learns from losses (StrategyFeed), and then Algorithm 3's next_bwd:
-        # `window` (bwd_seq, precedence) slots, -1 where unused
-        head = [float(seq), loss]
-        if pairs is not None:
-            slots = [float(v) for pair in pairs for v in pair]
-            head += slots + [-1.0] * (2 * self.window - len(slots))
-        flat = payload.flatten()
-        pad = [flat.new_zeros(size - flat.numel())] if flat.numel() < size else []
-        msg = torch.cat([torch.tensor(head, device=payload.device), flat, *pad])
+        slots = 2 * self.window if pairs is not None else 0
+        msg = frame(seq, loss, payload, size, pairs or [], slots)
         self.sends.append((dist.isend(msg, dst), msg))
         self.sends = [(w, t) for w, t in self.sends if not w.is_completed()]
 
@@ -483,7 +477,8 @@ class StageWorker:
     # Algorithm 1 ---------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
-        """Returns this stage's ``{"state", "losses", "stats", "busy", "wall"}`` after the run.
+        """Returns this stage's ``{"state", "losses", "stats", "busy", "wall"}`` after the run
+        (plus ``"pushed_bytes"`` with ``cfg.mirror``; ``"state"`` then holds every mirror).
 
         Raises:
             DivergenceError: (last stage) a step's loss is NaN or infinite.
@@ -493,10 +488,10 @@ class StageWorker:
         inbox: queue.Queue = queue.Queue()
         threads = []
         if self.k > 0:
-            threads.append(_Receiver(self.k - 1, self.in_numel, steps, "fwd", self.device, inbox))
+            threads.append(Receiver(self.k - 1, self.in_numel, steps, "fwd", self.device, inbox))
         if not self.last:
             threads.append(
-                _Receiver(self.k + 1, self.out_numel, steps, "bwd", self.device, inbox,
+                Receiver(self.k + 1, self.out_numel, steps, "bwd", self.device, inbox,
                           self._on_loss, 2 * self.window)
             )  # fmt: skip
         if self.mirror:
@@ -523,13 +518,16 @@ class StageWorker:
         self._drain(inbox)  # bundles of the last WRITEs elsewhere, for this stage's mirrors
         wall = time.perf_counter() - t0
         self.feed.close()
-        return {
+        out = {
             "state": self.ctx.state_dict(),
             "losses": self.losses,
             "stats": self.ctx.stats,
             "busy": self.busy,
             "wall": wall,
         }
+        if self.mirror:  # what mirroring cost: bytes of layer state pushed to other stages
+            out["pushed_bytes"] = self.mirror.pushed_bytes
+        return out
 
     def _drain(self, inbox: queue.Queue) -> None:
         """Returns None once every message waiting in ``inbox`` is handled."""
@@ -561,38 +559,6 @@ class StageWorker:
         sampler waiting for it never waits on this stage's main loop)."""
         self.loss_of[seq] = loss
         self.report(seq, loss)
-
-
-class _Receiver(threading.Thread):
-    """Receives ``n`` messages from one neighbour with blocking ``recv`` into the inbox.
-
-    Gloo's ``irecv`` work cannot be polled for completion, so each neighbour gets a thread;
-    the stage's main thread only reads the inbox, never blocks on a neighbour.
-    """
-
-    def __init__(
-        self, src: int, numel: int, n: int, kind: str, device, inbox, on_loss=None, slots=0
-    ) -> None:
-        super().__init__(daemon=True)
-        self.src, self.numel, self.n, self.kind = src, numel, n, kind
-        self.device, self.inbox, self.on_loss, self.slots = device, inbox, on_loss, slots
-
-    def run(self) -> None:
-        head = 2 + self.slots  # [seq, loss, (bwd_seq, precedence) * slots / 2]
-        try:
-            for _ in range(self.n):
-                buf = torch.empty(head + self.numel, device=self.device)
-                dist.recv(buf, self.src)
-                seq = int(buf[0].item())
-                if self.on_loss is not None:
-                    self.on_loss(seq, buf[1].item())
-                ids = [int(v) for v in buf[2:head].tolist()]
-                pairs = [(y, p) for y, p in zip(ids[0::2], ids[1::2]) if y >= 0]
-                # clone: buf[head:] starts 8+ bytes into its storage, and a misaligned operand
-                # can send BLAS down another kernel whose rounding differs from sequential
-                self.inbox.put((self.kind, seq, buf[head:].clone(), pairs))
-        except BaseException as exc:  # the stage's main loop re-raises it
-            self.inbox.put(("error", -1, exc, None))
 
 
 class _FeedView:
