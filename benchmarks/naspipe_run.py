@@ -15,6 +15,12 @@ one after another (no inter-subnet overlap), in sequence order.
 ``RunConfig.subnets`` list; the pipeline stages honour it only once ``StageWorker`` builds its
 feed from ``cfg.subnets`` (see docs/naspipe.md), until then ``equals_sequential`` is false.
 
+``--mirror`` adds a ``csp_mirror`` run: CSP with layer mirroring (``RunConfig.mirror``, §4.2),
+each subnet split by its own balanced partition from a per-layer cost table measured once here
+(forward + backward seconds, :func:`nasforge.parallel.mirror.measure_layer_costs`) and passed
+to every stage as ``RunConfig.layer_costs``; ``mirror`` reports how often a subnet's partition
+left the static one.
+
 ``equals_sequential`` checks Definition 1 for every run: every loss and every tensor of the
 supernet (``torch.equal``) against the one-process reference.
 
@@ -41,8 +47,9 @@ from torch import nn
 
 from nasforge.parallel.budget import fit_batch
 from nasforge.parallel.context import sgd_momentum_step
-from nasforge.parallel.csp import static_partition
+from nasforge.parallel.csp import static_partition, subnet_partition
 from nasforge.parallel.fair_sampler import fair_subnets
+from nasforge.parallel.mirror import measure_layer_costs
 from nasforge.parallel.runtime import RunConfig, _Data, set_determinism
 from nasforge.parallel.sampler import get_sampler
 from nasforge.parallel.supernet import ChoiceSupernet, layer_table, n_candidates
@@ -126,6 +133,29 @@ def train_gpipe(cfg: RunConfig, stages: int, microbatches: int) -> dict:
     return {"state": state, "losses": parts[-1]["losses"], "wall": max(p["wall"] for p in parts)}
 
 
+def _mirror_costs(cfg: RunConfig, stages: int, steps: int, batch: int) -> tuple[list, dict]:
+    """Returns the layer cost table of a mirrored run (measured once, here) and how the run's
+    subnets are then partitioned: distinct partitions, share of subnets off the static one."""
+    torch.manual_seed(cfg.seed)
+    space = ChoiceSupernet(**cfg.space_kwargs)
+    ncand = n_candidates(space)
+    x = _Data(replace(cfg, batch_size=batch)).batch(0)[0]
+    costs = measure_layer_costs(layer_table(space), ncand, x)
+    if cfg.subnets is not None:
+        subnets = [tuple(s) for s in cfg.subnets[:steps]]
+    else:
+        sampler = iter(get_sampler(cfg.sampler, ncand, cfg.seed))
+        subnets = [tuple(next(sampler)) for _ in range(steps)]
+    static = static_partition(len(ncand), stages)
+    parts = [subnet_partition(sn, lambda la: costs[la[0]][la[1]], stages) for sn in subnets]
+    info = {
+        "distinct_partitions": len(set(parts)),
+        "share_off_static": round(sum(p != static for p in parts) / len(parts), 3),
+        "block_cost_ms": [round(1e3 * sum(row) / len(row), 3) for row in costs],
+    }
+    return costs, info
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs the five trainings; prints the JSON line last."""
     ap = argparse.ArgumentParser(description=__doc__)
@@ -152,6 +182,11 @@ def main(argv: list[str] | None = None) -> int:
         "with the largest batch it fits (nasforge.parallel.budget); GPipe gets BSP's batch. "
         "Bitwise equality is then checked only where the batch equals the reference's.",
     )
+    ap.add_argument(
+        "--mirror",
+        action="store_true",
+        help="also train CSP with layer mirroring (per-subnet balanced partitions) as csp_mirror",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.steps, args.hidden = 24, 256
@@ -173,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
     for policy in ("csp", "bsp", "asp"):
         kw = {**common, "batch_size": batch.get(policy, common["batch_size"])}
         runs[policy] = train_supernet(base, pipeline=args.stages, policy=policy, **kw)
+    mirror_info = None
+    if args.mirror:
+        costs, mirror_info = _mirror_costs(base, args.stages, args.steps, common["batch_size"])
+        runs["csp_mirror"] = train_supernet(
+            replace(base, mirror=True, layer_costs=costs), pipeline=args.stages, **common
+        )
     ref = runs["sequential"]
     sps = {k: round(r.samples_per_s, 2) for k, r in runs.items()}
     same = ref.config.batch_size
@@ -209,6 +250,12 @@ def main(argv: list[str] | None = None) -> int:
         "bsp_equals_sequential": equal["bsp"],
         "asp_equals_sequential": equal["asp"],
         "cache_hit_rate_csp": [round(s["hit_rate"], 4) for s in csp.cache],
+        "csp_mirror_vs_csp": round(sps["csp_mirror"] / sps["csp"], 3) if args.mirror else None,
+        "csp_mirror_equals_sequential": equal.get("csp_mirror"),
+        "cache_hit_rate_csp_mirror": [round(s["hit_rate"], 4) for s in runs["csp_mirror"].cache]
+        if args.mirror
+        else None,
+        "mirror": mirror_info,
         "config": {
             **space,
             **common,
