@@ -175,6 +175,7 @@ class Mirror:
         self.complete = FinishedList()  # subnets whose every WRITE has arrived here
         self._parts: dict[int, tuple[range, ...]] = {}
         self.pushed_bytes = 0
+        self.seconds = 0.0  # main-loop time spent sending and applying bundles
 
     # partitions and the blocking rule ---------------------------------------------------------
 
@@ -208,6 +209,7 @@ class Mirror:
     def wrote(self, seq: int, keys: Sequence[Layer], ctx: Any, sends: list) -> None:
         """Returns None; records subnet ``seq``'s local WRITE of ``keys`` and sends every other
         stage its bundle (asynchronously; the handles and tensors go to ``sends``)."""
+        t0 = time.perf_counter()
         for key in keys:
             self.version[key] = seq
         self._local.add(seq)
@@ -226,10 +228,12 @@ class Mirror:
                 payload = torch.cat([t.detach().to("cpu").flatten() for t in state])
                 self.pushed_bytes += payload.numel() * 4
                 sends.append((dist.isend(payload, h, group=self.group), payload))
+        self.seconds += time.perf_counter() - t0
 
     def apply(self, seq: int, src: int, keys: list[Layer], payload: torch.Tensor, ctx: Any) -> None:
         """Returns None; loads the layers of stage ``src``'s bundle of subnet ``seq`` into this
         stage's mirrors, skipping a layer whose mirror already holds a later WRITE."""
+        t0 = time.perf_counter()
         offset = 0
         for key in keys:
             shapes = self.shapes[key] * 2  # parameters, then momentum buffers of the same shapes
@@ -244,6 +248,7 @@ class Mirror:
         self.arrived.add((seq, src))
         self._count[seq] = self._count.get(seq, 0) + 1
         self._maybe_complete(seq)
+        self.seconds += time.perf_counter() - t0
 
     def _maybe_complete(self, seq: int) -> None:
         if seq in self._local and self._count.get(seq, 0) == self.d - 1:

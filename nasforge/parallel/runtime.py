@@ -478,7 +478,8 @@ class StageWorker:
 
     def run(self) -> dict[str, Any]:
         """Returns this stage's ``{"state", "losses", "stats", "busy", "wall"}`` after the run
-        (plus ``"pushed_bytes"`` with ``cfg.mirror``; ``"state"`` then holds every mirror).
+        (plus ``"pushed_bytes"`` and ``"mirror_s"``, the loop's time on bundles, with
+        ``cfg.mirror``; ``"state"`` then holds every mirror).
 
         Raises:
             DivergenceError: (last stage) a step's loss is NaN or infinite.
@@ -527,6 +528,7 @@ class StageWorker:
         }
         if self.mirror:  # what mirroring cost: bytes of layer state pushed to other stages
             out["pushed_bytes"] = self.mirror.pushed_bytes
+            out["mirror_s"] = self.mirror.seconds
         return out
 
     def _drain(self, inbox: queue.Queue) -> None:
