@@ -442,7 +442,7 @@ class StageWorker:
             self.finished.add(seq)
             if self.mirror:  # push the WRITE to the other stages' mirrors
                 self.mirror.wrote(seq, keys, self.ctx, self.sends)
-            self.blocked.pop(seq, None)
+        self.blocked.pop(seq, None)  # its backward ran here: no longer pending
         self.busy += time.perf_counter() - t0
         self.done += 1
 
