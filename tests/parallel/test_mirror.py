@@ -97,8 +97,9 @@ def test_csp_mirror_two_stages_is_bitwise_sequential(sequential: dict, live_stag
 
 
 def test_csp_mirror_with_measured_costs_is_bitwise_sequential(live_stages) -> None:
-    """Costs measured on rank 0 and broadcast give every process the same partitions."""
-    cfg = _cfg(layer_costs=None, steps=12)
+    """Costs measured on rank 0 and broadcast give every process the same partitions; with the
+    learning evolution sampler (losses fed back with the gradients) too."""
+    cfg = _cfg(layer_costs=None, steps=12, subnets=None, sampler="evolution", feedback_lag=4)
     results = launch(cfg)
     _assert_every_mirror_is_sequential(results, train_sequential(cfg))
     assert not live_stages()
