@@ -15,6 +15,15 @@ one after another (no inter-subnet overlap), in sequence order.
 ``RunConfig.subnets`` list; the pipeline stages honour it only once ``StageWorker`` builds its
 feed from ``cfg.subnets`` (see docs/naspipe.md), until then ``equals_sequential`` is false.
 
+``--mirror`` adds a ``csp_mirror`` run: CSP with layer mirroring (``RunConfig.mirror``, §4.2),
+each subnet split by its own balanced partition from a per-layer cost table measured once here
+(forward + backward seconds, :func:`nasforge.parallel.mirror.measure_layer_costs`) and passed
+to every stage as ``RunConfig.layer_costs``; ``mirror`` reports how often a subnet's partition
+left the static one. Every candidate of a built-in block has the same width, so it also
+trains ``MixedSupernet`` (the same chain, middle candidates residual MLPs of 1x, 2x, 4x or 8x
+the width: costs differ per candidate, as the paper's operators do) with CSP and CSP-mirror,
+reported under ``mixed``.
+
 ``equals_sequential`` checks Definition 1 for every run: every loss and every tensor of the
 supernet (``torch.equal``) against the one-process reference.
 
@@ -39,14 +48,51 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch import nn
 
+import nasforge as nf
 from nasforge.parallel.budget import fit_batch
 from nasforge.parallel.context import sgd_momentum_step
-from nasforge.parallel.csp import static_partition
+from nasforge.parallel.csp import static_partition, subnet_partition
 from nasforge.parallel.fair_sampler import fair_subnets
+from nasforge.parallel.mirror import measure_layer_costs
 from nasforge.parallel.runtime import RunConfig, _Data, set_determinism
 from nasforge.parallel.sampler import get_sampler
 from nasforge.parallel.supernet import ChoiceSupernet, layer_table, n_candidates
 from nasforge.parallel.train import train_supernet
+
+
+class _ResidualMLP(nn.Module):
+    """Returns ``x + alpha * W2 relu(W1 x)`` with hidden width ``expand x d``; alpha starts 0."""
+
+    def __init__(self, d: int, expand: int) -> None:
+        super().__init__()
+        self.up, self.down = nn.Linear(d, expand * d), nn.Linear(expand * d, d)
+        self.alpha = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.alpha * self.down(F.relu(self.up(x)))
+
+
+class MixedSupernet(nf.ModelSpace):
+    """Returns a chain of ``n_blocks`` choice blocks whose middle candidates differ in cost:
+    candidate c is a residual MLP of ``(1, 2, 4, 8)[c % 4]`` times the width."""
+
+    def __init__(self, n_blocks: int = 8, n_candidates: int = 8, hidden: int = 256) -> None:
+        super().__init__()
+        blocks = [nf.LayerChoice([nn.Sequential(nn.Linear(64, hidden), nn.ReLU())
+                                  for _ in range(n_candidates)], label="block0")]  # fmt: skip
+        for b in range(1, n_blocks - 1):
+            cands = [_ResidualMLP(hidden, (1, 2, 4, 8)[c % 4]) for c in range(n_candidates)]
+            blocks.append(nf.LayerChoice(cands, label=f"block{b}"))
+        last = [nn.Linear(hidden, 10) for _ in range(n_candidates)]
+        blocks.append(nf.LayerChoice(last, label=f"block{n_blocks - 1}"))
+        self.blocks = nn.ModuleList(blocks)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Returns the logits of the chain."""
+        x = x.flatten(1)
+        for block in self.blocks:
+            x = block(x)
+        return x
 
 
 def _free_port() -> int:
@@ -126,6 +172,64 @@ def train_gpipe(cfg: RunConfig, stages: int, microbatches: int) -> dict:
     return {"state": state, "losses": parts[-1]["losses"], "wall": max(p["wall"] for p in parts)}
 
 
+def _mirror_costs(cfg: RunConfig, stages: int, steps: int, batch: int) -> tuple[list, dict]:
+    """Returns the layer cost table of a mirrored run (measured once, here) and how the run's
+    subnets are then partitioned: distinct partitions, share of subnets off the static one."""
+    torch.manual_seed(cfg.seed)
+    space = cfg.space_cls(**cfg.space_kwargs)
+    ncand = n_candidates(space)
+    x = _Data(replace(cfg, batch_size=batch)).batch(0)[0]
+    costs = measure_layer_costs(layer_table(space), ncand, x)
+    if cfg.subnets is not None:
+        subnets = [tuple(s) for s in cfg.subnets[:steps]]
+    else:
+        sampler = iter(get_sampler(cfg.sampler, ncand, cfg.seed))
+        subnets = [tuple(next(sampler)) for _ in range(steps)]
+    static = static_partition(len(ncand), stages)
+    parts = [subnet_partition(sn, lambda la: costs[la[0]][la[1]], stages) for sn in subnets]
+    info = {
+        "distinct_partitions": len(set(parts)),
+        "share_off_static": round(sum(p != static for p in parts) / len(parts), 3),
+        "block_cost_ms": [round(1e3 * sum(row) / len(row), 3) for row in costs],
+    }
+    return costs, info
+
+
+def _equal(run, ref) -> bool:
+    return run.losses == ref.losses and all(
+        torch.equal(run.state[n], v) for n, v in ref.state.items()
+    )
+
+
+def _mixed(space: dict, stages: int, steps: int, common: dict) -> dict:
+    """Returns sequential, CSP and CSP-mirror samples/s on MixedSupernet, their bitwise
+    equality with sequential training and how the subnets were partitioned."""
+    base = RunConfig(MixedSupernet, space)
+    costs, info = _mirror_costs(base, stages, steps, common["batch_size"])
+    runs = {
+        "sequential": train_supernet(base, pipeline=1, **common),
+        "csp": train_supernet(base, pipeline=stages, **common),
+        "csp_mirror": train_supernet(
+            replace(base, mirror=True, layer_costs=costs), pipeline=stages, **common
+        ),
+    }
+    sps = {k: round(r.samples_per_s, 2) for k, r in runs.items()}
+    for name, v in sps.items():
+        print(f"mixed {name:12s} {v:9.1f} samples/s", file=sys.stderr)
+    return {
+        "samples_per_s": sps,
+        "csp_mirror_vs_csp": round(sps["csp_mirror"] / sps["csp"], 3),
+        "bubble_ratio": {k: round(r.bubble_ratio, 4) for k, r in runs.items() if k != "sequential"},
+        "equals_sequential": {
+            k: _equal(runs[k], runs["sequential"]) for k in ("csp", "csp_mirror")
+        },
+        "cache_hit_rate": {
+            k: [round(c["hit_rate"], 4) for c in runs[k].cache] for k in ("csp", "csp_mirror")
+        },
+        "mirror": info,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs the five trainings; prints the JSON line last."""
     ap = argparse.ArgumentParser(description=__doc__)
@@ -152,6 +256,11 @@ def main(argv: list[str] | None = None) -> int:
         "with the largest batch it fits (nasforge.parallel.budget); GPipe gets BSP's batch. "
         "Bitwise equality is then checked only where the batch equals the reference's.",
     )
+    ap.add_argument(
+        "--mirror",
+        action="store_true",
+        help="also train CSP with layer mirroring (per-subnet balanced partitions) as csp_mirror",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.steps, args.hidden = 24, 256
@@ -173,6 +282,13 @@ def main(argv: list[str] | None = None) -> int:
     for policy in ("csp", "bsp", "asp"):
         kw = {**common, "batch_size": batch.get(policy, common["batch_size"])}
         runs[policy] = train_supernet(base, pipeline=args.stages, policy=policy, **kw)
+    mirror_info = None
+    if args.mirror:
+        costs, mirror_info = _mirror_costs(base, args.stages, args.steps, common["batch_size"])
+        runs["csp_mirror"] = train_supernet(
+            replace(base, mirror=True, layer_costs=costs), pipeline=args.stages, **common
+        )
+    mixed = _mixed(space, args.stages, args.steps, common) if args.mirror else None
     ref = runs["sequential"]
     sps = {k: round(r.samples_per_s, 2) for k, r in runs.items()}
     same = ref.config.batch_size
@@ -209,6 +325,13 @@ def main(argv: list[str] | None = None) -> int:
         "bsp_equals_sequential": equal["bsp"],
         "asp_equals_sequential": equal["asp"],
         "cache_hit_rate_csp": [round(s["hit_rate"], 4) for s in csp.cache],
+        "csp_mirror_vs_csp": round(sps["csp_mirror"] / sps["csp"], 3) if args.mirror else None,
+        "csp_mirror_equals_sequential": equal.get("csp_mirror"),
+        "cache_hit_rate_csp_mirror": [round(s["hit_rate"], 4) for s in runs["csp_mirror"].cache]
+        if args.mirror
+        else None,
+        "mirror": mirror_info,
+        "mixed": mixed,
         "config": {
             **space,
             **common,

@@ -158,6 +158,37 @@ class TieredLayerCache:
         sgd_momentum_step(list(mod.parameters()), grads, self.dev_bufs[key], lr, momentum)
         self.release([key])
 
+    def layer_state(self, key: Hashable) -> list[torch.Tensor]:
+        """Returns the layer's authoritative parameters then momentum buffers (not copies;
+        the device copy when resident). Layer mirroring sends them to the other stages."""
+        if key in self.dev:
+            return [p.data for p in self.dev[key].parameters()] + list(self.dev_bufs[key])
+        return [p.data for p in self.host[key].parameters()] + list(self.host_bufs[key])
+
+    def load_layer_state(self, key: Hashable, tensors: list[torch.Tensor]) -> None:
+        """Returns None; replaces the layer's parameters and momentum buffers (in
+        :meth:`layer_state`'s order) where they are authoritative, leaving the cache's
+        residency and statistics alone. Parameters are replaced out of place, as an update does.
+        """
+        resident = key in self.dev
+        self._ready.pop(key, None)  # a pending prefetch wrote the tensors replaced below
+        mod = self.dev[key] if resident else self.host[key]
+        params = list(mod.parameters())
+        assert len(tensors) == 2 * len(params), f"layer {key}: {len(tensors)} tensors"
+        target = self.device if resident else torch.device("cpu")
+        pin = not resident and self.device.type == "cuda"
+        new = []
+        for t in tensors:
+            t = t.to(target).clone()
+            new.append(t.pin_memory() if pin else t)
+        with torch.no_grad():
+            for p, t in zip(params, new):
+                p.data = t
+        if resident:
+            self.dev_bufs[key] = new[len(params) :]
+        else:
+            self.host_bufs[key] = new[len(params) :]
+
     def flush(self) -> None:
         """Returns None; writes every resident layer back to the host tier."""
         self._evict(list(self.dev))

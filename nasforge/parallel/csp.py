@@ -63,6 +63,7 @@ __all__ = [
     "check_subnet",
     "schedule",
     "predict",
+    "pending_backwards",
     "subnet_partition",
     "blocked_by_mirrored",
 ]
@@ -73,6 +74,10 @@ Layer = tuple[int, int]
 Subnet = tuple[int, ...]
 #: A block-to-stage partition: stage K runs the blocks in ``partition[K]`` (contiguous ranges).
 Partition = Sequence[range]
+#: A blocking rule: ``rule(seq, finished)`` returns the earlier subnet that blocks ``seq``'s
+#: forward here, or -1 (default: :func:`blocked_by`; with mirroring a closure over
+#: :func:`blocked_by_mirrored`). ``finished`` is this stage's (possibly pretend) finished list.
+BlockRule = Callable[[int, "FinishedList"], int]
 
 
 @dataclass(frozen=True, order=True)
@@ -217,16 +222,22 @@ def schedule(
     subnets: Mapping[int, Subnet] | Sequence[Subnet],
     stage: int,
     partition: Partition,
+    rule: BlockRule | None = None,
 ) -> tuple[int, int]:
     """Returns ``(qidx, seq)`` of the first runnable forward task in ``queue``, or ``(-1, -1)``.
 
     Algorithm 2: scan the queue in order; a forward of ``seq`` is runnable when no subnet with a
-    lower id that is not yet finished *on this stage* shares a layer with P_seq^stage.
+    lower id that is not yet finished *on this stage* shares a layer with P_seq^stage. ``rule``
+    replaces that test (layer mirroring passes Definition 2 over per-subnet partitions).
 
     Invariants: pure (reads only); the lowest unfinished id present in ``queue`` is runnable.
     """
     for qidx, qual in enumerate(queue):
-        if blocked_by(qual, finished, subnets, stage, partition) < 0:
+        if rule is not None:
+            blocker = rule(qual, finished)
+        else:
+            blocker = blocked_by(qual, finished, subnets, stage, partition)
+        if blocker < 0:
             return qidx, qual
     return -1, -1
 
@@ -241,6 +252,7 @@ def predict(
     backward_of: int | None = None,
     current: int | None = None,
     pending_backward: Sequence[tuple[int, int]] = (),
+    rule: BlockRule | None = None,
 ) -> list[Task]:
     """Returns the tasks to prefetch before the next task runs (Algorithm 3).
 
@@ -249,6 +261,9 @@ def predict(
     * Before a forward of ``current`` (already popped from ``queue``): any pending backward
       ``(bwd_seq, precedence)`` whose blocking forward is ``current`` will follow it
       (lines 13-15), and :func:`schedule` names the next forward (lines 16-18).
+      ``pending_backward`` is the stage's L_blocked, as :func:`pending_backwards` builds it.
+
+    ``rule`` is :func:`schedule`'s blocking rule (layer mirroring passes its own).
 
     Invariants: pure; the result names no task of ``current`` and no finished subnet.
     """
@@ -257,17 +272,48 @@ def predict(
         pretend = finished.copy()
         if backward_of not in pretend:
             pretend.add(backward_of)
-        _, fwd = schedule(queue, pretend, subnets, stage, partition)
+        _, fwd = schedule(queue, pretend, subnets, stage, partition, rule)
         if fwd >= 0:
             out.append(Task(fwd, stage))
         return out
     for bwd_seq, precedence in pending_backward:
         if precedence == current and bwd_seq not in finished:
             out.append(Task(bwd_seq, stage, backward=True))
-    _, fwd = schedule(queue, finished, subnets, stage, partition)
+    _, fwd = schedule(queue, finished, subnets, stage, partition, rule)
     if fwd >= 0:
         out.append(Task(fwd, stage))
     return out
+
+
+def pending_backwards(
+    blocked_here: Mapping[int, int],
+    carried: Mapping[int, int],
+    finished: FinishedList,
+    forwarded: Callable[[int], bool],
+    limit: int,
+) -> list[tuple[int, int]]:
+    """Returns the ``(bwd_seq, precedence)`` pairs a stage sends upstream with a backward
+    message (Algorithm 3's ``recv.next_bwd``, §3.3), lowest ``bwd_seq`` first, at most ``limit``.
+
+    ``blocked_here`` maps each forward waiting in this stage's queue to the subnet blocking it
+    (:func:`blocked_by` or the mirrored rule): its backward is pending until that precedence
+    finishes here. ``carried`` is this stage's L_blocked, the pairs that came from downstream.
+    A pair is still relevant upstream while its backward has not run here (``bwd_seq`` not in
+    ``finished``) and its precedence's forward has not run here (``forwarded(p)`` false): a
+    forward runs upstream before it runs here, so once it ran here no stage upstream will run
+    it again and the pair can prefetch nothing there. A pair from this stage's own queue wins
+    over a carried pair for the same backward (it is the newer news).
+
+    Invariants: pure; no two pairs share a ``bwd_seq``; ``precedence < bwd_seq`` in every pair;
+    the length is at most ``limit``.
+    """
+    merged = {**carried, **blocked_here}
+    out = [
+        (y, p)
+        for y, p in sorted(merged.items())
+        if 0 <= p < y and y not in finished and not forwarded(p)
+    ]
+    return out[: max(0, limit)]
 
 
 # --------------------------------------------------------------------------------------------

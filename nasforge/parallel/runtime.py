@@ -13,9 +13,10 @@ Every stage runs the same loop (Algorithm 1), with the scheduling rule of its po
                                  computes the loss and runs the backward at once)
         predictor (Algorithm 3) -> prefetch the next tasks' layers into the device cache
 
-A message is one float32 tensor ``[seq, payload...]`` of a fixed size per channel (fixed batch
-size and widths), so a stage can post one ``irecv`` per neighbour and poll both without a
-header round trip that could deadlock two stages sending to each other.
+Messages (:mod:`~nasforge.parallel.channels`) have a fixed size per channel; the backward
+header carries Algorithm 3's pending backwards upstream. ``RunConfig.mirror`` splits each
+subnet by its own balanced partition and keeps the layers' mirrors in step
+(:mod:`~nasforge.parallel.mirror`, §4.2).
 
 Reproducibility (Definition 1): the CSP rule orders every layer's READs and WRITEs as
 sequential training does; seeds are fixed, deterministic algorithms are enforced and every
@@ -35,7 +36,6 @@ import math
 import os
 import queue
 import random
-import threading
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
@@ -47,14 +47,24 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from nasforge.errors import ConfigError, DivergenceError
+from nasforge.parallel.channels import Receiver, frame
 from nasforge.parallel.context import TieredLayerCache
 from nasforge.parallel.csp import (
     FinishedList,
     Task,
+    blocked_by,
     check_subnet,
+    pending_backwards,
     predict,
     schedule,
     static_partition,
+)
+from nasforge.parallel.mirror import (
+    Mirror,
+    check_layer_costs,
+    layer_shapes,
+    mirror_blocks,
+    shared_layer_costs,
 )
 from nasforge.parallel.sampler import SubnetFeed, get_sampler
 from nasforge.parallel.supernet import layer_table, n_candidates, run_layers
@@ -105,6 +115,10 @@ class RunConfig:
     data: tuple[Any, Any] | None = None  # (X float, y int) arrays; None: digits(), standardised
     fail_rank: int = -1  # fault injection for tests: this rank exits at fail_step's forward
     fail_step: int = -1
+    # Layer mirroring (§4.2, csp only): each subnet split by its own balanced partition, a
+    # stage holding a mirror of every layer it may run, each WRITE pushed to the other mirrors.
+    mirror: bool = False
+    layer_costs: list[list[float]] | None = None  # mirror: cost[b][c]; None: measured on rank 0
 
 
 # -- shared pieces: determinism, data, space ----------------------------------------------------
@@ -268,8 +282,9 @@ def _take_grads(mods: list) -> list[list[torch.Tensor]]:
 class StageWorker:
     """Returns the worker of one process's share of the pipeline; :meth:`run` trains it.
 
-    It owns its stage's blocks (in a :class:`TieredLayerCache`), the forward queue, the ready
-    backwards, the finished list and the Algorithm 1 loop.
+    It owns its stage's blocks (in a :class:`TieredLayerCache`; with ``cfg.mirror`` a mirror of
+    every block it may run), the forward queue, the ready backwards, the finished list,
+    L_blocked and the Algorithm 1 loop.
     """
 
     def __init__(self, rank: int, cfg: RunConfig) -> None:
@@ -279,20 +294,31 @@ class StageWorker:
         self.ncand = n_candidates(space)
         table = layer_table(space)
         self.partition = static_partition(len(self.ncand), self.d)
-        mine = {key: m for key, m in table.items() if key[0] in self.partition[rank]}
-        cap = _capacity(cfg, len(self.partition[rank]), len(mine))
-        self.device = torch.device(cfg.device)
-        self.ctx = TieredLayerCache(mine, cap, self.device)
         self.data = _Data(cfg)
-        numel = _boundary_numels(table, len(self.ncand), self.data.batch(0)[0])
-        b0 = self.partition[rank].start
-        self.in_numel = cfg.batch_size * numel[b0 - 1] if rank > 0 else 0
-        self.out_numel = cfg.batch_size * numel[self.partition[rank].stop - 1]
         source = _source(cfg, self.ncand)
         self.report = _report(source)
         self.loss_of: dict[int, float] = {}  # losses of subnets, passed back with gradients
         self.feed = SubnetFeed(source, self.ncand, cfg.steps)
+        self.numel = _boundary_numels(table, len(self.ncand), self.data.batch(0)[0])
+        held = self.partition[rank]
+        self.mirror: Mirror | None = None
+        if cfg.mirror:  # every block this stage may run, activations padded to the widest cut
+            held = mirror_blocks(rank, len(self.ncand), self.d)
+            group = dist.new_group(backend="gloo")  # bundles: a channel of their own
+            x0 = self.data.batch(0)[0]
+            costs = shared_layer_costs(cfg.layer_costs, table, self.ncand, x0, group)
+            self.mirror = Mirror(rank, self.d, _FeedView(self.feed), costs, layer_shapes(table),
+                                 group)  # fmt: skip
+        mine = {key: m for key, m in table.items() if key[0] in held}
+        cap = max(len(held), _capacity(cfg, len(self.partition[rank]), len(mine)))
+        self.device = torch.device(cfg.device)
+        self.ctx = TieredLayerCache(mine, cap, self.device)
+        b0, b1 = self.partition[rank].start, self.partition[rank].stop
+        cut = max(self.numel[:-1]) if cfg.mirror else 0
+        self.in_numel = cfg.batch_size * (cut or self.numel[b0 - 1]) if rank > 0 else 0
+        self.out_numel = cfg.batch_size * (cut or self.numel[b1 - 1])
         self.window = cfg.window or self.d
+        self.blocked: dict[int, int] = {}  # L_blocked (Alg. 3): pending backward -> precedence
         self.bulk = cfg.bulk or self.d
         self.queue: list[int] = []  # forward tasks ready here, arrival order
         self.acts: dict[int, torch.Tensor] = {}
@@ -309,19 +335,34 @@ class StageWorker:
 
     # messages --------------------------------------------------------------------------------
 
-    def _send(self, seq: int, payload: torch.Tensor, dst: int, loss: float = 0.0) -> None:
-        # header [seq, loss]: a gradient carries its subnet's loss back to every stage, for a
-        # sampler that learns from losses (StrategyFeed)
-        head = torch.tensor([float(seq), loss], device=payload.device)
-        msg = torch.cat([head, payload.flatten()])
+    def _send(
+        self, seq: int, payload: torch.Tensor, dst: int, size: int, loss: float = 0.0,
+        pairs: list[tuple[int, int]] | None = None,
+    ) -> None:  # fmt: skip
+        slots = 2 * self.window if pairs is not None else 0
+        msg = frame(seq, loss, payload, size, pairs or [], slots)
         self.sends.append((dist.isend(msg, dst), msg))
         self.sends = [(w, t) for w, t in self.sends if not w.is_completed()]
 
     # tasks ---------------------------------------------------------------------------------
 
+    def _blocks(self, seq: int) -> range:
+        return self.mirror.partition(seq)[self.k] if self.mirror else self.partition[self.k]
+
     def _keys(self, seq: int) -> list[tuple[int, int]]:
         sn = self.feed.get(seq)
-        return [(b, sn[b]) for b in self.partition[self.k]]
+        return [(b, sn[b]) for b in self._blocks(seq)]
+
+    def _rule(self) -> Any:
+        return self.mirror.rule if self.mirror else None
+
+    def _next_bwd(self) -> list[tuple[int, int]]:
+        """Returns the (bwd_seq, precedence) pairs to pass upstream (Algorithm 3, §3.3)."""
+        subnets, k, part = self._subnets(), self.k, self.partition
+        rule = self._rule() or (lambda y, fin: blocked_by(y, fin, subnets, k, part))
+        here = {y: p for y in self.queue if (p := rule(y, self.finished)) >= 0}
+        ran = lambda p: p in self.inflight or p in self.finished  # noqa: E731
+        return pending_backwards(here, self.blocked, self.finished, ran, self.window)
 
     def _prefetch(self, tasks: list[Task]) -> None:
         keys = [key for t in tasks for key in self._keys(t.seq)]
@@ -334,18 +375,18 @@ class StageWorker:
             os._exit(17)  # fault injection (tests): die like a crashed worker would
         keys = self._keys(seq)
         mods = self.ctx.acquire(keys)
-        pending = [(min(self.inflight), seq)] if self.inflight else []
         self._prefetch(
             predict(
                 self.queue, self.finished, self._subnets(), self.k, self.partition,
-                current=seq, pending_backward=pending,
+                current=seq, pending_backward=list(self.blocked.items()), rule=self._rule(),
             )
         )  # fmt: skip
         t0 = time.perf_counter()
         if self.k == 0:
             inp = self.data.batch(seq)[0].to(self.device)
         else:
-            inp = self.acts.pop(seq).requires_grad_(True)
+            n = self.cfg.batch_size * self.numel[self._blocks(seq).start - 1]
+            inp = self.acts.pop(seq)[:n].view(self.cfg.batch_size, -1).requires_grad_(True)
         out = run_layers(mods, inp)
         self.ctx.release(keys)
         if self.last:
@@ -362,24 +403,25 @@ class StageWorker:
             self._after_backward(seq, inp, mods, keys)
         else:
             self.busy += time.perf_counter() - t0
-            self._send(seq, out.detach(), self.k + 1)
+            self._send(seq, out.detach(), self.k + 1, self.out_numel)
             self.inflight[seq] = (inp, out, mods, keys)
 
     def _backward(self, seq: int) -> None:
         inp, out, mods, keys = self.inflight.pop(seq)
         self._prefetch(
             predict(self.queue, self.finished, self._subnets(), self.k, self.partition,
-                    backward_of=seq)
+                    backward_of=seq, rule=self._rule())
         )  # fmt: skip
         t0 = time.perf_counter()
-        out.backward(self.grads_in.pop(seq))
+        out.backward(self.grads_in.pop(seq)[: out.numel()].view_as(out))
         self.busy += time.perf_counter() - t0
         self._after_backward(seq, inp, mods, keys)
 
     def _after_backward(self, seq: int, inp: torch.Tensor, mods: list, keys: list) -> None:
         grads = _take_grads(mods)
         if self.k > 0:
-            self._send(seq, inp.grad, self.k - 1, self.loss_of.pop(seq))
+            self._send(seq, inp.grad, self.k - 1, self.in_numel, self.loss_of.pop(seq),
+                       self._next_bwd())  # fmt: skip
         t0 = time.perf_counter()
         if self.cfg.policy == "bsp":
             for key, g in zip(keys, grads):
@@ -398,6 +440,9 @@ class StageWorker:
             for key, g in zip(keys, grads):
                 self.ctx.update(key, g, self.cfg.lr, self.cfg.momentum)
             self.finished.add(seq)
+            if self.mirror:  # push the WRITE to the other stages' mirrors
+                self.mirror.wrote(seq, keys, self.ctx, self.sends)
+        self.blocked.pop(seq, None)  # its backward ran here: no longer pending
         self.busy += time.perf_counter() - t0
         self.done += 1
 
@@ -408,7 +453,9 @@ class StageWorker:
         if not self.queue:
             return -1
         if self.cfg.policy == "csp":
-            qidx, seq = schedule(self.queue, self.finished, self._subnets(), self.k, self.partition)
+            qidx, seq = schedule(
+                self.queue, self.finished, self._subnets(), self.k, self.partition, self._rule()
+            )
         else:
             qidx, seq = 0, self.queue[0]
         if seq >= 0:
@@ -430,7 +477,9 @@ class StageWorker:
     # Algorithm 1 ---------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
-        """Returns this stage's ``{"state", "losses", "stats", "busy", "wall"}`` after the run.
+        """Returns this stage's ``{"state", "losses", "stats", "busy", "wall"}`` after the run
+        (plus ``"pushed_bytes"`` and ``"mirror_s"``, the loop's time on bundles, with
+        ``cfg.mirror``; ``"state"`` then holds every mirror).
 
         Raises:
             DivergenceError: (last stage) a step's loss is NaN or infinite.
@@ -440,32 +489,19 @@ class StageWorker:
         inbox: queue.Queue = queue.Queue()
         threads = []
         if self.k > 0:
-            threads.append(_Receiver(self.k - 1, self.in_numel, steps, "fwd", self.device, inbox))
+            threads.append(Receiver(self.k - 1, self.in_numel, steps, "fwd", self.device, inbox))
         if not self.last:
             threads.append(
-                _Receiver(self.k + 1, self.out_numel, steps, "bwd", self.device, inbox,
-                          self._on_loss)
+                Receiver(self.k + 1, self.out_numel, steps, "bwd", self.device, inbox,
+                          self._on_loss, 2 * self.window)
             )  # fmt: skip
+        if self.mirror:
+            threads += self.mirror.receivers(steps, inbox)
         for th in threads:
             th.start()
         t0 = time.perf_counter()
         while self.done < steps:
-            while True:
-                try:
-                    kind, seq, payload = inbox.get_nowait()
-                except queue.Empty:
-                    break
-                if kind == "error":
-                    raise payload
-                if kind == "fwd":
-                    self.acts[seq] = payload.view(self.cfg.batch_size, -1)
-                    self.queue.append(seq)
-                else:
-                    self.grads_in[seq] = payload.view(self.cfg.batch_size, -1)
-                    self.bwd.append(seq)
-                # A task that reached this stage is a sure prediction (the status the
-                # neighbour passes, §3.3): start copying its layers while others run.
-                self._prefetch([Task(seq, self.k, kind == "bwd")])
+            self._drain(inbox)
             if self.k == 0:
                 self._admit()
             if self.bwd:
@@ -480,50 +516,51 @@ class StageWorker:
             w.wait()
         for th in threads:
             th.join()
+        self._drain(inbox)  # bundles of the last WRITEs elsewhere, for this stage's mirrors
         wall = time.perf_counter() - t0
         self.feed.close()
-        return {
+        out = {
             "state": self.ctx.state_dict(),
             "losses": self.losses,
             "stats": self.ctx.stats,
             "busy": self.busy,
             "wall": wall,
         }
+        if self.mirror:  # what mirroring cost: bytes of layer state pushed to other stages
+            out["pushed_bytes"] = self.mirror.pushed_bytes
+            out["mirror_s"] = self.mirror.seconds
+        return out
+
+    def _drain(self, inbox: queue.Queue) -> None:
+        """Returns None once every message waiting in ``inbox`` is handled."""
+        while True:
+            try:
+                kind, seq, payload, pairs = inbox.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "error":
+                raise payload
+            if kind == "push":
+                self.mirror.apply(seq, *payload, self.ctx)  # type: ignore[union-attr]
+                continue
+            if kind == "fwd":
+                self.acts[seq] = payload
+                self.queue.append(seq)
+            else:
+                self.grads_in[seq] = payload
+                self.bwd.append(seq)
+                for y, p in pairs:  # Alg. 3 lines 10-11: L_blocked gets recv.next_bwd
+                    if y not in self.finished:
+                        self.blocked[y] = p
+            # A task that reached this stage is a sure prediction (the status the
+            # neighbour passes, §3.3): start copying its layers while others run.
+            self._prefetch([Task(seq, self.k, kind == "bwd")])
 
     def _on_loss(self, seq: int, loss: float) -> None:
         """Records a loss that came back with a gradient (called by the receiver thread, so a
         sampler waiting for it never waits on this stage's main loop)."""
         self.loss_of[seq] = loss
         self.report(seq, loss)
-
-
-class _Receiver(threading.Thread):
-    """Receives ``n`` messages from one neighbour with blocking ``recv`` into the inbox.
-
-    Gloo's ``irecv`` work cannot be polled for completion, so each neighbour gets a thread;
-    the stage's main thread only reads the inbox, never blocks on a neighbour.
-    """
-
-    def __init__(
-        self, src: int, numel: int, n: int, kind: str, device, inbox, on_loss=None
-    ) -> None:
-        super().__init__(daemon=True)
-        self.src, self.numel, self.n, self.kind = src, numel, n, kind
-        self.device, self.inbox, self.on_loss = device, inbox, on_loss
-
-    def run(self) -> None:
-        try:
-            for _ in range(self.n):
-                buf = torch.empty(2 + self.numel, device=self.device)
-                dist.recv(buf, self.src)
-                seq = int(buf[0].item())
-                if self.on_loss is not None:
-                    self.on_loss(seq, buf[1].item())
-                # clone: buf[2:] starts 8 bytes into its storage, and a misaligned operand can
-                # send BLAS down another kernel whose rounding differs from sequential training
-                self.inbox.put((self.kind, seq, buf[2:].clone()))
-        except BaseException as exc:  # the stage's main loop re-raises it
-            self.inbox.put(("error", -1, exc))
 
 
 class _FeedView:
@@ -541,7 +578,8 @@ def check_config(cfg: RunConfig) -> None:
 
     Raises:
         ConfigError: unknown policy or sampler, steps < 0, batch size < 1, stages < 1, fewer
-            explicit subnets than steps.
+            explicit subnets than steps; ``mirror`` with a policy other than csp, or
+            ``layer_costs`` not shaped like the space.
         ScheduleError: more stages than the space has blocks.
         ArchitectureError: an explicit subnet names a missing candidate.
     """
@@ -555,6 +593,13 @@ def check_config(cfg: RunConfig) -> None:
     space = _build_space(cfg)
     ncand = n_candidates(space)
     static_partition(len(ncand), cfg.n_stages)
+    if cfg.mirror and cfg.policy != "csp":
+        raise ConfigError(
+            f"layer mirroring (mirror=True) needs policy 'csp', got {cfg.policy!r}: only csp "
+            "orders the WRITEs that mirrors receive; use csp or mirror=False"
+        )
+    if cfg.layer_costs is not None:
+        check_layer_costs(cfg.layer_costs, ncand)
     if cfg.subnets is not None:
         if len(cfg.subnets) < cfg.steps:
             raise ConfigError(

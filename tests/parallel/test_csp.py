@@ -18,6 +18,7 @@ from nasforge.parallel.csp import (
     Task,
     balanced_partition,
     check_subnet,
+    pending_backwards,
     predict,
     schedule,
     stage_layers,
@@ -137,3 +138,32 @@ def test_predictor_names_forward_unblocked_by_backward() -> None:
     assert predict([1], fin, subnets, 0, part, backward_of=0) == [Task(1, 0)]
     got = predict([], fin, subnets, 0, part, current=1, pending_backward=[(0, 1), (5, 9)])
     assert got == [Task(0, 0, backward=True)]
+
+
+def test_pending_backwards_passes_relevant_pairs_upstream() -> None:
+    """Algorithm 3's next_bwd: this stage's blocked forwards and carried pairs, minus those whose
+    backward ran here or whose precedence's forward already ran here, lowest first, capped."""
+    fin = FinishedList()
+    fin.add(0)
+    ran = {0, 2}.__contains__  # forwards that ran here
+    here = {5: 3, 6: 4}  # forwards 5 and 6 wait in this stage's queue behind 3 and 4
+    carried = {0: 9, 4: 2, 5: 1, 7: 1}  # from downstream; 5's own queue entry is newer
+    assert pending_backwards(here, carried, fin, ran, 8) == [(5, 3), (6, 4), (7, 1)]
+    assert pending_backwards(here, carried, fin, ran, 2) == [(5, 3), (6, 4)]
+    assert pending_backwards({}, {}, fin, ran, 4) == []
+
+
+def test_predictor_prefetches_pending_backward_released_by_current() -> None:
+    """Before F3, the backward of 5 (pending downstream behind 3) is prefetched; a custom
+    blocking rule replaces Algorithm 2's in the forward prediction."""
+    subnets = [(0, 0), (1, 1), (2, 2), (0, 1), (1, 0), (2, 1)]
+    part = static_partition(2, 2)
+    fin = FinishedList()
+    pending = pending_backwards({5: 3}, {}, fin, lambda p: False, 4)
+    got = predict([4], fin, subnets, 0, part, current=3, pending_backward=pending)
+    assert got == [Task(5, 0, backward=True)]  # F4 waits for 1 on layer (0, 1): not predicted
+    never = predict([4], fin, subnets, 0, part, current=3, rule=lambda seq, f: 0)
+    assert never == []
+    always = predict([4], fin, subnets, 0, part, current=2, pending_backward=pending,
+                     rule=lambda seq, f: -1)  # fmt: skip
+    assert always == [Task(4, 0)]

@@ -71,8 +71,12 @@ def _addr_is_loopback(addr: str) -> bool:
     return is_loopback(addr)
 
 
-def test_stage_sockets_listen_on_loopback_only(live_stages: Callable[[], list[int]]) -> None:
-    """While a 2-stage run goes, no socket of the parent or a stage listens off loopback."""
+@pytest.mark.parametrize("mirror", [False, True], ids=["static", "mirror"])
+def test_stage_sockets_listen_on_loopback_only(
+    live_stages: Callable[[], list[int]], mirror: bool
+) -> None:
+    """While a 2-stage run goes (with layer mirroring: also its bundles' own gloo group), no
+    socket of the parent or a stage listens off loopback."""
     seen: set[str] = set()
     done = threading.Event()
 
@@ -86,7 +90,7 @@ def test_stage_sockets_listen_on_loopback_only(live_stages: Callable[[], list[in
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        launch(_cfg(steps=16))
+        launch(_cfg(steps=16, mirror=mirror))
     finally:
         done.set()
         watcher.join()
