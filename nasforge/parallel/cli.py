@@ -43,6 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="device memory per stage (MiB): trains with the largest batch that fits it "
         "(replaces --batch-size)",
     )
+    p.add_argument(
+        "--mirror",
+        action="store_true",
+        help="layer mirroring (csp): each subnet split over the stages by its own balanced "
+        "partition, updates pushed to the other stages' mirrors",
+    )
     p.add_argument("--out", required=True, help="run directory (must not hold a run)")
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
     p.set_defaults(func=_run)
@@ -70,6 +76,7 @@ def _run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, lr=args.lr, seed=args.seed,
         cache_subnets=args.cache_subnets, directory=out,
         memory_budget=None if args.memory_budget_mb is None else args.memory_budget_mb * 2**20,
+        mirror=args.mirror,
     )  # fmt: skip
     runner.run()
     with Store.open(out) as store:

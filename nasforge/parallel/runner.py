@@ -84,6 +84,7 @@ class PipelineTraining(BaseRunner):
         sampler: str = "uniform",
         cache_subnets: float | None = 3.0,
         memory_budget: float | None = None,
+        mirror: bool = False,
         n_eval: int = 8,
         timeout_s: float = 600.0,
         directory: str | Path | None = None,
@@ -99,7 +100,7 @@ class PipelineTraining(BaseRunner):
             "steps": steps, "pipeline": pipeline, "policy": policy, "batch_size": batch_size,
             "lr": lr, "momentum": momentum, "seed": seed, "sampler": sampler,
             "cache_subnets": cache_subnets, "timeout_s": timeout_s,
-            "memory_budget": memory_budget,
+            "memory_budget": memory_budget, "mirror": mirror,
         }  # fmt: skip
         self.n_eval = n_eval
         super().__init__(Objective("accuracy", "max"), directory, source, space)
@@ -127,7 +128,7 @@ class PipelineTraining(BaseRunner):
 
     def compatible_keys(self) -> tuple[str, ...]:
         """Returns the settings a resume must keep."""
-        return ("steps", "seed", "policy", "batch_size", "lr", "memory_budget")
+        return ("steps", "seed", "policy", "batch_size", "lr", "memory_budget", "mirror")
 
     def section(self) -> dict[str, Any]:
         """Returns the training settings as JSON-able data."""

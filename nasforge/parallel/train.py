@@ -101,6 +101,7 @@ def train_supernet(
     data: tuple[Any, Any] | None = None,
     timeout_s: float = 600.0,
     memory_budget: float | None = None,
+    mirror: bool = False,
 ) -> TrainResult:
     """Returns the trained supernet after ``steps`` subnets (one batch each).
 
@@ -114,6 +115,10 @@ def train_supernet(
     largest batch every stage fits under the policy (:func:`nasforge.parallel.budget.fit_batch`:
     the whole partition resident for bsp and asp, the layer cache for csp), as the paper
     compares systems at equal memory; ``result.config.batch_size`` says which.
+
+    ``mirror=True`` (csp only) splits each subnet over the stages by its own balanced partition
+    (layer mirroring, §4.2: :mod:`nasforge.parallel.mirror`); still bitwise that of
+    ``pipeline=1``.
 
     Raises:
         ConfigError: bad argument, or a space that is not a chain of LayerChoice blocks.
@@ -135,6 +140,7 @@ def train_supernet(
         cache_subnets=cache_subnets,
         data=data,
         timeout_s=timeout_s,
+        mirror=mirror,
     )
     if memory_budget is not None:
         from nasforge.parallel.budget import fit_batch

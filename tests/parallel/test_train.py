@@ -53,6 +53,22 @@ def test_cli_pipeline_flag_records_a_run(tmp_path: Path, capsys: pytest.CaptureF
     assert main([*argv, "--overwrite"]) == 0
 
 
+def test_cli_mirror_flag_trains_what_one_process_trains(tmp_path: Path) -> None:
+    """`train-supernet --pipeline 2 --mirror` (layer mirroring) records a run whose supernet
+    equals the one-process run's bitwise; --mirror with bsp is refused."""
+    from safetensors.torch import load_file
+
+    base = ["train-supernet", "--blocks", "4", "--candidates", "2", "--hidden", "16"]
+    base += ["--steps", "6", "--batch-size", "4"]
+    assert main([*base, "--out", str(tmp_path / "one")]) == 0
+    assert main([*base, "--pipeline", "2", "--mirror", "--out", str(tmp_path / "mir")]) == 0
+    one = load_file(str(tmp_path / "one" / "artifacts" / "supernet.safetensors"))
+    mir = load_file(str(tmp_path / "mir" / "artifacts" / "supernet.safetensors"))
+    assert one.keys() == mir.keys() and all(torch.equal(one[k], mir[k]) for k in one)
+    bad = [*base, "--pipeline", "2", "--mirror", "--policy", "bsp", "--out", str(tmp_path / "b")]
+    assert main(bad) == 2
+
+
 def test_cli_diverging_pipeline_exports_nothing(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
