@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from nasforge.engine import Store
 from nasforge.errors import ConfigError
 from nasforge.oneshot.runner import OneShotSearch
 from nasforge.run.export import load_model
+from tests.runwait import wait_for_run
 
 FILE = """
 import os, time
@@ -103,15 +103,7 @@ def test_sigkill_then_resume_is_bitwise_uninterrupted(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(root), NF_SLOW="0.01")
     proc = subprocess.Popen([*cmd, str(broken)], env=env, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                with Store.open(broken) as s:
-                    if s.n_progress() >= 2:
-                        break
-            except Exception:  # noqa: BLE001 - not created yet
-                pass
-            time.sleep(0.05)
+        wait_for_run(broken, lambda s: s.n_progress() >= 2)
         os.killpg(proc.pid, signal.SIGKILL)  # the run and its worker processes
     finally:
         proc.wait(30)

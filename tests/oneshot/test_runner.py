@@ -17,6 +17,7 @@ from nasforge.oneshot.common import accuracy
 from nasforge.oneshot.runner import OneShot, OneShotExperiment
 from nasforge.run.export import load_model
 from nasforge.run.files import load_run_file as load_experiment
+from tests.runwait import wait_for_run
 
 SPACE = """
 import torch
@@ -132,15 +133,7 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise_uninterrupted(tmp_path: Path) 
     env = dict(os.environ, PYTHONPATH=str(root), NF_SLOW="0.02")
     proc = subprocess.Popen([*cmd, str(broken)], env=env)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                with Store.open(broken) as s:
-                    if s.n_progress() >= 2:
-                        break
-            except Exception:  # noqa: BLE001 - not created yet
-                pass
-            time.sleep(0.05)
+        wait_for_run(broken, lambda s: s.n_progress() >= 2)
         time.sleep(0.1)  # into the third epoch
         os.kill(proc.pid, signal.SIGKILL)
     finally:

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from nasforge.run.store import Store
 from nasforge.spaces.seq2seq import Seq2SeqSpace
 from nasforge.spaces.seq2seq_runner import Seq2SeqSearch, find_data, load_tokenizer
 from nasforge.spaces.seq2seq_train import translate_bleu
+from tests.runwait import wait_for_run
 
 ROOT = Path(__file__).resolve().parents[2]
 try:  # ../shared/data from the repository root, one level further up from a worktree
@@ -255,15 +255,8 @@ def test_sigkill_mid_search_then_resume_is_bitwise_uninterrupted(tmp_path: Path)
     subprocess.run([*cmd, str(whole)], env=env, check=True, capture_output=True)
     proc = subprocess.Popen([*cmd, str(broken)], env=env, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                with Store.open(broken) as s:
-                    if s.artifact("search_state") is not None and s.n_progress() >= 5:
-                        break
-            except Exception:  # noqa: BLE001 - not created yet
-                pass
-            time.sleep(0.02)
+        checkpointed = lambda s: s.artifact("search_state") is not None  # noqa: E731
+        wait_for_run(broken, lambda s: checkpointed(s) and s.n_progress() >= 5)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(30)
