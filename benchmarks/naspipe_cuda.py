@@ -31,8 +31,9 @@ from dataclasses import replace
 
 import torch
 
+from nasforge.parallel.config import RunConfig
 from nasforge.parallel.launcher import launch
-from nasforge.parallel.runtime import RunConfig, train_sequential
+from nasforge.parallel.runtime import train_sequential
 from nasforge.parallel.supernet import ChoiceSupernet
 
 log = logging.getLogger("naspipe_cuda")

@@ -50,11 +50,11 @@ from torch import nn
 
 import nasforge as nf
 from nasforge.parallel.budget import fit_batch
+from nasforge.parallel.config import RunConfig, _Data, set_determinism
 from nasforge.parallel.context import sgd_momentum_step
 from nasforge.parallel.csp import static_partition, subnet_partition
 from nasforge.parallel.fair_sampler import fair_subnets
 from nasforge.parallel.mirror import measure_layer_costs
-from nasforge.parallel.runtime import RunConfig, _Data, set_determinism
 from nasforge.parallel.sampler import get_sampler
 from nasforge.parallel.supernet import ChoiceSupernet, layer_table, n_candidates
 from nasforge.parallel.train import train_supernet

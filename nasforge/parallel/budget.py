@@ -27,9 +27,9 @@ from dataclasses import replace
 import torch
 
 from nasforge.errors import ConfigError
+from nasforge.parallel.config import RunConfig, _build_space, _Data
 from nasforge.parallel.csp import static_partition
 from nasforge.parallel.memory import StageMemory, policy_batch
-from nasforge.parallel.runtime import RunConfig, _build_space, _Data
 from nasforge.parallel.supernet import choice_blocks, layer_table
 
 __all__ = ["LayerBytes", "layer_bytes", "fit_batch"]

@@ -29,13 +29,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from nasforge.errors import ConfigError, DivergenceError, WorkerError
-from nasforge.parallel.runtime import (
-    POLICIES,
-    RunConfig,
-    StageWorker,
-    check_config,
-    set_determinism,
-)
+from nasforge.parallel.config import POLICIES, RunConfig, check_config, set_determinism
+from nasforge.parallel.runtime import StageWorker
 from nasforge.run.loopback import loopback_interface, pin_to_loopback
 
 __all__ = ["launch", "collect", "is_loopback", "loopback_interface", "rank_device", "DIVERGED_EXIT"]

@@ -81,7 +81,7 @@ class ChoiceSupernet(nf.ModelSpace):
     8 blocks stays at chance loss). Block 0's candidates first normalise each sample's
     features (``layer_norm``, no parameters). ``candidate[0]`` is the Linear in every case.
     Labels are ``block0`` .. ``block{m-1}``. Inputs train best standardised per feature, as
-    :func:`nasforge.parallel.runtime.digits` gives them.
+    :func:`nasforge.parallel.config.digits` gives them.
 
     Invariants:
         * A freshly built middle candidate is the identity map (``alpha == 0``).

@@ -21,8 +21,9 @@ from torch import nn
 
 import nasforge as nf
 from nasforge.errors import ConfigError
+from nasforge.parallel.config import RunConfig
 from nasforge.parallel.launcher import launch
-from nasforge.parallel.runtime import RunConfig, train_sequential
+from nasforge.parallel.runtime import train_sequential
 from nasforge.parallel.supernet import ChoiceSupernet, choice_blocks
 
 __all__ = ["TrainResult", "train_supernet", "subnet_model"]

@@ -6,7 +6,7 @@ import pytest
 
 from nasforge.errors import ConfigError
 from nasforge.parallel.budget import fit_batch, layer_bytes
-from nasforge.parallel.runtime import RunConfig
+from nasforge.parallel.config import RunConfig
 from nasforge.parallel.supernet import ChoiceSupernet
 from nasforge.parallel.train import train_supernet
 

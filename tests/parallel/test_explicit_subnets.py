@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from nasforge.parallel.config import RunConfig
 from nasforge.parallel.fair_sampler import fair_subnets
-from nasforge.parallel.runtime import RunConfig
 from nasforge.parallel.supernet import ChoiceSupernet
 from nasforge.parallel.train import train_supernet
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from nasforge.errors import ConfigError, WorkerError
+from nasforge.parallel.config import RunConfig
 from nasforge.parallel.launcher import is_loopback, launch, loopback_interface
-from nasforge.parallel.runtime import RunConfig
 from nasforge.parallel.supernet import ChoiceSupernet
 
 

@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from nasforge.errors import ConfigError
+from nasforge.parallel.config import RunConfig
 from nasforge.parallel.csp import stage_of_blocks, subnet_partition
 from nasforge.parallel.launcher import launch
 from nasforge.parallel.mirror import check_layer_costs, mirror_blocks
-from nasforge.parallel.runtime import RunConfig, train_sequential
+from nasforge.parallel.runtime import train_sequential
 from nasforge.parallel.supernet import ChoiceSupernet
 
 BLOCKS, CANDS, STEPS = 6, 3, 24

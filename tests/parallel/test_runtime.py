@@ -16,8 +16,9 @@ from nasforge.errors import (
     ScheduleError,
     WorkerError,
 )
+from nasforge.parallel.config import RunConfig
 from nasforge.parallel.launcher import collect, launch
-from nasforge.parallel.runtime import RunConfig, train_sequential
+from nasforge.parallel.runtime import train_sequential
 from nasforge.parallel.supernet import ChoiceSupernet
 
 STEPS = 32

@@ -10,7 +10,8 @@ from torch import nn
 
 import nasforge as nf
 from nasforge.errors import ConfigError
-from nasforge.parallel.runtime import RunConfig, digits, train_sequential
+from nasforge.parallel.config import RunConfig, digits
+from nasforge.parallel.runtime import train_sequential
 from nasforge.parallel.supernet import ChoiceSupernet, arch_to_subnet, layer_table, n_candidates
 from nasforge.parallel.train import TrainResult, subnet_model
 
