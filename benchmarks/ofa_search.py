@@ -67,6 +67,11 @@ def main() -> None:
         help="training digits (the rest of the 5,000 score sub-networks)",
     )
     p.add_argument("--repeats", type=int, default=2, help="runs of each search (fastest counts)")
+    p.add_argument(
+        "--resolutions",
+        default="20,24,28",
+        help="elastic input sides, comma-separated ('' or one value: a fixed 28x28 input)",
+    )
     p.add_argument("--quick", action="store_true", help="less data, fewer epochs/generations")
     p.add_argument(
         "--cache",
@@ -80,18 +85,28 @@ def main() -> None:
     epochs = (2, 2) if args.quick else (max(1, 384 // per_epoch), max(1, 640 // per_epoch))
     if args.quick:
         args.generations, args.n_pairs, args.repeats = 8, 160, 1
+    resolutions = tuple(int(r) for r in args.resolutions.split(",") if r.strip())
+    resolutions = resolutions if len(resolutions) > 1 else ()
     tr, te = mnist(n_train=args.n_train)
     tag = f"{args.n_train}{'.quick' if args.quick else ''}"
+    tag += "".join(f".r{r}" for r in resolutions)  # a space with elastic resolution: its own
     cache = Path(f"{args.cache}.{tag}") if args.cache else None
-    net, train_s = trained_supernet(tr, epochs, cache)
-    spec = small_spec("ofa")
+    net, train_s = trained_supernet(tr, epochs, cache, resolutions)
+    spec = net.spec
     space = net.search_space()
 
-    # measured accuracy of sampled sub-networks -> predictor
+    # measured accuracy of sampled sub-networks -> predictor; the measurements are cached beside
+    # the supernet (per test digit, right or wrong), so that a rerun only fits and searches
     t = time.perf_counter()
     calib = tr[0][:1000]
     archs = [space.sample_dims(10_000 + i) for i in range(args.n_pairs)]
-    right = [correct_digits(net, a, te, calib).float() for a in archs]
+    pairs = Path(f"{cache}.pairs{args.n_pairs}") if cache is not None else None
+    if pairs is not None and pairs.exists():
+        right = list(torch.load(pairs, weights_only=True).float())
+    else:
+        right = [correct_digits(net, a, te, calib).float() for a in archs]
+        if pairs is not None:
+            torch.save(torch.stack(right).bool(), pairs)
     accs = [float(r.mean()) for r in right]
     measure_s = time.perf_counter() - t
     # the odd and even held-out digits separately: the two halves' agreement measures how much
