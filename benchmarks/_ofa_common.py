@@ -26,12 +26,17 @@ def trained_supernet(
     train_data: tuple[torch.Tensor, torch.Tensor],
     epochs: tuple[int, int],
     cache: Path | None = None,
+    resolutions: tuple[int, ...] = (),
 ) -> tuple[OFAMobileNetV3, float]:
     """Returns the small OFA supernet (seed 0) trained on ``train_data`` for ``epochs`` = (full
     network, then every dimension elastic), batch 64, lr 0.1, 2 sub-networks a step, and the
-    training seconds (0 when loaded from ``cache``, which is written after training)."""
+    training seconds (0 when loaded from ``cache``, which is written after training).
+
+    With several ``resolutions`` the input side is one more elastic dimension (the 28x28 digits
+    are resized to the sampled side, as once-for-all trains its ImageNet supernets); the full
+    network runs at the largest."""
     torch.manual_seed(0)
-    spec = small_spec("ofa")
+    spec = small_spec("ofa", resolutions=tuple(resolutions))
     net = OFAMobileNetV3(spec)
     if cache is not None and cache.exists():
         net.load_state_dict(torch.load(cache, weights_only=True))
