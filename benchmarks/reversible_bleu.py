@@ -14,7 +14,9 @@ Settings (``--setting``):
     paper   the paper's model scale (§3.2: d=960, e=256, 2/3 splits, s=2, 5000-token batches)
             on this data, for a GPU: ``--setting paper --device cuda``; not run here
 
-Last line: one JSON object with ``bleu`` per model, parameter counts, the architecture found.
+Last line: one JSON object with ``bleu`` per model, ``significance`` (each greedy BLEU's 95%
+bootstrap interval and the paired bootstrap p-value against the Transformer), parameter counts,
+the architecture found.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pathlib import Path
 import torch
 
 import nasforge as nf
-from nasforge.data.translation import Bpe, load_pairs, split_pairs, token_batches
+from nasforge.data.translation import Bpe, bleu_paired, load_pairs, split_pairs, token_batches
 from nasforge.oneshot.dartsformer import RevSearchConfig, rev_search
 from nasforge.spaces.seq2seq import Seq2SeqSpace, TransformerSeq2Seq, n_params
 from nasforge.spaces.seq2seq_train import TrainConfig, train_seq2seq, translate_bleu
@@ -147,7 +149,7 @@ def retrain(
         return out
     out["logged_steps"] = rows[-1]["step"] if rows else 0
     out["final_loss"] = rows[-1]["loss"] if rows else None
-    greedy, _ = translate_bleu(model, bpe, test.src, test.tgt, beam=1)
+    greedy, out["hyps"] = translate_bleu(model, bpe, test.src, test.tgt, beam=1)
     n_beam = int(cfg["n_test_beam"])
     beam, _ = translate_bleu(
         model, bpe, test.src[:n_beam], test.tgt[:n_beam], beam=int(cfg["beam"])
@@ -246,6 +248,7 @@ def main() -> None:
             results = list(pool.map(retrain, *zip(*jobs)))
     else:
         results = [retrain(*job) for job in jobs]
+    hyps = {r["name"]: r.pop("hyps") for r in results if "hyps" in r}
     for r in results:
         out.setdefault("train_s", {})[r["name"]] = r["train_s"]
         if not args.probe:
@@ -265,6 +268,10 @@ def main() -> None:
         }
         print(json.dumps(probe))
         return
+    # how much of each difference the 500 test sentences can tell from chance: the 95% bootstrap
+    # interval of each greedy BLEU and the paired bootstrap p-value against the Transformer
+    others = {k: v for k, v in hyps.items() if k != "transformer"}
+    out["significance"] = bleu_paired(("transformer", hyps["transformer"]), others, test.tgt)
     # searched >= Transformer of equal size; not judged at the tiny setting (BLEU ~0 there)
     met = out["bleu"]["searched"]["greedy"] >= out["bleu"]["transformer"]["greedy"]
     out["target_met"] = None if args.setting == "tiny" else met

@@ -31,6 +31,7 @@ __all__ = [
     "Bpe",
     "Pairs",
     "bleu",
+    "bleu_paired",
     "load_pairs",
     "split_pairs",
     "token_batches",
@@ -234,3 +235,45 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
         )
     result: Any = sacrebleu.corpus_bleu(list(hypotheses), [list(references)])
     return float(result.score)
+
+
+def bleu_paired(
+    baseline: tuple[str, Sequence[str]],
+    systems: dict[str, Sequence[str]],
+    references: Sequence[str],
+    n_samples: int = 1000,
+) -> dict[str, dict[str, float | None]]:
+    """Returns, for the baseline and each system, its corpus BLEU, the half-width of its 95%
+    bootstrap interval and (systems only) the p-value of paired bootstrap resampling against
+    the baseline (Koehn 2004; sacrebleu's ``PairedTest``, seeded, so repeatable): two-sided,
+    the chance of a difference this large either way if the two were equally good.
+
+    Raises:
+        ConfigError: ``sacrebleu`` is not installed, or a system's hypotheses and the
+            references differ in length.
+    """
+    try:
+        from sacrebleu.metrics import BLEU
+        from sacrebleu.significance import PairedTest
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ConfigError("BLEU needs 'sacrebleu': pip install nasforge[translation]") from exc
+    named = [(baseline[0], list(baseline[1]))] + [(k, list(v)) for k, v in systems.items()]
+    for name, hyps in named:
+        if len(hyps) != len(references):
+            raise ConfigError(
+                f"system {name!r} has {len(hyps)} hypotheses but there are "
+                f"{len(references)} references; need one each"
+            )
+    test = PairedTest(
+        named, {"BLEU": BLEU()}, references=[list(references)], test_type="bs",
+        n_samples=n_samples,
+    )  # fmt: skip
+    _, scores = test()
+    return {
+        name: {
+            "bleu": round(float(r.score), 2),
+            "ci95": round(float(r.ci), 2),
+            "p_value": None if r.p_value is None else round(float(r.p_value), 4),
+        }
+        for (name, _), r in zip(named, scores["BLEU"])
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from nasforge.data.translation import (
     Bpe,
     Pairs,
     bleu,
+    bleu_paired,
     load_pairs,
     split_pairs,
     token_batches,
@@ -109,3 +111,21 @@ def test_greedy_and_beam_decode_learned_copy_task() -> None:
         src[i, : len(r)] = torch.tensor(r)
     assert greedy_decode(model, src) == rows[:4]
     assert beam_search(model, src, beam=3) == rows[:4]
+
+
+def test_bleu_paired_tells_a_real_difference_from_noise() -> None:
+    """Paired bootstrap: a system as good as the baseline (its own random errors at the same
+    rate) has a large p-value, a clearly better one a small p-value; scores are corpus BLEU."""
+    rng = random.Random(0)
+    words = "the a cat dog sat ran on in mat park house tree big small red".split()
+    refs = [" ".join(rng.choice(words) for _ in range(10)) for _ in range(120)]
+    weak = [" ".join(w if rng.random() < 0.4 else "xx" for w in r.split()) for r in refs]
+    peer = [" ".join(w if rng.random() < 0.4 else "xx" for w in r.split()) for r in refs]
+    strong = [" ".join(w if rng.random() < 0.8 else "xx" for w in r.split()) for r in refs]
+    out = bleu_paired(("weak", weak), {"peer": peer, "strong": strong}, refs, 200)
+    assert out["weak"]["bleu"] == pytest.approx(bleu(weak, refs), abs=0.01)
+    assert out["weak"]["p_value"] is None and out["weak"]["ci95"] > 0
+    assert out["peer"]["p_value"] > 0.05
+    assert out["strong"]["p_value"] < 0.01 and out["strong"]["bleu"] > out["weak"]["bleu"]
+    with pytest.raises(ConfigError, match="hypotheses"):
+        bleu_paired(("weak", weak), {"short": weak[:3]}, refs)
