@@ -139,7 +139,7 @@ def main() -> None:
     # what the top-10 overlap can reach against noise: the odd digits' top 10 in the even's
     top10_halves = top_overlap(half_a, half_b)
     # the ensemble's share: one of its MLPs alone (the same first seed)
-    single = AccuracyPredictor(space, 128, 0, n_hidden=2, encoding="structured", weight_decay=1e-2)
+    single = AccuracyPredictor.structured(space, seed=0, n_models=1)
     single.fit(archs[:n_fit], accs[:n_fit], epochs=300)
     rho_single = spearmanr(single.predict(archs[n_fit:]), accs[n_fit:]).statistic
     # how much of the ranking is the resolution alone, and how well it ranks within one

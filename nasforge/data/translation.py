@@ -219,20 +219,37 @@ def token_batches(
         yield _pad(s), _pad([[BOS, *r] for r in t]), _pad([[*r, EOS] for r in t])
 
 
+def _sacrebleu() -> Any:
+    """Returns the ``sacrebleu`` module with its significance tests loaded.
+
+    Raises:
+        ConfigError: ``sacrebleu`` is not installed.
+    """
+    try:
+        import sacrebleu
+        import sacrebleu.significance
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ConfigError("BLEU needs 'sacrebleu': pip install nasforge[translation]") from exc
+    return sacrebleu
+
+
+def _one_reference_each(hypotheses: Sequence[str], references: Sequence[str], who: str) -> None:
+    """Raises ConfigError unless there is one reference per hypothesis (``who`` names the
+    system in the message, if any)."""
+    if len(hypotheses) != len(references):
+        raise ConfigError(
+            f"{who}{len(hypotheses)} hypotheses but {len(references)} references; need one each"
+        )
+
+
 def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     """Returns sacrebleu's corpus BLEU (0-100) of ``hypotheses`` against one reference each.
 
     Raises:
         ConfigError: ``sacrebleu`` is not installed, or the lists differ in length.
     """
-    try:
-        import sacrebleu
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ConfigError("BLEU needs 'sacrebleu': pip install nasforge[translation]") from exc
-    if len(hypotheses) != len(references):
-        raise ConfigError(
-            f"{len(hypotheses)} hypotheses but {len(references)} references; need one each"
-        )
+    sacrebleu = _sacrebleu()
+    _one_reference_each(hypotheses, references, "")
     result: Any = sacrebleu.corpus_bleu(list(hypotheses), [list(references)])
     return float(result.score)
 
@@ -252,21 +269,13 @@ def bleu_paired(
         ConfigError: ``sacrebleu`` is not installed, or a system's hypotheses and the
             references differ in length.
     """
-    try:
-        from sacrebleu.metrics import BLEU
-        from sacrebleu.significance import PairedTest
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ConfigError("BLEU needs 'sacrebleu': pip install nasforge[translation]") from exc
+    sacrebleu = _sacrebleu()
     named = [(baseline[0], list(baseline[1]))] + [(k, list(v)) for k, v in systems.items()]
     for name, hyps in named:
-        if len(hyps) != len(references):
-            raise ConfigError(
-                f"system {name!r} has {len(hyps)} hypotheses but there are "
-                f"{len(references)} references; need one each"
-            )
-    test = PairedTest(
-        named, {"BLEU": BLEU()}, references=[list(references)], test_type="bs",
-        n_samples=n_samples,
+        _one_reference_each(hyps, references, f"system {name!r}: ")
+    test = sacrebleu.significance.PairedTest(
+        named, {"BLEU": sacrebleu.metrics.BLEU()}, references=[list(references)],
+        test_type="bs", n_samples=n_samples,
     )  # fmt: skip
     _, scores = test()
     return {

@@ -140,13 +140,21 @@ class AccuracyPredictor:
         return self.nets[0]
 
     @classmethod
-    def structured(cls, space: OFASearchSpace, seed: int = 0) -> AccuracyPredictor:
+    def structured(
+        cls, space: OFASearchSpace, seed: int = 0, n_models: int = 10
+    ) -> AccuracyPredictor:
         """Returns the predictor nasforge fits on its own supernets: the ``structured``
-        encoding, 2 x 128 units, a mean of 10 MLPs, weight decay 1e-2 (on the small MNIST
-        supernet, 2,800 pairs: Spearman 0.72 on unseen networks, against 0.67 with 5 MLPs and
-        weight decay 1e-4; see ``benchmarks/ofa_predictor.py``)."""
+        encoding, 2 x 128 units, a mean of ``n_models`` MLPs (10), weight decay 1e-2 (on the
+        small MNIST supernet, 2,800 pairs: Spearman 0.72 on unseen networks, against 0.67 with
+        5 MLPs and weight decay 1e-4; see ``benchmarks/ofa_predictor.py``)."""
         return cls(
-            space, 128, seed, n_hidden=2, encoding="structured", n_models=10, weight_decay=1e-2
+            space,
+            128,
+            seed,
+            n_hidden=2,
+            encoding="structured",
+            n_models=n_models,
+            weight_decay=1e-2,
         )
 
     def _x(self, archs: Sequence[Mapping[str, Any]]) -> torch.Tensor:
