@@ -15,8 +15,10 @@ Settings (``--setting``):
             on this data, for a GPU: ``--setting paper --device cuda``; not run here
 
 Last line: one JSON object with ``bleu`` per model, ``significance`` (each greedy BLEU's 95%
-bootstrap interval and the paired bootstrap p-value against the Transformer), parameter counts,
-the architecture found.
+bootstrap interval and the paired bootstrap p-value against the Transformer), ``bleu_parts``
+(n-gram precisions, brevity penalty, length ratio), parameter counts, the architecture found.
+``--reference`` adds the space's Transformer-like genotype; ``--algorithm nasb`` searches with
+binary gates instead of the DARTS softmax.
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ from pathlib import Path
 import torch
 
 import nasforge as nf
-from nasforge.data.translation import Bpe, bleu_paired, load_pairs, split_pairs, token_batches
+from nasforge.data.translation import (
+    Bpe,
+    bleu_paired,
+    bleu_parts,
+    load_pairs,
+    split_pairs,
+    token_batches,
+)
 from nasforge.oneshot.dartsformer import RevSearchConfig, rev_search
 from nasforge.spaces.seq2seq import Seq2SeqSpace, TransformerSeq2Seq, n_params
 from nasforge.spaces.seq2seq_train import TrainConfig, train_seq2seq, translate_bleu
@@ -125,6 +134,15 @@ class Batches:
             yield tuple(x.to(self.device) for x in b)
 
 
+def transformer_like(space: Seq2SeqSpace) -> dict[str, str]:
+    """Returns the space's genotype nearest a Transformer: in every searched layer split 0 is
+    self-attention and the other splits the FFN (encoder and decoder; the decoder's last split is
+    the fixed cross-attention), i.e. the hand-designed answer a search would be judged against."""
+    return {
+        label: "self_attn" if label.endswith(".g0") else "ffn" for label in space.search_space()
+    }
+
+
 def retrain(
     name: str, model: torch.nn.Module, data: Batches, test, bpe: Bpe, cfg: dict, args: dict
 ) -> dict:
@@ -179,10 +197,22 @@ def main() -> None:
     )
     ap.add_argument("--train-steps", type=int, default=None, help="likewise for each retrain")
     ap.add_argument(
+        "--algorithm",
+        choices=("darts", "nasb"),
+        default="darts",
+        help="the mixed op of the search: DARTS softmax (the paper's) or NASB binary gates",
+    )
+    ap.add_argument(
         "--probe",
         action="store_true",
         help="time --search-steps and --train-steps here, skip the BLEU, and print how many "
         "steps fit the setting's budgets on this machine (fit_search_steps, fit_train_steps)",
+    )
+    ap.add_argument(
+        "--reference",
+        action="store_true",
+        help="also retrain the space's Transformer-like genotype (self-attention then FFN in "
+        "every searched layer): is the gap the search's or the space's at this scale?",
     )
     ap.add_argument(
         "--parallel",
@@ -225,6 +255,7 @@ def main() -> None:
             max_steps=args.search_steps or 10**9,
             seed=args.seed,
             device=args.device,
+            algorithm=args.algorithm,
             **cfg["search"],  # type: ignore[arg-type]
         ),
     )
@@ -235,11 +266,14 @@ def main() -> None:
         "searched": nf.freeze(space, found.arch),
         "random": nf.freeze(space, rand_arch),
     }
+    if args.reference:
+        models["space_transformer_like"] = nf.freeze(space, transformer_like(space))
     target = n_params(models["searched"])
     models["transformer"] = TransformerSeq2Seq.matching(
         target, bpe.vocab_size, e=int(cfg["e"]), layers=int(cfg["s"]) * int(cfg["repeats"])
     )
-    out: dict = {"setting": args.setting, "search_s": round(search_s, 1), "bleu": {}}
+    out: dict = {"setting": args.setting, "algorithm": args.algorithm, "bleu": {}}
+    out["search_s"] = round(search_s, 1)
     out["params"] = {k: n_params(m) for k, m in models.items()}
     jobs = [(n, m, batches(src, tgt), test, bpe, cfg, vars(args)) for n, m in models.items()]
     if args.parallel:  # independent: one process each (a GPU is underused by one small model)
@@ -272,12 +306,16 @@ def main() -> None:
     # interval of each greedy BLEU and the paired bootstrap p-value against the Transformer
     others = {k: v for k, v in hyps.items() if k != "transformer"}
     out["significance"] = bleu_paired(("transformer", hyps["transformer"]), others, test.tgt)
+    # what each greedy BLEU is made of: n-gram precisions, brevity penalty, length ratio
+    out["bleu_parts"] = {k: bleu_parts(v, test.tgt) for k, v in hyps.items()}
     # searched >= Transformer of equal size; not judged at the tiny setting (BLEU ~0 there)
     met = out["bleu"]["searched"]["greedy"] >= out["bleu"]["transformer"]["greedy"]
     out["target_met"] = None if args.setting == "tiny" else met
     out["search_steps"] = found.steps
     out["arch"] = found.arch
     out["random_arch"] = rand_arch
+    if args.reference:
+        out["space_transformer_like_arch"] = transformer_like(space)
     out["search_space_size"] = space.search_space().size
     print(json.dumps(out), file=sys.stdout)
 

@@ -32,6 +32,7 @@ __all__ = [
     "Pairs",
     "bleu",
     "bleu_paired",
+    "bleu_parts",
     "load_pairs",
     "split_pairs",
     "token_batches",
@@ -252,6 +253,25 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     _one_reference_each(hypotheses, references, "")
     result: Any = sacrebleu.corpus_bleu(list(hypotheses), [list(references)])
     return float(result.score)
+
+
+def bleu_parts(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
+    """Returns what a corpus BLEU is made of: ``bleu``, the 1- to 4-gram ``precisions`` (%),
+    the brevity penalty ``bp`` and ``length_ratio`` (hypothesis ÷ reference tokens), so that a
+    low score can be told apart as wrong words or as too-short output.
+
+    Raises:
+        ConfigError: ``sacrebleu`` is not installed, or the lists differ in length.
+    """
+    sacrebleu = _sacrebleu()
+    _one_reference_each(hypotheses, references, "")
+    r: Any = sacrebleu.corpus_bleu(list(hypotheses), [list(references)])
+    return {
+        "bleu": round(float(r.score), 2),
+        "precisions": [round(float(p), 1) for p in r.precisions],
+        "bp": round(float(r.bp), 3),
+        "length_ratio": round(r.sys_len / max(1, r.ref_len), 3),
+    }
 
 
 def bleu_paired(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from nasforge.data.translation import (
     Pairs,
     bleu,
     bleu_paired,
+    bleu_parts,
     load_pairs,
     split_pairs,
     token_batches,
@@ -84,6 +86,23 @@ def test_bleu_and_errors(tmp_path: Path) -> None:
         load_pairs(tmp_path)
     with pytest.raises(ConfigError, match="do not fit"):
         split_pairs(Pairs(["a"], ["b"]), {"x": 2})
+
+
+def test_bleu_parts_separate_short_output_from_wrong_words() -> None:
+    """A hypothesis that is a correct prefix of half the reference keeps every precision at
+    100 and loses its BLEU to the brevity penalty alone; wrong words lower the precisions."""
+    refs = ["the cat sat on the big red mat today .", "a dog barks loudly in the green park now ."]
+    short = [" ".join(r.split()[:5]) for r in refs]
+    parts = bleu_parts(short, refs)
+    assert parts["precisions"] == [100.0] * 4
+    assert parts["length_ratio"] == pytest.approx(0.5)
+    assert parts["bp"] == pytest.approx(math.exp(1 - 2), abs=1e-3)
+    assert parts["bleu"] == pytest.approx(bleu(short, refs), abs=0.01)
+    wrong = [r.replace("the", "xx").replace("a ", "xx ") for r in refs]
+    assert bleu_parts(wrong, refs)["bp"] == 1.0
+    assert bleu_parts(wrong, refs)["precisions"][0] < 100
+    with pytest.raises(ConfigError, match="2 hypotheses but 1 references"):
+        bleu_parts(refs, refs[:1])
 
 
 @pytest.mark.slow
