@@ -24,6 +24,7 @@ binary gates instead of the DARTS softmax.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import logging
 import multiprocessing
@@ -209,6 +210,12 @@ def main() -> None:
         "steps fit the setting's budgets on this machine (fit_search_steps, fit_train_steps)",
     )
     ap.add_argument(
+        "--space",
+        type=json.loads,
+        default={},
+        help='JSON overrides of the setting\'s Seq2SeqSpace, e.g. \'{"pool": "avg", "heads": 4}\'',
+    )
+    ap.add_argument(
         "--reference",
         action="store_true",
         help="also retrain the space's Transformer-like genotype (self-attention then FFN in "
@@ -222,6 +229,9 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     cfg = SETTINGS[args.setting]
+    known = set(inspect.signature(Seq2SeqSpace).parameters) - {"vocab_size"}
+    if not isinstance(args.space, dict) or set(args.space) - known:
+        ap.error(f"--space takes a JSON object with keys among {sorted(known)}; got {args.space}")
     if not Path(args.data).is_dir():
         print(json.dumps({"skipped": f"translation data not found at {args.data}"}))
         return
@@ -239,11 +249,14 @@ def main() -> None:
 
     space = Seq2SeqSpace(
         bpe.vocab_size,
-        d=int(cfg["d"]),
-        e=int(cfg["e"]),
-        n_splits=int(cfg["splits"]),
-        s=int(cfg["s"]),
-        repeats=int(cfg["repeats"]),
+        **{
+            "d": int(cfg["d"]),
+            "e": int(cfg["e"]),
+            "n_splits": int(cfg["splits"]),
+            "s": int(cfg["s"]),
+            "repeats": int(cfg["repeats"]),
+            **args.space,
+        },
     )
     t0 = time.perf_counter()
     found = rev_search(
@@ -272,7 +285,8 @@ def main() -> None:
     models["transformer"] = TransformerSeq2Seq.matching(
         target, bpe.vocab_size, e=int(cfg["e"]), layers=int(cfg["s"]) * int(cfg["repeats"])
     )
-    out: dict = {"setting": args.setting, "algorithm": args.algorithm, "bleu": {}}
+    out: dict = {"setting": args.setting, "algorithm": args.algorithm, "space": args.space}
+    out["bleu"] = {}
     out["search_s"] = round(search_s, 1)
     out["params"] = {k: n_params(m) for k, m in models.items()}
     jobs = [(n, m, batches(src, tgt), test, bpe, cfg, vars(args)) for n, m in models.items()]
