@@ -279,15 +279,20 @@ def main() -> None:
         "searched": nf.freeze(space, found.arch),
         "random": nf.freeze(space, rand_arch),
     }
-    if args.reference:
-        models["space_transformer_like"] = nf.freeze(space, transformer_like(space))
+    reference = transformer_like(space) if args.reference else None
+    if reference is not None:
+        models["space_transformer_like"] = nf.freeze(space, reference)
     target = n_params(models["searched"])
     models["transformer"] = TransformerSeq2Seq.matching(
         target, bpe.vocab_size, e=int(cfg["e"]), layers=int(cfg["s"]) * int(cfg["repeats"])
     )
-    out: dict = {"setting": args.setting, "algorithm": args.algorithm, "space": args.space}
-    out["bleu"] = {}
-    out["search_s"] = round(search_s, 1)
+    out: dict = {
+        "setting": args.setting,
+        "algorithm": args.algorithm,
+        "space": args.space,
+        "search_s": round(search_s, 1),
+        "bleu": {},
+    }
     out["params"] = {k: n_params(m) for k, m in models.items()}
     jobs = [(n, m, batches(src, tgt), test, bpe, cfg, vars(args)) for n, m in models.items()]
     if args.parallel:  # independent: one process each (a GPU is underused by one small model)
@@ -328,8 +333,8 @@ def main() -> None:
     out["search_steps"] = found.steps
     out["arch"] = found.arch
     out["random_arch"] = rand_arch
-    if args.reference:
-        out["space_transformer_like_arch"] = transformer_like(space)
+    if reference is not None:
+        out["space_transformer_like_arch"] = reference
     out["search_space_size"] = space.search_space().size
     print(json.dumps(out), file=sys.stdout)
 

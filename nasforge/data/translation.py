@@ -243,16 +243,24 @@ def _one_reference_each(hypotheses: Sequence[str], references: Sequence[str], wh
         )
 
 
-def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
-    """Returns sacrebleu's corpus BLEU (0-100) of ``hypotheses`` against one reference each.
+def _corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> Any:
+    """Returns sacrebleu's corpus BLEU result (score, precisions, brevity penalty, lengths).
 
     Raises:
         ConfigError: ``sacrebleu`` is not installed, or the lists differ in length.
     """
     sacrebleu = _sacrebleu()
     _one_reference_each(hypotheses, references, "")
-    result: Any = sacrebleu.corpus_bleu(list(hypotheses), [list(references)])
-    return float(result.score)
+    return sacrebleu.corpus_bleu(list(hypotheses), [list(references)])
+
+
+def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Returns sacrebleu's corpus BLEU (0-100) of ``hypotheses`` against one reference each.
+
+    Raises:
+        ConfigError: ``sacrebleu`` is not installed, or the lists differ in length.
+    """
+    return float(_corpus_bleu(hypotheses, references).score)
 
 
 def bleu_parts(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
@@ -263,9 +271,7 @@ def bleu_parts(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str
     Raises:
         ConfigError: ``sacrebleu`` is not installed, or the lists differ in length.
     """
-    sacrebleu = _sacrebleu()
-    _one_reference_each(hypotheses, references, "")
-    r: Any = sacrebleu.corpus_bleu(list(hypotheses), [list(references)])
+    r = _corpus_bleu(hypotheses, references)
     return {
         "bleu": round(float(r.score), 2),
         "precisions": [round(float(p), 1) for p in r.precisions],
