@@ -169,18 +169,42 @@ class ModuleMutator(Mutator):
             if new is not old:
                 model.replace(name, new)
 
-    def expand(self, model: MutableModel) -> Iterator[tuple[str, str, dict[Any, nn.Module]]]:
-        """Yields ``(site, label, {value: module})`` with every candidate built, for a supernet
-        (each candidate gets its own copy of the old module)."""
-        for name, old in self.sites(model):
+    def expand(self, root: nn.Module) -> None:
+        """Puts at every site of ``root`` a :class:`ModuleChoice` of all candidates (each
+        built from its own copy of the old module), for a supernet. Inside a choice that an
+        earlier mutator put, sites are named as in the frozen model (without the candidate's
+        name), so each keeps the label the space gave it.
+
+        Raises:
+            SpaceError: ``match`` selects nothing.
+        """
+        sites = list(_logical_sites(root, self.match, ""))
+        if not sites:
+            self.sites(MutableModel(root))  # raises the no-match error
+        for path, owner, attr, old in sites:
             built = {v: self.build(v, copy.deepcopy(old)) for v in self.candidates}
-            yield name, self.site_label(name), built
+            owner._modules[attr] = ModuleChoice(self.site_label(path), built)
 
     def mutate(self, graph: Any) -> None:
         raise SpaceError(
             f"{type(self).__name__} is a module-level mutator; MutatedSpace applies it with "
             "mutate_modules, not on a graph"
         )
+
+
+def _logical_sites(
+    module: nn.Module, match: ModuleMatch, path: str
+) -> Iterator[tuple[str, nn.Module, str, nn.Module]]:
+    """Yields ``(path, parent, attribute, module)`` of the submodules ``match`` selects, with
+    the candidates of a :class:`ModuleChoice` seen at the choice's own path."""
+    for attr, child in list(module._modules.items()):
+        if child is None:
+            continue
+        here = path if isinstance(module, ModuleChoice) else (f"{path}.{attr}" if path else attr)
+        if not isinstance(child, ModuleChoice) and matches(match, here, child):
+            yield here, module, attr, child
+        else:
+            yield from _logical_sites(child, match, here)
 
 
 class ModuleChoice(LayerChoice):

@@ -530,7 +530,7 @@ class MutatedSpace(_RecordArgs, nn.Module):
             SpaceError: the space has graph mutators, or a module-level mutator overrides
                 ``mutate_modules`` (its candidates are unknown).
         """
-        from nasforge.space.module_mutator import ModuleChoice, ModuleMutator, MutableModel
+        from nasforge.space.module_mutator import ModuleMutator
 
         if self._graph_mutators:
             kinds = sorted({type(m).__name__ for m in self._graph_mutators})
@@ -539,15 +539,13 @@ class MutatedSpace(_RecordArgs, nn.Module):
                 f"graph mutators {kinds}; search it multi-trial or drop them"
             )
         root = copy.deepcopy(self.base_model)
-        model = MutableModel(root)
         for mutator in self._module_mutators:
             if type(mutator).mutate_modules is not ModuleMutator.mutate_modules:
                 raise SpaceError(
                     f"{type(mutator).__name__} overrides mutate_modules, so a supernet cannot "
                     "know all its candidates; use ModuleMutator's candidates or factory="
                 )
-            for site, label, built in mutator.expand(model):  # type: ignore[attr-defined]
-                model.replace(site, ModuleChoice(label, built))
+            mutator.expand(root)  # type: ignore[attr-defined]
         return root
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
