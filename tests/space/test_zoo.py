@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -233,3 +236,40 @@ def test_spos_supernet_over_ffn_widths_trains_one_step() -> None:
     model = inherit_weights(net, arch)
     with torch.no_grad():
         torch.testing.assert_close(model(**inputs).logits, net(**inputs).logits)
+
+
+def gpt2_step(model: nn.Module, report: Any) -> dict[str, float]:
+    """Trains a GPT-2 one step on the fixed batch; returns its loss (a pool worker's trial)."""
+    torch.set_num_threads(1)
+    inputs, loss_of = CASES["gpt2"]
+    loss = loss_of(model(**inputs))
+    loss.backward()
+    torch.optim.SGD(model.parameters(), lr=0.1).step()
+    return {"loss": float(loss.detach())}
+
+
+def test_pool_executor_and_resume_rebuild_the_space(tmp_path: Path) -> None:
+    """Forked pool workers freeze and train a transformers space, and `nasforge resume` in a
+    new process rebuilds the space from its reference and runs the trials left."""
+    root = Path(__file__).resolve().parents[2]
+    run = tmp_path / "run"
+    exp = Experiment(
+        ZooSpace("gpt2", graph=False), gpt2_step, "random", metric="loss", mode="min",
+        n_trials=2, executor="pool", concurrency=2, directory=run, progress="off",
+    )  # fmt: skip
+    exp.run()
+    assert [t.status for t in exp.trials()] == ["done", "done"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "nasforge.cli", "resume", str(run), "--n-trials", "3",
+         "--executor", "inprocess"],
+        cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    from nasforge.run.store import Store
+
+    with Store.open(run) as store:
+        trials = store.trials()
+    assert len(trials) == 3 and all(t.status == "done" for t in trials)
+    (folder,) = export_top(run)
+    assert type(load_model(folder)).__name__ == "GPT2LMHeadModel"
