@@ -9,7 +9,12 @@ traced. ``space_s`` is ``MutatedSpace(base, mutators)`` given an already built b
 ``freeze_s`` is ``nf.freeze(space, arch)`` of a sampled architecture; ``build_s`` is building the
 base model from its config. Each is the median of ``--repeats`` runs, one thread.
 
-Target (issue 26): space_s and freeze_s <= 2 x build_s.
+With ``--graph``, also a space with the same mutators plus one graph mutator (an insertion after
+the final norm), timed once: ``graph_capture`` (fx or export), ``graph_space_s``,
+``graph_freeze_s`` (an exported model is captured again at every freeze, as module-level
+choices change its graph).
+
+Target (issue 26): space_s and freeze_s <= 2 x build_s (module-level spaces).
 Last line: {"models": {name: {"space_s", "freeze_s", "build_s", ...}}}
 """
 
@@ -115,6 +120,17 @@ def models() -> dict[str, tuple[Callable[[], nn.Module], Callable[[], list[Any]]
     }  # fmt: skip
 
 
+def graph_parts() -> dict[str, tuple[str, Any]]:
+    """Returns name -> (the module after which a graph mutator inserts, example inputs)."""
+    ids = torch.randint(0, 100, (1, 16))
+    return {
+        "bert": ("bert.pooler.activation", {"input_ids": ids}),
+        "gpt2": ("transformer.ln_f", {"input_ids": ids, "use_cache": False}),
+        "vit": ("vit.layernorm", {"pixel_values": torch.randn(1, 3, 224, 224)}),
+        "effnet": ("_bn1", None),  # torch.fx traces it
+    }
+
+
 def _time(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
     times, out = [], None
     for _ in range(repeats):
@@ -128,6 +144,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", nargs="*", default=None, help="model names to run")
+    parser.add_argument(
+        "--graph", action="store_true", help="also time a space with one graph mutator (once)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -149,6 +168,19 @@ def main() -> None:
             "n_decisions": len(space.search_space()),
             "params_m": round(sum(p.numel() for p in base.parameters()) / 1e6, 2),
         }
+        if args.graph:
+            where, example = graph_parts()[name]
+            extra = nf.InsertMutator(where, {"none": None, "id": nn.Identity})
+            g_s, g_space = _time(
+                lambda b=base, m=mutators, e=extra, x=example: nf.MutatedSpace(
+                    b, [*m(), e], example_inputs=x
+                ),
+                1,
+            )
+            g_arch = g_space.search_space().sample(0)
+            g_f, _ = _time(lambda s=g_space, a=g_arch: nf.freeze(s, a), 1)
+            row.update(graph_capture=g_space.capture, graph_space_s=round(g_s, 3))
+            row.update(graph_freeze_s=round(g_f, 3))
         result[name] = row
         print(f"{name:8s} {row}", flush=True)
     print(json.dumps({"models": result}))

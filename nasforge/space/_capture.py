@@ -78,6 +78,22 @@ def export_graph(
     return gm
 
 
+def holder(gm: fx.GraphModule) -> nn.Module:
+    """Returns a plain module holding what ``gm``'s graph reads (submodules, parameters,
+    buffers, tensor constants), shared, not copied: deep-copying it is an ordinary module copy,
+    which, unlike copying a ``GraphModule``, does not regenerate the graph's code."""
+    root = nn.Module()
+    root._modules.update(gm._modules)
+    root._parameters.update(gm._parameters)
+    root._buffers.update(gm._buffers)
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            head = str(node.target).split(".")[0]
+            if head in gm.__dict__:
+                root.__dict__[head] = gm.__dict__[head]
+    return root
+
+
 def capture_error(
     name: str, fx_exc: BaseException, export_exc: BaseException | None, has_example: bool
 ) -> SpaceError:

@@ -469,8 +469,12 @@ class MutatedSpace(_RecordArgs, nn.Module):
         from nasforge.space.module_mutator import MutableModel
 
         base = self.base
-        if isinstance(base, fx.GraphModule):
-            root: nn.Module = fx.GraphModule(copy.deepcopy(base), copy.deepcopy(base.graph))
+        if isinstance(base, fx.GraphModule):  # copy the weights, then regenerate code once
+            root: nn.Module = fx.GraphModule(
+                copy.deepcopy(_capture.holder(base)),
+                copy.deepcopy(base.graph),
+                type(self.base_model).__name__,
+            )
         else:
             root = copy.deepcopy(base)
         with use(ctx):
