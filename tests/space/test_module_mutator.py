@@ -134,6 +134,10 @@ def test_graph_mutators_fall_back_to_torch_export() -> None:
     y = model(x)
     assert y.shape == (2, 3) and float(y.detach().abs().max()) <= 1.0  # the tanh after the head
     assert pickle.loads(pickle.dumps(space)).search_space() == space.search_space()
+    graph_only = nf.MutatedSpace(Net(), [nf.InsertMutator("head", {"tanh": nn.Tanh})], (), (x,))
+    clone = pickle.loads(pickle.dumps(graph_only))  # the exported graph is captured again
+    frozen = nf.freeze(clone, {lb: "tanh" for lb in clone.search_space()})
+    assert float(frozen(x).detach().abs().max()) <= 1.0
 
 
 def test_subclass_records_its_arguments_and_pickles() -> None:
