@@ -31,6 +31,7 @@ _EXPORTS = {
     "Repeat": "nasforge.space.modules",
     "Mutator": "nasforge.space.mutator",
     "MutatedSpace": "nasforge.space.mutator",
+    "ModuleMutator": "nasforge.space.module_mutator",
     "OperatorMutator": "nasforge.space.mutator",
     "InputMutator": "nasforge.space.mutator",
     "InsertMutator": "nasforge.space.mutator",
@@ -46,6 +47,7 @@ __all__ = [
     "InsertMutator",
     "LayerChoice",
     "ModelSpace",
+    "ModuleMutator",
     "MutatedSpace",
     "Mutator",
     "OperatorMutator",
@@ -86,6 +88,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from nasforge.space.expr import max_ as max  # noqa: A004
     from nasforge.space.expr import min_ as min  # noqa: A004
     from nasforge.space.model_space import BaseSpace, ModelSpace, freeze, mutation_history
+    from nasforge.space.module_mutator import ModuleMutator
     from nasforge.space.modules import InputChoice, LayerChoice, Repeat
     from nasforge.space.mutator import (
         InputMutator,

@@ -44,10 +44,10 @@ class SposLayer(MixedLayer):
     chosen: int = 0
     skip: bool = False
 
-    def mixed_forward(self, *args: torch.Tensor) -> torch.Tensor:
+    def mixed_forward(self, *args: torch.Tensor, **kwargs: Any) -> torch.Tensor:
         if self.skip:
             return self.zeros(args[0])
-        return self.candidates()[self.chosen](*args)
+        return self.candidates()[self.chosen](*args, **kwargs)
 
 
 class SposInput(MixedInput):

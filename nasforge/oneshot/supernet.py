@@ -129,8 +129,9 @@ class MixedLayer(_Mixed):
     def mixed_forward(self, *args: Any) -> torch.Tensor:
         raise NotImplementedError
 
-    def forward(self, *args: Any) -> torch.Tensor:
-        out = self.mixed_forward(*args)
+    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        # keyword inputs: a module-level site of a third-party model (a transformer layer)
+        out = self.mixed_forward(*args, **kwargs) if kwargs else self.mixed_forward(*args)
         if self.net._trace is not None:
             out = out.view_as(out)  # a distinct object even when a candidate returns its input
             self.net._trace[id(out)] = (self, out)  # holding ``out`` keeps its id unique
@@ -262,9 +263,10 @@ class Algorithm:
 
 
 def _check_space(space: ModelSpace) -> None:
-    if not isinstance(space, ModelSpace):
+    if not isinstance(space, ModelSpace) and not hasattr(space, "supernet_tree"):
         raise SpaceError(
-            f"one-shot search takes a recorded nasforge.ModelSpace, got {type(space).__name__}"
+            "one-shot search takes a recorded nasforge.ModelSpace or a MutatedSpace of "
+            f"module-level mutators, got {type(space).__name__}"
         )
     for path, m in space.named_modules():
         if isinstance(m, Repeat) and m.label is None and len(m.depth_values) > 1:
@@ -303,7 +305,9 @@ class Supernet(nn.Module):
         self.key_of: dict[str, int] = {}
         self._trace: dict[int, tuple[MixedLayer, torch.Tensor]] | None = None
         self._trace_inputs: list[tuple[MixedInput, list[MixedLayer | None]]] = []
-        self.model = copy.deepcopy(space)
+        # a MutatedSpace's module-level sites become LayerChoices of all their candidates
+        tree = getattr(space, "supernet_tree", None)
+        self.model = tree() if tree is not None else copy.deepcopy(space)
         self._convert(self.model)
         missing = [lb for lb in space.search_space() if lb not in self.key_of]
         if missing:

@@ -1,7 +1,8 @@
 """The model-space language: inline choices, mutators, search spaces, freezing.
 
 Pure modules (no torch): ``search_space``, ``expr``, ``context``. Torch modules: ``modules``,
-``model_space``, ``mutator``. Names load lazily so the pure ones import without torch.
+``model_space``, ``mutator``,
+``module_mutator``. Names load lazily so the pure ones import without torch.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ _EXPORTS = {
     "InputChoice": "modules",
     "LayerChoice": "modules",
     "Repeat": "modules",
+    "ModuleChoice": "module_mutator",
+    "ModuleMutator": "module_mutator",
+    "MutableModel": "module_mutator",
     "InputMutator": "mutator",
     "InsertMutator": "mutator",
     "MutableGraph": "mutator",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -27,6 +28,7 @@ import torch
 from torch import fx, nn
 
 from nasforge.errors import ArchitectureError, NasforgeError, SpaceError
+from nasforge.space import _capture
 from nasforge.space.context import Frozen, Recording, require, use
 from nasforge.space.model_space import Mutation, arch_repr
 from nasforge.space.modules import input_choice_values
@@ -64,7 +66,8 @@ class MutableGraph:
     # -- matching ------------------------------------------------------------------------------
     def nodes(self, match: Match | None = None) -> list[fx.Node]:
         """Returns, in graph order, the nodes that ``match``: a module type (call_module nodes
-        whose module is an instance), a glob over node names and module paths (``"layer*.conv"``),
+        whose module is an instance), a glob over node names and module paths (``"layer*.conv"``;
+        in a graph captured by ``torch.export``, the path of the module that computed a node),
         a function called by a call_function node (``torch.relu``), or a predicate
         ``(node, module_or_None) -> bool``. ``None`` matches every operator node."""
         out = []
@@ -78,6 +81,9 @@ class MutableGraph:
                 ok = module is not None and isinstance(module, match)
             elif isinstance(match, str):
                 names = [node.name] + ([str(node.target)] if node.op == "call_module" else [])
+                stack = node.meta.get("nn_module_stack")
+                if stack and node.op == "call_function":  # a torch.export node: its module path
+                    names.append(str(list(stack.values())[-1][0]))
                 ok = any(fnmatch.fnmatchcase(n, match) for n in names)
             elif node.op == "call_function" and node.target is match:
                 ok = True
@@ -347,27 +353,54 @@ class InsertMutator(Mutator):
                 graph.insert_after(node, module, f"{self.label}_{node.name}")
 
 
-class _Tracer(fx.Tracer):
-    def __init__(self, leaves: tuple[type[nn.Module], ...]) -> None:
-        super().__init__()
-        self.leaves = leaves
+def _is_module_level(m: Mutator) -> bool:
+    from nasforge.space.module_mutator import ModuleMutator
 
-    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
-        return isinstance(m, self.leaves) or super().is_leaf_module(m, qualname)
+    return isinstance(m, ModuleMutator)
 
 
-class MutatedSpace(nn.Module):
+class _RecordArgs:
+    """Keeps a subclass's constructor arguments, so a run can rebuild the space by reference."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "_nf_wrapped", False):
+            return
+
+        @functools.wraps(init)
+        def __init__(self: Any, *args: Any, **kw: Any) -> None:
+            init(self, *args, **kw)
+            if type(self) is cls:
+                object.__setattr__(self, "_nf_init_args", (args, kw))
+
+        __init__._nf_wrapped = True  # type: ignore[attr-defined]
+        cls.__init__ = __init__  # type: ignore[misc]
+
+
+class MutatedSpace(_RecordArgs, nn.Module):
     """Returns a model space made of ``base_model`` and ``mutators`` applied in order.
 
-    Modules of the types in ``leaves`` stay single nodes of the traced graph (a node can be a
-    whole subgraph, such as a conv-bn-relu block); others are traced through as usual.
+    Module-level mutators (:class:`~nasforge.space.module_mutator.ModuleMutator`) swap
+    submodules and need no graph; when every mutator is module-level nothing is traced and a
+    frozen model is ``base_model``'s own class with its modules swapped. Graph mutators need a
+    graph: ``torch.fx`` traces the base model (modules of the ``leaves`` types, and modules that
+    module-level mutators select, stay single nodes); where it cannot, ``torch.export`` captures
+    it on ``example_inputs`` (a tuple of positional inputs, a dict of keyword inputs, or both;
+    ``export_options`` go to ``torch.export.export``, e.g. ``dynamic_shapes``). Module-level
+    mutators run before graph mutators. A space with graph mutators freezes to a
+    ``GraphModule``.
 
-    Invariants: the base model is traced once and never modified; each freeze starts from a
-    fresh copy of the traced graph and weights.
+    Subclass it (``class MySpace(nf.MutatedSpace)`` building the model in ``__init__``) so
+    that runs can rebuild the space from its constructor arguments (resume, ``load_model``).
+
+    Invariants: the base model is never modified; each freeze starts from a fresh copy of the
+    base model (or of its captured graph) and weights.
 
     Raises:
-        SpaceError: the base model cannot be traced by ``torch.fx`` (the message says why), a
-            mutator matches nothing, or two mutators declare one label with different candidates.
+        SpaceError: graph mutators on a model neither capture method can capture (the message
+            says which failed and why), a mutator matches nothing, or two mutators declare one
+            label with different candidates.
     """
 
     def __init__(
@@ -375,50 +408,111 @@ class MutatedSpace(nn.Module):
         base_model: nn.Module,
         mutators: Iterable[Mutator],
         leaves: Sequence[type[nn.Module]] = (),
+        example_inputs: Any = None,
+        export_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.mutators = list(mutators)
         if not all(isinstance(m, Mutator) for m in self.mutators):
             raise SpaceError("mutators must be nasforge Mutator instances")
-        try:
-            graph = _Tracer(tuple(leaves)).trace(base_model)
-            self.base = fx.GraphModule(base_model, graph, type(base_model).__name__)
-        except Exception as exc:
-            raise SpaceError(
-                f"torch.fx cannot trace {type(base_model).__name__}: {exc}. Mutators need a "
-                "traceable base model (no data-dependent control flow); write the space with "
-                "inline choices (nasforge.ModelSpace) instead"
-            ) from exc
+        self._module_mutators = [m for m in self.mutators if _is_module_level(m)]
+        self._graph_mutators = [m for m in self.mutators if not _is_module_level(m)]
+        self.base_model = base_model
+        self.example_inputs, self.export_options = example_inputs, export_options
+        self.capture: str | None = None  # None (no graph), "fx" or "export"
+        object.__setattr__(self, "_captured", None)  # not a submodule: a cache
+        if self._graph_mutators:
+            self._capture_base(tuple(leaves))
         rec = Recording()
-        self.default_model = self._apply(rec)
+        self._apply(rec)
         decisions: dict[str, Decision] = {}
         for d in rec.declarations:
             decisions.setdefault(d.label, Decision(d.label, d.kind, d.values))  # type: ignore[arg-type]
         self._space = SearchSpace(list(decisions.values()))
         self._where = {d.label: type(d.owner).__name__ for d in rec.declarations}
 
-    def _apply(self, ctx: Recording | Frozen) -> fx.GraphModule:
-        gm = fx.GraphModule(copy.deepcopy(self.base), copy.deepcopy(self.base.graph))
-        graph = MutableGraph(gm)
+    @property
+    def base(self) -> nn.Module:
+        """Returns what each freeze copies: the captured graph, or the base model."""
+        if self.capture == "fx" or (self.capture == "export" and not self._module_mutators):
+            if self._captured is None:  # dropped when pickled: capture again
+                graph = _capture.export_graph(
+                    self.base_model, self.example_inputs, self.export_options
+                )
+                object.__setattr__(self, "_captured", graph)
+            return self._captured
+        return self.base_model
+
+    def _capture_base(self, leaves: tuple[type[nn.Module], ...]) -> None:
+        from nasforge.space.module_mutator import MutableModel
+
+        model = MutableModel(self.base_model)
+        paths = {p for m in self._module_mutators for p, _ in m.sites(model)}  # type: ignore[attr-defined]
+        name = type(self.base_model).__name__
+        try:
+            object.__setattr__(self, "_captured", _capture.fx_trace(self.base_model, leaves, paths))
+            self.capture = "fx"
+            return
+        except Exception as exc:
+            fx_exc = exc
+        if self.example_inputs is None:
+            raise _capture.capture_error(name, fx_exc, None, False) from fx_exc
+        try:
+            graph = _capture.export_graph(self.base_model, self.example_inputs, self.export_options)
+        except Exception as exc:
+            raise _capture.capture_error(name, fx_exc, exc, True) from exc
+        object.__setattr__(self, "_captured", graph)
+        self.capture = "export"
+        logger.info("torch.fx cannot trace %s (%s); captured it with torch.export", name, fx_exc)
+
+    def _apply(self, ctx: Recording | Frozen) -> nn.Module:
+        from nasforge.space.module_mutator import MutableModel
+
+        base = self.base
+        if isinstance(base, fx.GraphModule):  # copy the weights, then regenerate code once
+            root: nn.Module = fx.GraphModule(
+                copy.deepcopy(_capture.holder(base)),
+                copy.deepcopy(base.graph),
+                type(self.base_model).__name__,
+            )
+        else:
+            root = copy.deepcopy(base)
         with use(ctx):
-            for mutator in self.mutators:
+            model = MutableModel(root)
+            for mutator in self._module_mutators:
+                mutator._reset()
+                mutator.mutate_modules(model)  # type: ignore[attr-defined]
+            if not self._graph_mutators:
+                return root
+            if self.capture == "export" and not isinstance(root, fx.GraphModule):
+                root = _capture.export_graph(root, self.example_inputs, self.export_options)
+            assert isinstance(root, fx.GraphModule)
+            graph = MutableGraph(root)
+            for mutator in self._graph_mutators:
                 mutator._reset()
                 mutator.mutate(graph)
         return graph.finish()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        if self.capture == "export":  # an exported graph does not pickle; capture it again
+            state["_captured"] = None
+        return state
 
     def search_space(self) -> SearchSpace:
         """Returns every decision the mutators make, in the order they make them."""
         return self._space
 
-    def freeze(self, arch: Mapping[str, Any]) -> fx.GraphModule:
-        """Returns the mutated base model for ``arch`` as a plain ``GraphModule``.
+    def freeze(self, arch: Mapping[str, Any]) -> nn.Module:
+        """Returns the mutated base model for ``arch``: the base model's class when every
+        mutator is module-level, else a ``GraphModule``.
 
         Raises:
-            ArchitectureError: bad architecture, or the mutated graph cannot be built.
+            ArchitectureError: bad architecture, or the mutated model cannot be built.
         """
         arch = self._space.validate(arch)
         try:
-            gm = self._apply(Frozen(arch))
+            model = self._apply(Frozen(arch))
         except NasforgeError:
             raise
         except Exception as exc:
@@ -429,8 +523,34 @@ class MutatedSpace(nn.Module):
             Mutation(d.label, d.kind, arch[d.label], self._where.get(d.label, ""))
             for d in self._space.decisions
         ]
-        object.__setattr__(gm, "_nf_history", history)
-        return gm
+        object.__setattr__(model, "_nf_history", history)
+        return model
+
+    def supernet_tree(self) -> nn.Module:
+        """Returns a copy of the base model in which every module-level site is a
+        ``LayerChoice`` holding all its candidates (what a one-shot supernet converts).
+
+        Raises:
+            SpaceError: the space has graph mutators, or a module-level mutator overrides
+                ``mutate_modules`` (its candidates are unknown).
+        """
+        from nasforge.space.module_mutator import ModuleMutator
+
+        if self._graph_mutators:
+            kinds = sorted({type(m).__name__ for m in self._graph_mutators})
+            raise SpaceError(
+                f"a one-shot supernet mixes module-level choices only; this space also has "
+                f"graph mutators {kinds}; search it multi-trial or drop them"
+            )
+        root = copy.deepcopy(self.base_model)
+        for mutator in self._module_mutators:
+            if type(mutator).mutate_modules is not ModuleMutator.mutate_modules:
+                raise SpaceError(
+                    f"{type(mutator).__name__} overrides mutate_modules, so a supernet cannot "
+                    "know all its candidates; use ModuleMutator's candidates or factory="
+                )
+            mutator.expand(root)  # type: ignore[attr-defined]
+        return root
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise SpaceError(

@@ -79,8 +79,8 @@ def test_mutator_errors_are_clear() -> None:
         def forward(self, x):
             return x if x.sum() > 0 else -x
 
-    with pytest.raises(SpaceError, match="cannot trace"):
-        nf.MutatedSpace(Dynamic(), [])
+    with pytest.raises(SpaceError, match="cannot trace"):  # graph mutators need a graph
+        nf.MutatedSpace(Dynamic(), [nf.InsertMutator("*", {"none": None})])
     space = digits_mutated_space()
     with pytest.raises(ArchitectureError, match="'skip'"):
         nf.freeze(space, {**space.search_space().default(), "skip": 5})
