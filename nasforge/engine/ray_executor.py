@@ -23,7 +23,7 @@ from nasforge.engine.evaluator import BaseEvaluator
 from nasforge.engine.executor import BaseExecutor
 from nasforge.engine.trial import TrialResult, TrialTask, failed_result, run_trial
 from nasforge.errors import ConfigError
-from nasforge.run.devices import Placement, check_gpus, placed
+from nasforge.run.devices import Placement, check_gpu_amount, placed
 
 __all__ = ["RayExecutor"]
 
@@ -97,7 +97,7 @@ class RayExecutor(BaseExecutor):
                 "trial's GPUs; limit them with CUDA_VISIBLE_DEVICES before Ray starts, or with "
                 "init_kwargs={'num_gpus': N}"
             )
-        self.gpus_per_trial, _ = check_gpus(gpus_per_trial, visible=[0])  # the amount only
+        self.gpus_per_trial = check_gpu_amount(gpus_per_trial)
         self._checked_gpus = False
         ray = sys.modules.get("ray")
         if self.gpus_per_trial and ray is not None and ray.is_initialized():

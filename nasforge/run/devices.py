@@ -41,6 +41,7 @@ __all__ = [
     "visible_gpus",
     "check_device",
     "check_gpus",
+    "check_gpu_amount",
     "gpu_slots",
     "cuda_visible_devices",
     "local_placement",
@@ -124,7 +125,12 @@ def check_device(device: Any, what: str = "device") -> Any:
     return device
 
 
-def _check_amount(gpus_per_trial: Any) -> float:
+def check_gpu_amount(gpus_per_trial: Any) -> float:
+    """Returns ``gpus_per_trial`` as a float when it is 0, a share 1/n, or a whole number.
+
+    Raises:
+        ConfigError: anything else (negative, 0.3, 1.5, not a number).
+    """
     ok = isinstance(gpus_per_trial, (int, float)) and not isinstance(gpus_per_trial, bool)
     if not ok or not math.isfinite(gpus_per_trial) or gpus_per_trial < 0:
         raise ConfigError(
@@ -159,7 +165,7 @@ def check_gpus(
             without one; a device id that does not exist or repeats; more GPUs per trial than
             ``devices`` holds.
     """
-    g = _check_amount(gpus_per_trial)
+    g = check_gpu_amount(gpus_per_trial)
     if g == 0:
         if devices:
             raise ConfigError(
