@@ -195,3 +195,24 @@ def test_pool_refuses_gpus_after_cuda_was_initialised(two_fake_gpus, monkeypatch
     cpu = ProcessPoolExecutor(2)  # CPU trials do not care
     cpu.start(SPACE, FunctionEvaluator(_ev))
     cpu.shutdown()
+
+
+@pytest.mark.slow
+def test_the_gpu_example_runs_on_a_fake_gpu(two_fake_gpus, tmp_path, monkeypatch):
+    """examples/gpu_trials.yaml (half a GPU per trial) on a machine made to show one GPU: the
+    pool runs two trials at a time, both on GPU 0, and the record says so."""
+    from pathlib import Path
+
+    from nasforge.cli import main
+    from nasforge.run import devices
+    from nasforge.run.store import Store
+
+    monkeypatch.setattr(devices, "visible_gpus", lambda: [0])
+    example = Path(__file__).resolve().parents[2] / "examples" / "gpu_trials.yaml"
+    assert main(["run", str(example), "--dir", str(tmp_path / "run")]) == 0
+    with Store.open(tmp_path / "run") as store:
+        trials = store.trials()
+    assert len(trials) == 4 and all(t.status == "done" for t in trials)
+    assert all(t.placement["devices"] == [0] and t.placement["gpus"] == 0.5 for t in trials)
+    at_once = [sum(1 for u in trials if u.started <= t.started < u.finished) for t in trials]
+    assert max(at_once) == 2  # 0.5 per trial: two share the one GPU, never three
