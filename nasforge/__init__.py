@@ -36,6 +36,8 @@ _EXPORTS = {
     "InputMutator": "nasforge.space.mutator",
     "InsertMutator": "nasforge.space.mutator",
     "load_model": "nasforge.run.export",
+    "trial_device": "nasforge.run.devices",
+    "trial_devices": "nasforge.run.devices",
 }
 
 __all__ = [
@@ -62,6 +64,8 @@ __all__ = [
     "max",
     "min",
     "mutation_history",
+    "trial_device",
+    "trial_devices",
 ]
 
 
@@ -83,6 +87,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from nasforge import errors
+    from nasforge.run.devices import trial_device, trial_devices
     from nasforge.run.export import load_model
     from nasforge.space.expr import choice
     from nasforge.space.expr import max_ as max  # noqa: A004

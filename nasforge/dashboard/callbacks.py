@@ -242,6 +242,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         columns += [{"name": m, "id": f"m:{m}", "type": "numeric"} for m in p["metrics"]]
         columns += [
             {"name": "seconds", "id": "seconds", "type": "numeric"},
+            {"name": "where", "id": "where"},
             {"name": "architecture", "id": "arch"},
             {"name": "error", "id": "error"},
         ]

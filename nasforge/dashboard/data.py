@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from nasforge.errors import StoreError
+from nasforge.run.devices import placement_text
 from nasforge.run.records import TrialRecord
 from nasforge.run.results import pareto_front, rank_trials, score
 from nasforge.run.store import DB_NAME, Store
@@ -284,6 +285,7 @@ def _sort_value(t: TrialRecord, column: str) -> tuple[int, Any]:
         "how": t.evaluation,
         "seconds": t.duration,
         "error": t.error or None,
+        "where": placement_text(t.placement) or None,
     }.get(column, t.id)
     return (0, v) if v is not None else (1, 0)
 
@@ -296,9 +298,9 @@ def trial_page(
     sort_by: Sequence[Mapping[str, str]] = (),
     statuses: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Returns one page of the trial table: ``rows`` (plain dicts, architecture and last error
-    line included), ``n_rows`` after filtering, ``n_pages``, ``metrics`` (the metric columns,
-    the objective's first).
+    """Returns one page of the trial table: ``rows`` (plain dicts, architecture, last error
+    line and ``where`` the trial ran included), ``n_rows`` after filtering, ``n_pages``,
+    ``metrics`` (the metric columns, the objective's first).
 
     Invariants: sorting is stable (ties keep id order); a missing metric sorts last in both
     directions.
@@ -325,6 +327,7 @@ def trial_page(
             "seconds": None if t.duration is None else round(t.duration, 3),
             "arch": plain(t.arch),
             "error": _error_line(t.error),
+            "where": placement_text(t.placement),
         }
         for k, v in (t.metrics or {}).items():
             row[f"m:{k}"] = v

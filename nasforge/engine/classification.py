@@ -9,6 +9,7 @@ from typing import Any
 
 from nasforge.engine.evaluator import BaseEvaluator, Report
 from nasforge.errors import ConfigError
+from nasforge.run.devices import check_device, resolve_device
 
 __all__ = ["ClassificationEvaluator"]
 
@@ -22,10 +23,13 @@ class ClassificationEvaluator(BaseEvaluator):
     ``data`` is a ``nasforge.data.Splits`` (train/val/test datasets), a zero-argument callable
     returning one (loaded lazily in each worker), or ``"digits"`` for
     ``nasforge.data.load_digits(seed)``. Training is seeded: the same arch and seed give the
-    same metrics at the same thread count.
+    same metrics at the same thread count. ``device`` None (the default) trains on the trial's
+    device, ``nasforge.trial_device()`` (a GPU when the experiment gives trials GPUs, else the
+    CPU); ``"cpu"`` or ``"cuda:N"`` pins every trial there.
 
     Raises:
-        ConfigError: unknown optimizer, non-positive epochs/batch size/lr, bad data.
+        ConfigError: unknown optimizer, non-positive epochs/batch size/lr, bad data, a device
+            this machine does not have.
     """
 
     def __init__(
@@ -36,7 +40,7 @@ class ClassificationEvaluator(BaseEvaluator):
         optimizer: str = "adam",
         lr: float = 1e-3,
         weight_decay: float = 0.0,
-        device: str = "cpu",
+        device: str | None = None,
         seed: int = 0,
     ) -> None:
         if optimizer not in _OPTIMIZERS:
@@ -69,7 +73,9 @@ class ClassificationEvaluator(BaseEvaluator):
         }
 
     def check(self) -> None:
-        """Raises ConfigError when ``data`` is none of the accepted forms."""
+        """Raises ConfigError when ``data`` is none of the accepted forms, or ``device`` is
+        not on this machine."""
+        check_device(self.device, "the classification evaluator's device")
         if isinstance(self.data, str) and self.data != "digits":
             raise ConfigError(
                 f"data {self.data!r}: the only named dataset is 'digits'; pass a "
@@ -103,8 +109,9 @@ class ClassificationEvaluator(BaseEvaluator):
         from nasforge.space import freeze
         from nasforge.weightsharing import accuracy
 
+        device = resolve_device(self.device)
         torch.manual_seed(self.seed)
-        model = freeze(space, arch).to(self.device)
+        model = freeze(space, arch).to(device)
         self.last_model = model
         s = self.splits()
         gen = torch.Generator().manual_seed(self.seed)
@@ -127,14 +134,14 @@ class ClassificationEvaluator(BaseEvaluator):
             model.train()
             for x, y in train:
                 opt.zero_grad(set_to_none=True)
-                loss = loss_fn(model(x.to(self.device)), y.to(self.device))
+                loss = loss_fn(model(x.to(device)), y.to(device))
                 loss.backward()
                 opt.step()
-            acc = accuracy(model, val, device=self.device)
+            acc = accuracy(model, val, device=device)
             report({"accuracy": acc})
         return {
             "accuracy": acc,
-            "test_accuracy": accuracy(model, test, device=self.device),
+            "test_accuracy": accuracy(model, test, device=device),
             "params": float(sum(p.numel() for p in model.parameters())),
             "train_seconds": time.perf_counter() - start,
         }

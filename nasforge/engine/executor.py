@@ -10,24 +10,41 @@ result dicts; an executor never talks to the strategy or the store.
                           recorded as failed and the experiment goes on. Where fork is missing
                           (macOS/Windows default to spawn), everything sent is pickled up front
                           and a failure is a ConfigError before the first trial.
+
+GPUs (``use_gpus``, set from the experiment's ``gpus_per_trial`` and ``devices``): the
+in-process executor gives each trial the first of ``devices``; the pool gives each child one
+slot of :func:`nasforge.run.devices.gpu_slots` (its concurrency is at most the number of
+slots) and sets ``CUDA_VISIBLE_DEVICES`` in the child before the trial runs; Ray asks for
+``num_gpus`` per task. An evaluator reads its device with ``nasforge.trial_device()``.
 """
 
 from __future__ import annotations
 
 import abc
 import collections
+import logging
 import multiprocessing as mp
+import os
 import pickle
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait
 from typing import Any
 
 from nasforge.engine.evaluator import BaseEvaluator
 from nasforge.engine.trial import TrialResult, TrialTask, failed_result, run_trial
 from nasforge.errors import ConfigError
+from nasforge.run.devices import (
+    Placement,
+    check_gpus,
+    cuda_visible_devices,
+    gpu_slots,
+    local_placement,
+    placed,
+    set_placement,
+)
 
 __all__ = [
     "BaseExecutor",
@@ -35,6 +52,8 @@ __all__ = [
     "ProcessPoolExecutor",
     "get_executor",
 ]
+
+log = logging.getLogger("nasforge.engine")
 
 
 class BaseExecutor(abc.ABC):
@@ -46,6 +65,22 @@ class BaseExecutor(abc.ABC):
 
     name: str = ""
     concurrency: int = 1
+    gpus_per_trial: float = 0.0  # GPUs per trial: 0, a share 1/n, or a whole number
+    devices: tuple[int, ...] = ()  # the GPUs trials may use (empty for CPU trials)
+
+    def use_gpus(self, gpus_per_trial: float = 0, devices: Sequence[int] | None = None) -> None:
+        """Gives each trial ``gpus_per_trial`` GPUs out of ``devices`` (None: every GPU this
+        machine has); checked now, before anything runs.
+
+        Raises:
+            ConfigError: as :func:`nasforge.run.devices.check_gpus` (a bad amount, a GPU that
+                does not exist, more GPUs than there are).
+        """
+        self.gpus_per_trial, self.devices = check_gpus(gpus_per_trial, devices)
+
+    def local_placement(self) -> Placement:
+        """Returns the placement of a trial run in this process (in-process executors)."""
+        return local_placement(self.gpus_per_trial, self.devices)
 
     def start(self, space: Any, evaluator: BaseEvaluator) -> None:
         """Prepares to run trials of ``evaluator`` on ``space``; raises ConfigError if it can't."""
@@ -82,8 +117,9 @@ class InProcessExecutor(BaseExecutor):
         return len(self._done)
 
     def submit(self, task: TrialTask) -> None:
-        """Runs the trial now; its result waits for the next poll."""
-        self._done.append(run_trial(self._space, self._evaluator, task))
+        """Runs the trial now, on the configured devices; its result waits for the next poll."""
+        with placed(self.local_placement()):
+            self._done.append(run_trial(self._space, self._evaluator, task))
 
     def poll(self, timeout: float) -> list[TrialResult]:
         """Returns every result finished since the last poll."""
@@ -110,11 +146,16 @@ def _child_main(
     task: TrialTask,
     threads: int,
     setup: Callable[[TrialTask], None] | None = None,
+    placement: Placement | None = None,
+    visible: str | None = None,
 ) -> None:
     # The forked child shares the engine's open SQLite connection; it never touches it, and
     # multiprocessing ends the child with os._exit, so no finaliser closes it from here.
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the engine's to handle
+    if visible is not None:  # before anything in this child initialises CUDA
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible
+    set_placement(placement)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
     if setup is not None:
@@ -154,10 +195,54 @@ class ProcessPoolExecutor(BaseExecutor):
         #: called with the task in each trial's process before the trial runs (a hook for the
         #: cross-model plan: e.g. installing a shared data feed); must be fork-inheritable
         self.child_setup: Callable[[TrialTask], None] | None = None
+        self._requested = concurrency
+        self._slots: list[tuple[int, ...]] = []  # GPU ids per concurrent trial slot
+        self._slot_of: dict[int, int] = {}  # trial id -> its slot
+
+    def use_gpus(self, gpus_per_trial: float = 0, devices: Sequence[int] | None = None) -> None:
+        """Gives each child a slot of GPUs (:func:`~nasforge.run.devices.gpu_slots`) and
+        bounds the concurrency by the number of slots (2 GPUs at 0.5 per trial: 4 slots).
+
+        Raises:
+            ConfigError: as :meth:`BaseExecutor.use_gpus`.
+        """
+        super().use_gpus(gpus_per_trial, devices)
+        self._slots = gpu_slots(self.devices, self.gpus_per_trial)
+        self.concurrency = self._requested
+        if self._slots and len(self._slots) < self._requested:
+            log.info(
+                "concurrency %d lowered to %d: %d GPUs at %g per trial",
+                self._requested,
+                len(self._slots),
+                len(self.devices),
+                self.gpus_per_trial,
+            )
+            self.concurrency = len(self._slots)
+
+    def _placement(self, trial: int) -> Placement:
+        """Returns the placement of ``trial`` as the engine records it (its slot's GPUs)."""
+        node = local_placement(0, ()).node
+        if trial not in self._slot_of:
+            return Placement(node)
+        ids = self._slots[self._slot_of[trial]]
+        return Placement(node, ids, self.gpus_per_trial, tuple(range(len(ids))))
 
     def start(self, space: Any, evaluator: BaseEvaluator) -> None:
-        """Checks that the space and evaluator can reach a child process."""
+        """Checks that the space and evaluator can reach a child process (and, for GPU trials
+        in forked children, that this process has not initialised CUDA)."""
         super().start(space, evaluator)
+        torch = sys.modules.get("torch")
+        if (
+            self._slots
+            and self.start_method == "fork"
+            and torch is not None
+            and torch.cuda.is_initialized()
+        ):
+            raise ConfigError(
+                "CUDA is already initialised in the engine's process, so forked trial workers "
+                "cannot use their GPUs; do not touch CUDA before run() (build models on the "
+                "CPU), or use ProcessPoolExecutor(start_method='spawn')"
+            )
         if self.start_method == "fork":
             return
         from nasforge.run.refs import SCRIPT_PREFIX as EXPERIMENT_MODULE_PREFIX
@@ -186,8 +271,13 @@ class ProcessPoolExecutor(BaseExecutor):
         return len(self._running)
 
     def submit(self, task: TrialTask) -> None:
-        """Starts a child process for the trial."""
+        """Starts a child process for the trial, on a free GPU slot when trials use GPUs."""
         assert len(self._running) < self.concurrency
+        visible = None
+        if self._slots:
+            used = set(self._slot_of.values())
+            self._slot_of[task.trial] = min(i for i in range(len(self._slots)) if i not in used)
+            visible = cuda_visible_devices(self._slots[self._slot_of[task.trial]])
         recv, send = self._ctx.Pipe(duplex=False)
         proc = self._ctx.Process(
             target=_child_main,
@@ -198,6 +288,8 @@ class ProcessPoolExecutor(BaseExecutor):
                 task,
                 self.threads_per_trial,
                 self.child_setup,
+                self._placement(task.trial),
+                visible,
             ),
             daemon=True,
         )
@@ -248,6 +340,9 @@ class ProcessPoolExecutor(BaseExecutor):
                 conn.close()
                 del self._running[tid]
                 self._timeouts.pop(tid, None)
+                if result.placement is None:  # died or killed: the engine knows where
+                    result.placement = self._placement(tid).to_dict()
+                self._slot_of.pop(tid, None)
                 out.append(result)
         return out
 
@@ -259,6 +354,7 @@ class ProcessPoolExecutor(BaseExecutor):
             proc.join()
             conn.close()
         self._running.clear()
+        self._slot_of.clear()
 
 
 def get_executor(name_or_obj: str | BaseExecutor, concurrency: int = 2) -> BaseExecutor:

@@ -64,7 +64,10 @@ class Experiment(BaseRunner):
     ``["params <= 1e5"]``; ``second_objective`` e.g. ``("params", "min")`` for a Pareto front;
     ``executor`` ``"pool"`` (default), ``"inprocess"`` or an instance; ``crossmodel`` True
     (default: the cross-model optimizations that apply), False, or e.g. ``{"supergraph":
-    False}`` (docs/crossmodel.md).
+    False}`` (docs/crossmodel.md); ``gpus_per_trial`` GPUs per trial (0: CPU trials, the
+    default; 0.5: two trials share a GPU; 2: two whole GPUs) out of ``devices`` (GPU ids;
+    None: every GPU this machine has), given by the executor (docs/cluster.md); an evaluator
+    reads its device with ``nasforge.trial_device()``.
 
     It is the ``multitrial`` kind of run: ``nasforge run FILE`` builds it from a run file whose
     strategy is a multi-trial one (``random``, ``grid``, ``evolution``, ``tpe``, ``rl``, or any
@@ -76,7 +79,8 @@ class Experiment(BaseRunner):
 
     Raises:
         ConfigError: unknown strategy or executor, a space without decisions, an evaluator with
-            a wrong signature or that never returns a value, no budget, bad metric options.
+            a wrong signature or that never returns a value, no budget, bad metric options,
+            more GPUs than this machine has (or a GPU where it has none).
         StoreError: ``run`` on a directory that already holds an experiment, or ``resume`` on
             one that is missing, foreign, corrupted, or was made with another space/strategy.
         TrialError: (from ``run``) every trial failed; the message summarises the errors.
@@ -108,6 +112,8 @@ class Experiment(BaseRunner):
         source: dict[str, Any] | None = None,
         threads: int | None = None,
         crossmodel: Any = True,
+        gpus_per_trial: float = 0,
+        devices: list[int] | None = None,
     ) -> None:
         # -- validate everything here, at the public edge, before any side effect --------------
         if hasattr(space, "search_space"):
@@ -148,6 +154,8 @@ class Experiment(BaseRunner):
         self.second_objective = objective.second
         self.n_trials, self.time_budget = n_trials, time_budget
         self.executor = get_executor(executor, concurrency)
+        self.executor.use_gpus(gpus_per_trial, devices)  # ConfigError now, before the record
+        self.gpus_per_trial, self.devices = gpus_per_trial, devices
         self.trial_timeout = trial_timeout
         self.stopper = stopper
         self.retrain_duplicates = retrain_duplicates
@@ -247,6 +255,8 @@ class Experiment(BaseRunner):
             "max_duplicates": self.max_duplicates,
             "threads": self.threads,
             "crossmodel": self.crossmodel,
+            "gpus_per_trial": self.gpus_per_trial,
+            "devices": self.devices,
         }
 
     # -- the loop ------------------------------------------------------------------------------
@@ -278,6 +288,8 @@ class Experiment(BaseRunner):
         self._progress = Progress(self.n_trials, self.time_budget, self.progress_mode)
         own = self.executor
         self.executor = self._plan.prepare(self.space, self.evaluator, own, store, self.stopper)
+        if self.executor is not own:  # a merging executor runs on the same GPUs
+            self.executor.use_gpus(own.gpus_per_trial, own.devices or None)
         self.executor.start(self.space, self.evaluator)
         try:
             for tid in inflight:
@@ -455,6 +467,7 @@ class Experiment(BaseRunner):
             result.error,
             result.duration,
             checkpoint,
+            placement=result.placement,
         )
         self.store.set_meta("elapsed", repr(self._elapsed()))
         rec = self.store.trial(tid)

@@ -5,27 +5,49 @@ The space and evaluator are put into Ray's object store once (cloudpickle, which
 and functions of the user's ``__main__`` by value, so nothing needs wrapping); if that fails the
 error is a ConfigError before the first trial. A task that raises inside Ray, whose worker dies,
 or that runs past the timeout (cancelled with force) is a failed trial.
+
+GPUs are Ray resources: each task asks for ``num_gpus=gpus_per_trial`` (a share like 0.5 lets
+two trials use one GPU); Ray picks them, sets ``CUDA_VISIBLE_DEVICES`` for the task, and the
+trial records Ray's node address and ``ray.get_gpu_ids()``. Asking for more GPUs per trial than
+any Ray node has is a ConfigError before the first trial.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from nasforge.engine.evaluator import BaseEvaluator
 from nasforge.engine.executor import BaseExecutor
 from nasforge.engine.trial import TrialResult, TrialTask, failed_result, run_trial
 from nasforge.errors import ConfigError
+from nasforge.run.devices import Placement, check_gpu_amount, placed
 
 __all__ = ["RayExecutor"]
 
 
-def _ray_trial(payload: tuple[Any, BaseEvaluator], task: TrialTask, threads: int) -> Any:
+def _ray_trial(
+    payload: tuple[Any, BaseEvaluator], task: TrialTask, threads: int, gpus: float = 0.0
+) -> Any:
+    import ray
+
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
     space, evaluator = payload
-    return run_trial(space, evaluator, task.without_timeout())
+    ids = tuple(_as_id(i) for i in ray.get_gpu_ids()) if gpus else ()
+    # Ray has set CUDA_VISIBLE_DEVICES to exactly these ids: torch numbers them 0..k-1 here
+    where = Placement(ray.util.get_node_ip_address(), ids, gpus, tuple(range(len(ids))))
+    with placed(where):
+        return run_trial(space, evaluator, task.without_timeout())
+
+
+def _as_id(gpu: Any) -> Any:
+    try:
+        return int(gpu)
+    except (TypeError, ValueError):
+        return str(gpu)  # a GPU named by UUID
 
 
 class RayExecutor(BaseExecutor):
@@ -57,11 +79,46 @@ class RayExecutor(BaseExecutor):
         self.threads_per_trial = threads_per_trial
         self.init_kwargs = dict(init_kwargs or {})
         self._owns_ray = False
+        self._checked_gpus = False
         # ObjectRef -> (trial id, deadline or None, timeout)
         self._running: dict[Any, tuple[int, float | None, float | None]] = {}
 
+    def use_gpus(self, gpus_per_trial: float = 0, devices: Sequence[int] | None = None) -> None:
+        """Gives each task ``num_gpus=gpus_per_trial``; checked against Ray's nodes now if Ray
+        is running, else when :meth:`start` connects.
+
+        Raises:
+            ConfigError: a bad amount, ``devices`` (Ray picks the GPUs), or more GPUs per
+                trial than any Ray node has.
+        """
+        if devices is not None:
+            raise ConfigError(
+                f"devices {list(devices)!r} do not apply to executor 'ray': Ray picks each "
+                "trial's GPUs; limit them with CUDA_VISIBLE_DEVICES before Ray starts, or with "
+                "init_kwargs={'num_gpus': N}"
+            )
+        self.gpus_per_trial = check_gpu_amount(gpus_per_trial)
+        self._checked_gpus = False
+        ray = sys.modules.get("ray")
+        if self.gpus_per_trial and ray is not None and ray.is_initialized():
+            self._check_ray_gpus(ray)
+
+    def _check_ray_gpus(self, ray: Any) -> None:
+        """Raises ConfigError when no Ray node has ``gpus_per_trial`` GPUs."""
+        per_node = [n.get("Resources", {}).get("GPU", 0) for n in ray.nodes() if n.get("Alive")]
+        most = max(per_node, default=0)
+        if self.gpus_per_trial > most:
+            raise ConfigError(
+                f"gpus_per_trial {self.gpus_per_trial:g} asks each trial for more GPUs than any "
+                f"Ray node has (at most {most:g} per node, {sum(per_node):g} in all); lower "
+                "gpus_per_trial, or add GPU nodes (a machine without GPUs can declare logical "
+                "ones: init_kwargs={'num_gpus': N})"
+            )
+        self._checked_gpus = True
+
     def start(self, space: Any, evaluator: BaseEvaluator) -> None:
-        """Connects to Ray and uploads the space and evaluator once."""
+        """Connects to Ray, checks its GPUs against ``gpus_per_trial``, and uploads the space
+        and evaluator once."""
         try:
             import ray
         except ImportError as exc:
@@ -72,6 +129,12 @@ class RayExecutor(BaseExecutor):
         if not ray.is_initialized():
             ray.init(address=self.address, **self.init_kwargs)
             self._owns_ray = True
+        if self.gpus_per_trial and not self._checked_gpus:
+            try:
+                self._check_ray_gpus(ray)
+            except ConfigError:
+                self.shutdown()  # the engine calls shutdown only after a successful start
+                raise
         _send_experiment_files_by_value(ray, space, evaluator)
         try:
             self._payload = ray.put((space, evaluator))
@@ -81,7 +144,9 @@ class RayExecutor(BaseExecutor):
                 f"{exc}); keep them free of open files, locks and live processes, or use "
                 "executor='pool'"
             ) from exc
-        self._remote = ray.remote(num_cpus=self.cpus_per_trial, max_retries=0)(_ray_trial)
+        self._remote = ray.remote(
+            num_cpus=self.cpus_per_trial, num_gpus=self.gpus_per_trial, max_retries=0
+        )(_ray_trial)
 
     @property
     def n_running(self) -> int:
@@ -90,7 +155,7 @@ class RayExecutor(BaseExecutor):
 
     def submit(self, task: TrialTask) -> None:
         """Starts the trial as a Ray task."""
-        ref = self._remote.remote(self._payload, task, self.threads_per_trial)
+        ref = self._remote.remote(self._payload, task, self.threads_per_trial, self.gpus_per_trial)
         timeout = task.timeout
         deadline = time.monotonic() + timeout if timeout else None
         self._running[ref] = (task.trial, deadline, timeout)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nasforge.engine.evaluator import BaseEvaluator, EarlyStop, as_metrics
+from nasforge.run.devices import trial_placement
 from nasforge.run.weights import save_weights
 from nasforge.strategy.stopping import should_stop
 
@@ -51,6 +52,7 @@ class TrialResult:
     error: str | None = None
     duration: float | None = None
     checkpoint: str | None = None
+    placement: dict[str, Any] | None = None  # where it ran: {"node", "devices"} (run/devices)
 
 
 def failed_result(trial: int, error: str) -> TrialResult:
@@ -119,4 +121,6 @@ def run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialRes
         evaluator.last_model = None  # type: ignore[attr-defined]
     result.intermediates = intermediates
     result.duration = time.perf_counter() - start
+    placement = trial_placement()  # set by the executor that runs the trial
+    result.placement = None if placement is None else placement.to_dict()
     return result

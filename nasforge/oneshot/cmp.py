@@ -60,6 +60,7 @@ from nasforge.oneshot.common import (
 )
 from nasforge.oneshot.search import SearchState, epoch_row, get_algorithm
 from nasforge.oneshot.supernet import Supernet
+from nasforge.run.devices import check_device
 from nasforge.run.loopback import pin_to_loopback
 from nasforge.space import ModelSpace
 
@@ -233,12 +234,10 @@ def _check_device(device: str, workers: str = "thread", world: int = 1) -> str:
             f"{world} GPUs, this machine has {torch.cuda.device_count()}; use workers='thread' "
             "(partitions on CUDA streams of one GPU)"
         )
-    if device == "cpu" or (device.startswith("cuda") and torch.cuda.is_available()):
+    check_device(device)  # the GPU exists (one shared check for every kind of run)
+    if device == "cpu" or device.startswith("cuda"):
         return device
-    raise ConfigError(
-        f"device {device!r} is not usable here (CUDA available: {torch.cuda.is_available()}); "
-        "use 'cpu', or 'cuda' on a machine with a GPU"
-    )
+    raise ConfigError(f"device {device!r} is not usable here; use 'cpu', 'cuda' or 'cuda:N'")
 
 
 def profile_steps(

@@ -39,6 +39,7 @@ from nasforge.oneshot.darts import Darts
 from nasforge.oneshot.nasb import Nasb, binarize
 from nasforge.oneshot.reversible import set_reconstruct
 from nasforge.oneshot.supernet import Supernet
+from nasforge.run.devices import check_device
 from nasforge.space import ModelSpace
 
 __all__ = ["RevSearchConfig", "RevSearchResult", "inverse_sqrt", "rev_search", "rev_step"]
@@ -69,7 +70,9 @@ class RevSearchConfig:
     device: str = "cpu"  # where the supernet lives; batches must be there too
 
     def check(self) -> None:
-        """Raises ConfigError on an unknown algorithm or a non-positive budget."""
+        """Raises ConfigError on an unknown algorithm, a non-positive budget, or a device
+        this machine does not have."""
+        check_device(self.device, "the DARTSformer search's device")
         if self.algorithm not in _ALGOS:
             raise ConfigError(
                 f"reversible search algorithm {self.algorithm!r} unknown; expected one of "

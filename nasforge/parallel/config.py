@@ -24,6 +24,7 @@ from nasforge.parallel.csp import check_subnet, static_partition
 from nasforge.parallel.mirror import check_layer_costs
 from nasforge.parallel.sampler import get_sampler
 from nasforge.parallel.supernet import n_candidates
+from nasforge.run.devices import check_device
 
 __all__ = [
     "POLICIES",
@@ -128,12 +129,13 @@ def check_config(cfg: RunConfig) -> None:
     """Returns None when ``cfg`` can run.
 
     Raises:
-        ConfigError: unknown policy or sampler, steps < 0, batch size < 1, stages < 1, fewer
-            explicit subnets than steps; ``mirror`` with a policy other than csp, or
-            ``layer_costs`` not shaped like the space.
+        ConfigError: a device this machine does not have; unknown policy or sampler, steps
+            < 0, batch size < 1, stages < 1, fewer explicit subnets than steps; ``mirror``
+            with a policy other than csp, or ``layer_costs`` not shaped like the space.
         ScheduleError: more stages than the space has blocks.
         ArchitectureError: an explicit subnet names a missing candidate.
     """
+    check_device(cfg.device, "the pipeline's device")
     if cfg.policy not in POLICIES:
         raise ConfigError(f"policy must be one of {POLICIES}, got {cfg.policy!r}")
     if cfg.steps < 0 or cfg.batch_size < 1 or cfg.n_stages < 1:

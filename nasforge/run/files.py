@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from nasforge.errors import ConfigError
+from nasforge.run.devices import check_device
 from nasforge.run.refs import load_script
 from nasforge.run.runner import BaseRunner, get_runner, runner_for_strategy
 
@@ -85,10 +86,12 @@ def load_run_file(path: str | Path, **overrides: Any) -> BaseRunner:
 
     Raises:
         ConfigError: see :func:`read_run_file`; no ``kind`` and a ``strategy`` no runner
-            accepts (the message suggests the closest names); a bad setting of the kind.
+            accepts (the message suggests the closest names); a ``device`` this machine does
+            not have (whatever the kind); a bad setting of the kind.
     """
     path = Path(path).resolve()
     settings = read_run_file(path)
+    check_device(settings.get("device"), f"{path.name}: device")  # before any kind's checks
     kind = settings.pop("kind", None)
     if kind is not None:
         runner = get_runner(kind)

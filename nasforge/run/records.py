@@ -41,6 +41,9 @@ class TrialRecord:
     checkpoint: str | None = None
     cached_from: int | None = None
     evaluation: str = "trained"
+    #: where it ran: ``{"node": host or Ray node address, "devices": [GPU ids], "gpus": share}``
+    #: (see :mod:`nasforge.run.devices`); None when not recorded
+    placement: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Returns the record as a JSON-able dict."""

@@ -11,6 +11,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from nasforge.run.devices import placement_text
 from nasforge.run.results import rank_trials
 from nasforge.run.store import Store, TrialRecord
 
@@ -98,7 +99,8 @@ def progress_table(store: Store, limit: int = 10) -> tuple[list[str], list[list[
 def trial_table(store: Store, limit: int | None = 20) -> tuple[list[str], list[list[str]], int]:
     """Returns (header, rows, n_more): the trials best feasible first, one row per distinct
     architecture (a cached repeat is counted in its original's row), then the unranked ones by
-    id; ``n_more`` counts the rows left out by ``limit``."""
+    id; ``n_more`` counts the rows left out by ``limit``. A ``where`` column (host and GPUs,
+    :func:`~nasforge.run.devices.placement_text`) appears when any shown trial recorded it."""
     obj, trials = store.objective(), store.trials(light=True)
     metric = obj["metric"]
     ranked = rank_trials(trials, metric, obj["mode"], obj["constraints"])
@@ -112,8 +114,10 @@ def trial_table(store: Store, limit: int | None = 20) -> tuple[list[str], list[l
     ]
     ordered = ranked + rest
     others = sorted({k for t in trials if t.metrics for k in t.metrics} - {metric})
-    header = ["rank", "trial", "status", "how", metric, *others, "seconds", "arch / error"]
     shown = [store.trial(t.id) for t in (ordered[:limit] if limit else ordered)]
+    where = any(t.placement for t in shown)
+    header = ["rank", "trial", "status", "how", metric, *others, "seconds"]
+    header += ["where"] * where + ["arch / error"]
     rows = []
     for i, t in enumerate(shown):
         m = t.metrics or {}
@@ -129,6 +133,7 @@ def trial_table(store: Store, limit: int | None = 20) -> tuple[list[str], list[l
                 t.evaluation,
                 *(f"{m[k]:.5g}" if m.get(k) is not None else "" for k in [metric, *others]),
                 "" if t.duration is None else f"{t.duration:.2f}",
+                *([placement_text(t.placement)] if where else []),
                 info,
             ]
         )

@@ -37,7 +37,11 @@ Tables
     trials      every architecture measured: arch, arch id, status, metrics, intermediate
                 metrics, error text, timings, checkpoint, ``evaluation`` (``trained``: trained
                 standalone; ``inherited``: measured with supernet weights; ``predicted``: by a
-                model) and ``cached_from`` (an earlier trial of the same architecture)
+                model), ``cached_from`` (an earlier trial of the same architecture) and
+                ``placement`` (JSON ``{"node", "devices", "gpus"}``: the host or Ray node and
+                the GPU ids the trial ran on, ``devices: []`` on CPU; NULL when the writer did
+                not say; a record made before this column existed gains it, empty, when a
+                writer opens it, and readers of such a record see None)
     events      every ask and tell of a strategy in happening order; replaying them rebuilds
                 the strategy exactly (see ``nasforge.engine.experiment``)
     artifacts   named files of the run (supernet weights, exported models): name, relative
@@ -101,7 +105,8 @@ CREATE TABLE trials (
     duration REAL,
     checkpoint TEXT,
     cached_from INTEGER,
-    evaluation TEXT NOT NULL DEFAULT 'trained'
+    evaluation TEXT NOT NULL DEFAULT 'trained',
+    placement TEXT
 );
 CREATE INDEX trials_arch ON trials (arch_id);
 CREATE INDEX trials_status ON trials (status);
@@ -154,6 +159,7 @@ class Store:
         self._lock = lock
         self.readonly = readonly
         self._config: dict[str, Any] | None = None
+        self._trial_columns: set[str] | None = None
 
     # -- opening -------------------------------------------------------------------------------
     @classmethod
@@ -239,6 +245,7 @@ class Store:
             store.close()
             raise
         if not readonly:
+            store._migrate()
             store.set_meta("state", "running")
             store.set_meta("error", "")
         return store
@@ -283,6 +290,20 @@ class Store:
                 f"{path} has store format version {meta.get('version')!r}; this nasforge reads "
                 f"version {FORMAT_VERSION}; open it with the nasforge that wrote it"
             )
+
+    def _columns(self) -> set[str]:
+        """Returns the names of the trials table's columns (older records lack some)."""
+        if self._trial_columns is None:
+            rows = self._query("PRAGMA table_info(trials)")
+            self._trial_columns = {r[1] for r in rows}
+        return self._trial_columns
+
+    def _migrate(self) -> None:
+        """Adds the columns a record made by an earlier nasforge lacks (empty), as writer."""
+        if "placement" not in self._columns():
+            with self._write() as conn:
+                conn.execute("ALTER TABLE trials ADD COLUMN placement TEXT")
+            self._trial_columns = None
 
     def close(self) -> None:
         """Closes the database and releases the writer lock (if held)."""
@@ -517,19 +538,21 @@ class Store:
         cached_from: int | None = None,
         evaluation: str = "trained",
         event: bool = True,
+        placement: Mapping[str, Any] | None = None,
     ) -> None:
-        """Records the outcome of a trial and (unless ``event`` is False) its tell event in one
-        transaction."""
+        """Records the outcome of a trial (with where it ran, ``placement``) and (unless
+        ``event`` is False) its tell event in one transaction."""
         assert status in FINISHED, status
         assert evaluation in EVALUATIONS, evaluation
         m = None if metrics is None else _dumps("metrics", dict(metrics))
         inter = _dumps("intermediate metrics", list(intermediates or []))
+        where = None if placement is None else _dumps("a placement", dict(placement))
         with self._write() as conn:
             conn.execute(
                 "UPDATE trials SET status=?, metrics=?, intermediates=?, error=?, finished=?, "
-                "duration=?, checkpoint=?, cached_from=?, evaluation=? WHERE id=?",
+                "duration=?, checkpoint=?, cached_from=?, evaluation=?, placement=? WHERE id=?",
                 (status, m, inter, error, time.time(), duration, checkpoint, cached_from,
-                 evaluation, trial_id),
+                 evaluation, where, trial_id),
             )  # fmt: skip
             if event:
                 conn.execute("INSERT INTO events (kind, trial) VALUES ('tell', ?)", (trial_id,))
@@ -553,6 +576,7 @@ class Store:
     def _row(self, r: sqlite3.Row, light: bool = False) -> TrialRecord:
         tid = r["id"]
         metrics = r["metrics"]
+        where = r["placement"] if "placement" in r.keys() else None
         return TrialRecord(
             id=tid,
             arch_id=r["arch_id"],
@@ -567,6 +591,7 @@ class Store:
             checkpoint=r["checkpoint"],
             cached_from=r["cached_from"],
             evaluation=r["evaluation"],
+            placement=None if where is None else self._decode(where, "trials", tid, dict),
         )
 
     def trials(self, status: str | None = None, light: bool = False) -> list[TrialRecord]:
@@ -579,6 +604,7 @@ class Store:
         """
         cols = "id, arch_id, status, metrics, error, started, finished, duration, checkpoint, "
         cols += "cached_from, evaluation" + ("" if light else ", arch, intermediates")
+        cols += ", placement" if "placement" in self._columns() else ""
         if status is None:
             rows = self._query(f"SELECT {cols} FROM trials ORDER BY id")
         else:

@@ -116,3 +116,17 @@ def test_summary_cache_reuses_a_finished_run_and_rereads_a_changed_one(tmp_path:
         store.finish()
     again = cache.get("0/a", "a", tmp_path / "a")
     assert again is not first and (again.n_trials, again.best) == (6, 0.99)
+
+
+def test_trial_table_shows_where_each_trial_ran(tmp_path: Path) -> None:
+    """The dashboard's trial rows carry the host and GPUs each trial ran on, sortable."""
+    obj = {"metric": "accuracy", "mode": "max", "constraints": {}, "second": None}
+    with Store.create(tmp_path / "r", {"kind": "multitrial", "objective": obj}) as s:
+        for i, gpu in enumerate([1, 0], 1):
+            t = s.add_trial(f"{i:016x}", {"w": i})
+            where = {"node": "box", "devices": [gpu], "gpus": 1.0}
+            s.finish_trial(t, "done", {"accuracy": i / 10}, placement=where)
+    with Store.open(tmp_path / "r") as store:
+        sort = [{"column_id": "where", "direction": "asc"}]
+        page = data.trial_page(store, data.TrialCache(), 0, 10, sort)
+    assert [(r["id"], r["where"]) for r in page["rows"]] == [(2, "box gpu 0"), (1, "box gpu 1")]

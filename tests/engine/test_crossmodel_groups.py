@@ -98,3 +98,27 @@ def test_a_space_that_cannot_be_split_falls_back(tmp_path) -> None:
     trials, evs = _search(tmp_path, "fb", True, _Reordered())
     assert "fell_back" in [e["event"] for e in evs]
     assert all(t.status == "done" for t in trials.values())
+
+
+def test_merged_trials_run_on_the_configured_gpu(tmp_path, monkeypatch) -> None:
+    """With GPU 1 of a (fake) two-GPU list given to in-process trials, merged training asks
+    the trial's placement for its device, and every trial, merged or alone, records GPU 1."""
+    from nasforge.engine.crossmodel import groups
+    from nasforge.run import devices
+
+    monkeypatch.setattr(devices, "visible_gpus", lambda: [0, 1])
+    asked = []
+
+    def spy(device):
+        asked.append(devices.trial_placement())
+        return devices.resolve_device(device)  # cpu here: the fake GPU is not there
+
+    monkeypatch.setattr(groups, "resolve_device", spy)
+    ev = ClassificationEvaluator(data=load_digits(seed=0), epochs=1, lr=3e-3, seed=0)
+    exp = Experiment(FrozenDigits(), ev, "grid", directory=tmp_path / "g", executor="inprocess",
+                     progress="off", gpus_per_trial=1, devices=[1])  # fmt: skip
+    exp.run()
+    assert asked and all(p is not None and p.devices == (1,) for p in asked)
+    assert all(t.placement["devices"] == [1] for t in exp.trials())
+    with Store.open(tmp_path / "g") as store:
+        assert events(store)[0]["optimization"] == "opbatch"  # the trials did run merged

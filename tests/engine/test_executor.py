@@ -96,3 +96,123 @@ def test_get_executor():
     assert get_executor(ex) is ex
     with pytest.raises(ConfigError, match="unknown executor"):
         get_executor("slurm")
+
+
+# -- GPUs: each child gets exactly its slot's GPUs (a fake list of two GPUs on this machine) ----
+@pytest.fixture
+def two_fake_gpus(monkeypatch):
+    """The engine's process sees two GPUs (ids 0 and 1); the trials never touch CUDA."""
+    from nasforge.run import devices
+
+    monkeypatch.setattr(devices, "visible_gpus", lambda: [0, 1])
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+def _gpu_run(tmp_path, gpus, concurrency=8, devices=None, executor="pool"):
+    from nasforge.engine import Experiment
+    from tests.engine.gpu_trials import SPACE, WhereEvaluator, rows
+
+    out = tmp_path / "seen"
+    out.mkdir(parents=True)
+    exp = Experiment(
+        SPACE,
+        WhereEvaluator(out),
+        "grid",
+        directory=tmp_path / "run",
+        executor=executor,
+        concurrency=concurrency,
+        gpus_per_trial=gpus,
+        devices=devices,
+        progress="off",
+        crossmodel=False,
+    )
+    exp.run()
+    return exp, rows(out)
+
+
+def test_pool_shares_each_gpu_between_two_trials_at_half(two_fake_gpus, tmp_path):
+    """2 GPUs at 0.5 per trial: 4 slots; each child's CUDA_VISIBLE_DEVICES is its one GPU, at
+    most two trials hold a GPU at once, and every trial records the GPU it ran on."""
+    from tests.engine.gpu_trials import most_at_once
+
+    exp, seen = _gpu_run(tmp_path, 0.5)
+    assert exp.executor.concurrency == 4  # lowered from 8 to the GPUs' slots
+    assert len(seen) == 8 and len({r["pid"] for r in seen}) == 8
+    for r in seen:
+        assert len(r["devices"]) == 1 and r["env"] == str(r["devices"][0])
+        assert r["device"] == "cpu"  # the fake GPUs are not there: the trial falls back
+    assert max(most_at_once(seen).values()) == 2  # shared, never by more than two
+    assert all(v <= 2 for v in most_at_once(seen).values())
+    recorded = {t.arch["x"]: t.placement for t in exp.trials()}
+    assert all(recorded[r["x"]]["devices"] == r["devices"] for r in seen)
+    assert all(p["gpus"] == 0.5 and p["node"] for p in recorded.values())
+
+
+def test_pool_gives_whole_gpus_to_one_trial_each(two_fake_gpus, tmp_path):
+    """1 GPU per trial: two slots, no GPU ever held by two trials at once."""
+    from tests.engine.gpu_trials import most_at_once
+
+    exp, seen = _gpu_run(tmp_path, 1)
+    assert exp.executor.concurrency == 2
+    assert all(r["env"] == str(r["devices"][0]) for r in seen)
+    assert most_at_once(seen) == {0: 1, 1: 1}
+
+
+def test_pool_multi_gpu_trials_see_both_gpus(two_fake_gpus, tmp_path):
+    """2 GPUs per trial out of 2: one trial at a time, each seeing CUDA_VISIBLE_DEVICES=0,1."""
+    exp, seen = _gpu_run(tmp_path, 2)
+    assert exp.executor.concurrency == 1
+    assert {r["env"] for r in seen} == {"0,1"} and all(r["devices"] == [0, 1] for r in seen)
+
+
+def test_pool_maps_ids_through_the_engines_visible_devices(two_fake_gpus, tmp_path, monkeypatch):
+    """An engine started with CUDA_VISIBLE_DEVICES=5,7 and devices=[1] gives each child the
+    physical GPU 7, and records id 1 as the engine numbers it."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
+    exp, seen = _gpu_run(tmp_path, 1, devices=[1])
+    assert {r["env"] for r in seen} == {"7"} and all(r["devices"] == [1] for r in seen)
+    assert {t.placement["devices"][0] for t in exp.trials()} == {1}
+
+
+def test_in_process_trials_get_the_configured_devices(two_fake_gpus, tmp_path):
+    """In-process trials get the first of `devices`; the engine's environment is untouched;
+    CPU trials record the host and no GPU."""
+    exp, seen = _gpu_run(tmp_path, 1, devices=[1], executor="inprocess")
+    assert all(r["devices"] == [1] and r["env"] is None for r in seen)
+    _, cpu = _gpu_run(tmp_path / "cpu", 0, executor="inprocess")
+    assert all(r["devices"] == [] for r in cpu)
+
+
+def test_pool_refuses_gpus_after_cuda_was_initialised(two_fake_gpus, monkeypatch):
+    """A forked child cannot use CUDA once the engine initialised it: a ConfigError at start."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    ex = ProcessPoolExecutor(2)
+    ex.use_gpus(1)
+    with pytest.raises(ConfigError, match="CUDA is already initialised"):
+        ex.start(SPACE, FunctionEvaluator(_ev))
+    cpu = ProcessPoolExecutor(2)  # CPU trials do not care
+    cpu.start(SPACE, FunctionEvaluator(_ev))
+    cpu.shutdown()
+
+
+@pytest.mark.slow
+def test_the_gpu_example_runs_on_a_fake_gpu(two_fake_gpus, tmp_path, monkeypatch):
+    """examples/gpu_trials.yaml (half a GPU per trial) on a machine made to show one GPU: the
+    pool runs two trials at a time, both on GPU 0, and the record says so."""
+    from pathlib import Path
+
+    from nasforge.cli import main
+    from nasforge.run import devices
+    from nasforge.run.store import Store
+
+    monkeypatch.setattr(devices, "visible_gpus", lambda: [0])
+    example = Path(__file__).resolve().parents[2] / "examples" / "gpu_trials.yaml"
+    assert main(["run", str(example), "--dir", str(tmp_path / "run")]) == 0
+    with Store.open(tmp_path / "run") as store:
+        trials = store.trials()
+    assert len(trials) == 4 and all(t.status == "done" for t in trials)
+    assert all(t.placement["devices"] == [0] and t.placement["gpus"] == 0.5 for t in trials)
+    at_once = [sum(1 for u in trials if u.started <= t.started < u.finished) for t in trials]
+    assert max(at_once) == 2  # 0.5 per trial: two share the one GPU, never three

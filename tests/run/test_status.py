@@ -66,3 +66,20 @@ def test_notes_are_recorded_in_order_and_shown_by_status(tmp_path: Path, capsys)
         s.set_meta("notes", "{not json")
         with pytest.raises(StoreError, match="notes"):
             s.notes()
+
+
+def test_status_shows_where_each_trial_ran(tmp_path: Path) -> None:
+    """A `where` column gives each trial's host and GPUs (and its share of a GPU); records
+    without placements keep the table they had."""
+    with Store.create(tmp_path / "a", {"kind": "x", "objective": OBJECTIVE}) as s:
+        a = s.add_trial("a" * 16, {"w": 1})
+        s.finish_trial(a, "done", {"acc": 0.9}, placement={"node": "n1", "devices": [1],
+                                                           "gpus": 0.5})  # fmt: skip
+        b = s.add_trial("b" * 16, {"w": 2})
+        s.finish_trial(b, "done", {"acc": 0.5}, placement={"node": "n2", "devices": []})
+        header, rows, _ = trial_table(s)
+        col = header.index("where")
+        assert [r[col] for r in rows] == ["n1 gpu 1 (x0.5)", "n2 cpu"]
+    with Store.create(tmp_path / "b", {"kind": "x", "objective": OBJECTIVE}) as s:
+        s.finish_trial(s.add_trial("a" * 16, {"w": 1}), "done", {"acc": 0.9})
+        assert "where" not in trial_table(s)[0]

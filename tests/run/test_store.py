@@ -174,3 +174,29 @@ def test_corrupt_rows_are_store_errors_naming_the_row(tmp_path):
     conn.close()
     with pytest.raises(StoreError, match="meta row 'config'"):
         Store.open(tmp_path)
+
+
+def test_placement_round_trips_and_an_older_record_gains_its_column(tmp_path):
+    """A trial's placement is stored as JSON and read back; a record written before the
+    placement column existed reads as None, and gains the column when a writer opens it."""
+    import sqlite3
+
+    obj = {"kind": "x", "objective": {"metric": "acc", "mode": "max"}}
+    with Store.create(tmp_path / "new", obj) as s:
+        t = s.add_trial("a" * 16, {"w": 1})
+        s.finish_trial(t, "done", {"acc": 1.0}, placement={"node": "h", "devices": [1]})
+        assert s.trial(t).placement == {"node": "h", "devices": [1]}
+        assert s.trials(light=True)[0].placement == {"node": "h", "devices": [1]}
+    old = tmp_path / "old"
+    with Store.create(old, obj) as s:
+        s.finish_trial(s.add_trial("a" * 16, {"w": 1}), "done", {"acc": 1.0})
+    conn = sqlite3.connect(old / "run.db")
+    conn.execute("ALTER TABLE trials DROP COLUMN placement")  # as an older nasforge made it
+    conn.commit()
+    conn.close()
+    with Store.open(old) as r:  # a reader never changes the file
+        assert r.trials()[0].placement is None and r.trial(1).placement is None
+    with Store.open(old, readonly=False) as w:
+        t = w.add_trial("b" * 16, {"w": 2})
+        w.finish_trial(t, "done", {"acc": 0.5}, placement={"node": "h", "devices": []})
+        assert [x.placement for x in w.trials()] == [None, {"node": "h", "devices": []}]

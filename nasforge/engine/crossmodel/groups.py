@@ -28,6 +28,7 @@ from nasforge.engine.crossmodel.opbatch import MergedModels, find_prefix
 from nasforge.engine.crossmodel.policy import Introspection
 from nasforge.engine.executor import BaseExecutor
 from nasforge.engine.trial import TrialResult, TrialTask, run_trial, save_weights
+from nasforge.run.devices import placed, resolve_device, trial_placement
 
 __all__ = ["GroupExecutor", "mergeable_recipe", "has_frozen_prefix"]
 
@@ -81,7 +82,7 @@ def run_merged(space: Any, evaluator: Any, tasks: list[TrialTask]) -> list[Trial
     from nasforge.space import freeze
 
     r = evaluator.config()
-    device = r["device"]
+    device = resolve_device(r["device"])  # None: the trial's device, as the evaluator does
     start = time.perf_counter()
     models = []
     for t in tasks:
@@ -119,6 +120,8 @@ def run_merged(space: Any, evaluator: Any, tasks: list[TrialTask]) -> list[Trial
             "train_seconds": seconds,
         }
         res = TrialResult(t.trial, "done", metrics, intermediates[i], duration=seconds)
+        where = trial_placement()
+        res.placement = None if where is None else where.to_dict()
         if t.checkpoint:
             res.checkpoint = save_weights(m, t.checkpoint)
         out.append(res)
@@ -158,6 +161,13 @@ class GroupExecutor(BaseExecutor):
     def poll(self, timeout: float) -> list[TrialResult]:
         """Runs the queued group (merged or one by one) and returns every finished result."""
         tasks, self._pending = self._pending, []
+        with placed(self.local_placement()):  # merged or alone, on the configured devices
+            self._poll(tasks)
+        out = list(self._done)
+        self._done.clear()
+        return out
+
+    def _poll(self, tasks: list[TrialTask]) -> None:
         if self.intro is not None and not self.intro.decided() and len(tasks) >= 3:
             # measure both ways on this group: its first trial alone, the rest merged
             self._run(tasks[:1], "independent")
@@ -165,9 +175,6 @@ class GroupExecutor(BaseExecutor):
         elif tasks:
             merge = self.intro is None or self.intro.choice() == "merged"
             self._run(tasks, "merged" if merge and len(tasks) >= 2 else "independent")
-        out = list(self._done)
-        self._done.clear()
-        return out
 
     def _run(self, tasks: list[TrialTask], way: str) -> None:
         t = time.perf_counter()

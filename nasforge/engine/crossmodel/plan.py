@@ -33,6 +33,7 @@ from nasforge.engine.crossmodel.policy import Applied, Introspection, detect, op
 from nasforge.engine.executor import BaseExecutor
 from nasforge.engine.trial import TrialResult, TrialTask, run_trial
 from nasforge.errors import ConfigError
+from nasforge.run.devices import placed
 
 __all__ = ["CrossModelPlan", "SupergraphExecutor", "SOURCE", "events"]
 
@@ -184,7 +185,8 @@ class SupergraphExecutor(BaseExecutor):
         mode = self._mode()
         self._evaluator.switch(self._space, mode)
         t = time.perf_counter()
-        result = run_trial(self._space, self._evaluator, task)
+        with placed(self.local_placement()):
+            result = run_trial(self._space, self._evaluator, task)
         took = time.perf_counter() - t
         self._done.append(result)
         if self.intro is None or self.intro.decided() or result.status != "done":

@@ -37,6 +37,7 @@ from torch import nn
 
 from nasforge.engine.evaluator import BaseEvaluator, Report
 from nasforge.errors import ConfigError
+from nasforge.run.devices import check_device, resolve_device
 
 __all__ = ["SharedWeightsEvaluator", "SHARING_MODES", "path_map"]
 
@@ -94,7 +95,8 @@ class SharedWeightsEvaluator(BaseEvaluator):
     architectures in sequence), which the engine ensures.
 
     Raises:
-        ConfigError: an unknown ``sharing`` mode, a non-positive batch size or count.
+        ConfigError: an unknown ``sharing`` mode, a non-positive batch size or count, a
+            ``device`` this machine does not have (None, the default: the trial's device).
     """
 
     needs_model = True
@@ -115,8 +117,9 @@ class SharedWeightsEvaluator(BaseEvaluator):
         seed: int = 0,
         sharing: str = "file",
         path: str | Path | None = None,
-        device: str = "cpu",
+        device: str | None = None,
     ) -> None:
+        check_device(device, "the shared-weights evaluator's device")
         if sharing not in SHARING_MODES:
             raise ConfigError(f"sharing {sharing!r} is not one of {SHARING_MODES}")
         for name, v in (("batches_per_trial", batches_per_trial), ("batch_size", batch_size)):
@@ -147,6 +150,10 @@ class SharedWeightsEvaluator(BaseEvaluator):
             "device": self.device,
         }
 
+    def _device(self) -> torch.device:
+        """Returns where the weights live: ``device``, or (None) the trial's device."""
+        return resolve_device(self.device)
+
     # -- the shared state ------------------------------------------------------------------
     def _new_supernet(self, space: Any) -> Any:
         from nasforge.engine.crossmodel.singlepath import SinglePath
@@ -156,7 +163,7 @@ class SharedWeightsEvaluator(BaseEvaluator):
         for m in net.modules():
             if hasattr(m, "reset_parameters"):
                 m.reset_parameters()
-        return net.to(self.device)
+        return net.to(self._device())
 
     def _initial_state(self, space: Any) -> dict[str, Any]:
         net = self._new_supernet(space)
@@ -169,7 +176,7 @@ class SharedWeightsEvaluator(BaseEvaluator):
             return self._dict
         if not self.path.exists():
             return self._initial_state(space)
-        return torch.load(self.path, weights_only=True, map_location=self.device)
+        return torch.load(self.path, weights_only=True, map_location=self._device())
 
     def _save(self, state: dict[str, Any]) -> None:
         if self.sharing == "dict":
@@ -228,7 +235,7 @@ class SharedWeightsEvaluator(BaseEvaluator):
 
     def _load_for_supergraph(self, space: Any) -> dict[str, Any]:
         if self.path.exists():  # a file written by file-mode trials before a switch
-            return torch.load(self.path, weights_only=True, map_location=self.device)
+            return torch.load(self.path, weights_only=True, map_location=self._device())
         return self._initial_state(space)
 
     # -- one trial -------------------------------------------------------------------------
@@ -236,7 +243,7 @@ class SharedWeightsEvaluator(BaseEvaluator):
         x, y = self.train
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
         idx = torch.randint(len(x), (self.batch_size,), generator=g)
-        return x[idx].to(self.device), y[idx].to(self.device)
+        return x[idx].to(self._device()), y[idx].to(self._device())
 
     def _train(self, model: nn.Module, opt: torch.optim.Optimizer, step: int) -> dict[str, float]:
         model.train()
@@ -254,7 +261,7 @@ class SharedWeightsEvaluator(BaseEvaluator):
 
             vx, vy = self.val
             n = self.val_size
-            acc = accuracy(model, (vx[:n], vy[:n]), batch_size=max(1, n), device=self.device)
+            acc = accuracy(model, (vx[:n], vy[:n]), batch_size=max(1, n), device=self._device())
         return {"accuracy": acc, "loss": loss_v}
 
     def evaluate(self, space: Any, arch: dict[str, Any], report: Report) -> dict[str, float]:
@@ -272,7 +279,7 @@ class SharedWeightsEvaluator(BaseEvaluator):
         from nasforge.space import freeze
 
         state = self._load(space)
-        model = freeze(space, arch).to(self.device)
+        model = freeze(space, arch).to(self._device())
         keys = path_map(space, model, arch)
         weights = state["weights"]
         model.load_state_dict({k: weights[v] for k, v in keys.items()})
