@@ -11,6 +11,11 @@ store, tell the strategy; resume after a crash by replaying the recorded history
              one still running makes the duplicate wait for it.
     budget   ``n_trials`` counts trained trials (not cached ones); ``time_budget`` counts
              seconds across resumes; in-flight trials always finish.
+    names    the metric, constraints and second objective are checked against the metrics the
+             evaluator declares (``metric_names``) before anything is written; an evaluator
+             that declares none is checked on each finished trial, and the first trial without
+             a named metric stops the whole run (no more trials, in-flight ones killed, the
+             run recorded ``failed``)
     merge    before the first trial, the cross-model plan (``nasforge.engine.crossmodel``)
              may put the trials on an executor that merges what they share; it records what
              it did in the run (``crossmodel=False`` turns it off).
@@ -26,7 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from nasforge.engine.crossmodel.plan import CrossModelPlan
-from nasforge.engine.evaluator import BaseEvaluator, FunctionEvaluator, get_evaluator
+from nasforge.engine.evaluator import (
+    BaseEvaluator,
+    FunctionEvaluator,
+    check_metric_names,
+    get_evaluator,
+    missing_metric,
+)
 from nasforge.engine.executor import BaseExecutor, get_executor
 from nasforge.engine.trial import TrialResult, TrialTask
 from nasforge.errors import ConfigError, TrialError
@@ -76,7 +87,9 @@ class Experiment(BaseRunner):
 
     Raises:
         ConfigError: unknown strategy or executor, a space without decisions, an evaluator with
-            a wrong signature or that never returns a value, no budget, bad metric options.
+            a wrong signature or that never returns a value, no budget, bad metric options, a
+            metric (or constraint, second objective) the evaluator declares it does not
+            return; (from ``run``) the first finished trial whose metrics lack one of them.
         StoreError: ``run`` on a directory that already holds an experiment, or ``resume`` on
             one that is missing, foreign, corrupted, or was made with another space/strategy.
         TrialError: (from ``run``) every trial failed; the message summarises the errors.
@@ -145,6 +158,8 @@ class Experiment(BaseRunner):
             raise ConfigError("give a budget: n_trials=..., time_budget=... (seconds), or both")
         metric = metric if metric is not None else self.evaluator.default_metric
         objective = Objective(metric, mode, constraints, second_objective)
+        self._wanted = _named_metrics(objective)
+        check_metric_names(self.evaluator, self._wanted)
         self.second_objective = objective.second
         self.n_trials, self.time_budget = n_trials, time_budget
         self.executor = get_executor(executor, concurrency)
@@ -272,6 +287,7 @@ class Experiment(BaseRunner):
         self._exhausted = False
         self._n_cached = self._n_failed = 0
         self._best: tuple[float, float] | None = None
+        self._stop: str | None = None  # why the run must stop now (a metric it names is missing)
         inflight = self._replay(store)
         self._elapsed0 = float(store.get_meta("elapsed", "0") or 0)
         self._t0 = time.monotonic()
@@ -351,7 +367,7 @@ class Experiment(BaseRunner):
             )
 
     def _can_ask(self) -> bool:
-        if self._exhausted or self._dups_in_row >= self.max_duplicates:
+        if self._stop or self._exhausted or self._dups_in_row >= self.max_duplicates:
             return False
         busy = self.executor.n_running + sum(len(w) for w in self._waiting.values())
         if busy >= self.executor.concurrency:
@@ -386,6 +402,8 @@ class Experiment(BaseRunner):
                 break
             for result in self.executor.poll(0.5):
                 self._record(result)
+            if self._stop:  # the executor's shutdown (in _execute) kills the trials in flight
+                raise ConfigError(self._stop)
             self._show()
 
     def _launch(self, tid: int) -> None:
@@ -441,26 +459,27 @@ class Experiment(BaseRunner):
         tid = result.trial
         if result.status == "failed":
             log.warning("trial %d failed: %s", tid, (result.error or "").strip()[-500:])
-        metrics = result.metrics
+        metrics, status, error = result.metrics, result.status, result.error
         if metrics is not None and any(not math.isfinite(v) for v in metrics.values()):
             metrics = None
+        missing = None
+        if status == "done" and metrics is not None:
+            missing = missing_metric(tid, metrics, self._wanted)
+        if missing is not None:  # the first such trial stops the run: the rest would fail too
+            status, error, self._stop = "failed", missing, missing
         checkpoint = result.checkpoint
         if checkpoint is not None and Path(checkpoint).is_relative_to(self.directory.resolve()):
             checkpoint = str(Path(checkpoint).relative_to(self.directory.resolve()))
         self.store.finish_trial(
-            tid,
-            result.status,
-            metrics,
-            result.intermediates,
-            result.error,
-            result.duration,
-            checkpoint,
+            tid, status, metrics, result.intermediates, error, result.duration, checkpoint
         )
         self.store.set_meta("elapsed", repr(self._elapsed()))
         rec = self.store.trial(tid)
         self._records[tid] = rec
         self._n_trained += 1
         self._after_finish(rec)
+        if self._stop:  # duplicates waiting on it stay in flight, like the trials killed
+            return
         for waiter in self._waiting.pop(rec.arch_id, []):
             self._resolve_cached(waiter, tid)
 
@@ -518,3 +537,13 @@ def _evaluator_ref(evaluator: BaseEvaluator) -> Any:
         return {k: v for k, v in described.items() if k != "rebuildable"}
     ref = find_ref(target)
     return ref if ref is not None else {"unrebuildable": described}
+
+
+def _named_metrics(objective: Objective) -> dict[str, str]:
+    """Returns metric name -> the setting that names it (the optimised metric first)."""
+    named = {objective.metric: "metric"}
+    for name in objective.constraints:
+        named.setdefault(name, "constraints")
+    if objective.second is not None:
+        named.setdefault(objective.second[0], "second_objective")
+    return named
