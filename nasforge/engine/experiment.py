@@ -16,6 +16,8 @@ store, tell the strategy; resume after a crash by replaying the recorded history
              that declares none is checked on each finished trial, and the first trial without
              a named metric stops the whole run (no more trials, in-flight ones killed, the
              run recorded ``failed``)
+    weights  only the files of the ``keep_checkpoints`` best trials (and of running ones)
+             are kept (``nasforge.engine.checkpoints``)
     merge    before the first trial, the cross-model plan (``nasforge.engine.crossmodel``)
              may put the trials on an executor that merges what they share; it records what
              it did in the run (``crossmodel=False`` turns it off).
@@ -30,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nasforge.engine.checkpoints import CheckpointKeeper
 from nasforge.engine.crossmodel.plan import CrossModelPlan
 from nasforge.engine.evaluator import (
     BaseEvaluator,
@@ -75,7 +78,8 @@ class Experiment(BaseRunner):
     ``["params <= 1e5"]``; ``second_objective`` e.g. ``("params", "min")`` for a Pareto front;
     ``executor`` ``"pool"`` (default), ``"inprocess"`` or an instance; ``crossmodel`` True
     (default: the cross-model optimizations that apply), False, or e.g. ``{"supergraph":
-    False}`` (docs/crossmodel.md).
+    False}`` (docs/crossmodel.md); ``keep_checkpoints`` how many of the best trials keep their
+    weight files (default 5; None keeps every file).
 
     It is the ``multitrial`` kind of run: ``nasforge run FILE`` builds it from a run file whose
     strategy is a multi-trial one (``random``, ``grid``, ``evolution``, ``tpe``, ``rl``, or any
@@ -116,6 +120,7 @@ class Experiment(BaseRunner):
         stopper: MedianStopper | None = None,
         retrain_duplicates: bool = False,
         save_weights: bool = True,
+        keep_checkpoints: int | None = 5,
         max_duplicates: int = 200,
         progress: str = "auto",
         source: dict[str, Any] | None = None,
@@ -160,6 +165,16 @@ class Experiment(BaseRunner):
         objective = Objective(metric, mode, constraints, second_objective)
         self._wanted = _named_metrics(objective)
         check_metric_names(self.evaluator, self._wanted)
+        if keep_checkpoints is not None and (
+            isinstance(keep_checkpoints, bool)
+            or not isinstance(keep_checkpoints, int)
+            or keep_checkpoints < 1
+        ):
+            raise ConfigError(
+                f"keep_checkpoints must be a positive int (the best trials whose weights are "
+                f"kept) or None (keep all), got {keep_checkpoints!r}; save_weights=False "
+                "saves none"
+            )
         self.second_objective = objective.second
         self.n_trials, self.time_budget = n_trials, time_budget
         self.executor = get_executor(executor, concurrency)
@@ -167,6 +182,7 @@ class Experiment(BaseRunner):
         self.stopper = stopper
         self.retrain_duplicates = retrain_duplicates
         self.save_weights = save_weights
+        self.keep_checkpoints = keep_checkpoints
         self.max_duplicates = max_duplicates
         self.progress_mode = progress
         self.threads = threads
@@ -197,6 +213,8 @@ class Experiment(BaseRunner):
             ConfigError: a missing space or evaluator, a bad reference or setting.
         """
         s = {**dict(settings), **overrides}
+        if "search_space" in s:  # a stored section; one without the setting kept every file
+            s.setdefault("keep_checkpoints", None)
         s.pop("search_space", None)  # stored for the resume check; the space rebuilds it
         data = s.pop("data", None)
         if isinstance(data, (str, dict, list)):
@@ -259,6 +277,7 @@ class Experiment(BaseRunner):
             "stopper": None if self.stopper is None else self.stopper.config(),
             "retrain_duplicates": self.retrain_duplicates,
             "save_weights": self.save_weights,
+            "keep_checkpoints": self.keep_checkpoints,
             "max_duplicates": self.max_duplicates,
             "threads": self.threads,
             "crossmodel": self.crossmodel,
@@ -288,7 +307,10 @@ class Experiment(BaseRunner):
         self._n_cached = self._n_failed = 0
         self._best: tuple[float, float] | None = None
         self._stop: str | None = None  # why the run must stop now (a metric it names is missing)
+        self._keeper = CheckpointKeeper(self.keep_checkpoints, store, self._score)
         inflight = self._replay(store)
+        if resume:
+            self._keeper.sweep(list(self._records.values()))
         self._elapsed0 = float(store.get_meta("elapsed", "0") or 0)
         self._t0 = time.monotonic()
         self._progress = Progress(self.n_trials, self.time_budget, self.progress_mode)
@@ -360,6 +382,7 @@ class Experiment(BaseRunner):
             self._known.setdefault(rec.arch_id, rec.id)
             if self._running.get(rec.arch_id) == rec.id:
                 del self._running[rec.arch_id]
+        self._keeper.add(rec)
         if self.stopper is not None and rec.status == "done":
             sign = 1 if self.mode == "max" else -1
             self.stopper.add_finished(

@@ -35,9 +35,11 @@ Tables
                 writer's own counter and ``(step)`` is unique, so a resumed run that writes a
                 step again replaces the row
     trials      every architecture measured: arch, arch id, status, metrics, intermediate
-                metrics, error text, timings, checkpoint, ``evaluation`` (``trained``: trained
-                standalone; ``inherited``: measured with supernet weights; ``predicted``: by a
-                model) and ``cached_from`` (an earlier trial of the same architecture)
+                metrics, error text, timings, checkpoint (None again once a run that keeps only
+                its best weights deleted the file: its ``checkpoints`` note says so),
+                ``evaluation`` (``trained``: trained standalone; ``inherited``: measured with
+                supernet weights; ``predicted``: by a model) and ``cached_from`` (an earlier
+                trial of the same architecture)
     events      every ask and tell of a strategy in happening order; replaying them rebuilds
                 the strategy exactly (see ``nasforge.engine.experiment``)
     artifacts   named files of the run (supernet weights, exported models): name, relative
@@ -533,6 +535,14 @@ class Store:
             )  # fmt: skip
             if event:
                 conn.execute("INSERT INTO events (kind, trial) VALUES ('tell', ?)", (trial_id,))
+
+    def clear_checkpoints(self, trial_ids: list[int]) -> None:
+        """Records that the trials have no weight file any more (their checkpoint becomes
+        None), in one transaction; call it before deleting the file."""
+        with self._write() as conn:
+            conn.executemany(
+                "UPDATE trials SET checkpoint=NULL WHERE id=?", [(int(t),) for t in trial_ids]
+            )
 
     def record_trial(
         self,
