@@ -56,6 +56,7 @@ class ClassificationEvaluator(BaseEvaluator):
         self._splits: Any = None
 
     default_metric = "accuracy"
+    metric_names = ("accuracy", "test_accuracy", "params", "train_seconds")
 
     def config(self) -> dict[str, Any]:
         """Returns the training settings as plain data."""

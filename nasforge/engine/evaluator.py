@@ -9,6 +9,11 @@ in) plus a ``report`` callable, and returns the trial's final metrics.
 
 A returned float is named after the experiment's metric; a dict may carry several metrics
 (accuracy, latency, params, FLOPs) and must contain the experiment's metric.
+
+An evaluator that knows what it returns declares it in ``metric_names``; the experiment then
+checks the metric, constraints and second objective it names before anything runs
+(:func:`check_metric_names`). For one that does not, the engine checks the first finished
+trial's metrics (:func:`missing_metric`) and stops the run there.
 """
 
 from __future__ import annotations
@@ -22,8 +27,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from nasforge.errors import ConfigError
+from nasforge.run.runner import did_you_mean
 
-__all__ = ["BaseEvaluator", "FunctionEvaluator", "Report", "get_evaluator"]
+__all__ = [
+    "BaseEvaluator",
+    "FunctionEvaluator",
+    "Report",
+    "get_evaluator",
+    "check_metric_names",
+    "missing_metric",
+]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +61,10 @@ class BaseEvaluator(abc.ABC):
     needs_model: bool = True
     #: The metric an experiment optimises when it names none.
     default_metric: str = "default"
+    #: The names of the metrics ``evaluate`` returns, when known (a class or instance
+    #: attribute); None: not declared, so the engine checks the first trial's metrics instead.
+    #: A subclass that returns other metrics than its base sets its own.
+    metric_names: tuple[str, ...] | None = None
 
     def check(self) -> None:  # noqa: B027 - optional hook
         """Raises ConfigError when the evaluator is misconfigured (default: nothing to check)."""
@@ -195,3 +212,40 @@ def as_metrics(value: Any, metric: str, require: bool = True) -> dict[str, float
     if isinstance(value, bool) or not hasattr(value, "__float__"):
         raise TypeError(f"the evaluator returned {value!r}; expected a float or a dict")
     return {metric: float(value)}
+
+
+def check_metric_names(evaluator: BaseEvaluator, wanted: Mapping[str, str]) -> None:
+    """Returns None when the evaluator declares no metrics or declares every name in
+    ``wanted`` (metric name -> the setting naming it: ``metric``, ``constraints``,
+    ``second_objective``).
+
+    Raises:
+        ConfigError: a wanted name is not declared; one line with the closest declared names.
+    """
+    declared = evaluator.metric_names
+    if declared is None:
+        return
+    for name, setting in wanted.items():
+        if name not in declared:
+            hint = did_you_mean(name, declared)
+            raise ConfigError(
+                f"{type(evaluator).__name__} returns no metric {name!r} (named by {setting}); "
+                f"it returns {', '.join(declared)}; {hint + ' ' if hint else ''}"
+                f"fix {setting} (nothing was run)"
+            )
+
+
+def missing_metric(
+    trial: int, metrics: Mapping[str, float], wanted: Mapping[str, str]
+) -> str | None:
+    """Returns a one-line message when a finished trial's ``metrics`` lack a name in ``wanted``
+    (metric name -> the setting naming it), else None."""
+    for name, setting in wanted.items():
+        if name not in metrics:
+            hint = did_you_mean(name, sorted(metrics))
+            return (
+                f"trial {trial} returned metrics {sorted(metrics)} but no {name!r} (named by "
+                f"{setting}); {hint + ' ' if hint else ''}the run stopped at this first such "
+                f"trial: fix {setting}, or return {name!r} from the evaluator"
+            )
+    return None

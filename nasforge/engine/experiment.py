@@ -11,6 +11,13 @@ store, tell the strategy; resume after a crash by replaying the recorded history
              one still running makes the duplicate wait for it.
     budget   ``n_trials`` counts trained trials (not cached ones); ``time_budget`` counts
              seconds across resumes; in-flight trials always finish.
+    names    the metric, constraints and second objective are checked against the metrics the
+             evaluator declares (``metric_names``) before anything is written; an evaluator
+             that declares none is checked on each finished trial, and the first trial without
+             a named metric stops the whole run (no more trials, in-flight ones killed, the
+             run recorded ``failed``)
+    weights  only the files of the ``keep_checkpoints`` best trials (and of running ones)
+             are kept (``nasforge.engine.checkpoints``)
     merge    before the first trial, the cross-model plan (``nasforge.engine.crossmodel``)
              may put the trials on an executor that merges what they share; it records what
              it did in the run (``crossmodel=False`` turns it off).
@@ -25,8 +32,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nasforge.engine.checkpoints import CheckpointKeeper
 from nasforge.engine.crossmodel.plan import CrossModelPlan
-from nasforge.engine.evaluator import BaseEvaluator, FunctionEvaluator, get_evaluator
+from nasforge.engine.evaluator import (
+    BaseEvaluator,
+    FunctionEvaluator,
+    check_metric_names,
+    get_evaluator,
+    missing_metric,
+)
 from nasforge.engine.executor import BaseExecutor, get_executor
 from nasforge.engine.trial import TrialResult, TrialTask
 from nasforge.errors import ConfigError, TrialError
@@ -67,7 +81,8 @@ class Experiment(BaseRunner):
     False}`` (docs/crossmodel.md); ``gpus_per_trial`` GPUs per trial (0: CPU trials, the
     default; 0.5: two trials share a GPU; 2: two whole GPUs) out of ``devices`` (GPU ids;
     None: every GPU this machine has), given by the executor (docs/cluster.md); an evaluator
-    reads its device with ``nasforge.trial_device()``.
+    reads its device with ``nasforge.trial_device()``; ``keep_checkpoints`` how many of the
+    best trials keep their weight files (default 5; None keeps every file).
 
     It is the ``multitrial`` kind of run: ``nasforge run FILE`` builds it from a run file whose
     strategy is a multi-trial one (``random``, ``grid``, ``evolution``, ``tpe``, ``rl``, or any
@@ -79,8 +94,10 @@ class Experiment(BaseRunner):
 
     Raises:
         ConfigError: unknown strategy or executor, a space without decisions, an evaluator with
-            a wrong signature or that never returns a value, no budget, bad metric options,
-            more GPUs than this machine has (or a GPU where it has none).
+            a wrong signature or that never returns a value, no budget, bad metric options, a
+            metric (or constraint, second objective) the evaluator declares it does not
+            return, more GPUs than this machine has (or a GPU where it has none); (from
+            ``run``) the first finished trial whose metrics lack one of them.
         StoreError: ``run`` on a directory that already holds an experiment, or ``resume`` on
             one that is missing, foreign, corrupted, or was made with another space/strategy.
         TrialError: (from ``run``) every trial failed; the message summarises the errors.
@@ -107,6 +124,7 @@ class Experiment(BaseRunner):
         stopper: MedianStopper | None = None,
         retrain_duplicates: bool = False,
         save_weights: bool = True,
+        keep_checkpoints: int | None = 5,
         max_duplicates: int = 200,
         progress: str = "auto",
         source: dict[str, Any] | None = None,
@@ -151,6 +169,18 @@ class Experiment(BaseRunner):
             raise ConfigError("give a budget: n_trials=..., time_budget=... (seconds), or both")
         metric = metric if metric is not None else self.evaluator.default_metric
         objective = Objective(metric, mode, constraints, second_objective)
+        self._wanted = _named_metrics(objective)
+        check_metric_names(self.evaluator, self._wanted)
+        if keep_checkpoints is not None and (
+            isinstance(keep_checkpoints, bool)
+            or not isinstance(keep_checkpoints, int)
+            or keep_checkpoints < 1
+        ):
+            raise ConfigError(
+                f"keep_checkpoints must be a positive int (the best trials whose weights are "
+                f"kept) or None (keep all), got {keep_checkpoints!r}; save_weights=False "
+                "saves none"
+            )
         self.second_objective = objective.second
         self.n_trials, self.time_budget = n_trials, time_budget
         self.executor = get_executor(executor, concurrency)
@@ -160,6 +190,7 @@ class Experiment(BaseRunner):
         self.stopper = stopper
         self.retrain_duplicates = retrain_duplicates
         self.save_weights = save_weights
+        self.keep_checkpoints = keep_checkpoints
         self.max_duplicates = max_duplicates
         self.progress_mode = progress
         self.threads = threads
@@ -190,6 +221,8 @@ class Experiment(BaseRunner):
             ConfigError: a missing space or evaluator, a bad reference or setting.
         """
         s = {**dict(settings), **overrides}
+        if "search_space" in s:  # a stored section; one without the setting kept every file
+            s.setdefault("keep_checkpoints", None)
         s.pop("search_space", None)  # stored for the resume check; the space rebuilds it
         data = s.pop("data", None)
         if isinstance(data, (str, dict, list)):
@@ -252,6 +285,7 @@ class Experiment(BaseRunner):
             "stopper": None if self.stopper is None else self.stopper.config(),
             "retrain_duplicates": self.retrain_duplicates,
             "save_weights": self.save_weights,
+            "keep_checkpoints": self.keep_checkpoints,
             "max_duplicates": self.max_duplicates,
             "threads": self.threads,
             "crossmodel": self.crossmodel,
@@ -282,7 +316,11 @@ class Experiment(BaseRunner):
         self._exhausted = False
         self._n_cached = self._n_failed = 0
         self._best: tuple[float, float] | None = None
+        self._stop: str | None = None  # why the run must stop now (a metric it names is missing)
+        self._keeper = CheckpointKeeper(self.keep_checkpoints, store, self._score)
         inflight = self._replay(store)
+        if resume:
+            self._keeper.sweep(list(self._records.values()))
         self._elapsed0 = float(store.get_meta("elapsed", "0") or 0)
         self._t0 = time.monotonic()
         self._progress = Progress(self.n_trials, self.time_budget, self.progress_mode)
@@ -356,6 +394,7 @@ class Experiment(BaseRunner):
             self._known.setdefault(rec.arch_id, rec.id)
             if self._running.get(rec.arch_id) == rec.id:
                 del self._running[rec.arch_id]
+        self._keeper.add(rec)
         if self.stopper is not None and rec.status == "done":
             sign = 1 if self.mode == "max" else -1
             self.stopper.add_finished(
@@ -363,7 +402,7 @@ class Experiment(BaseRunner):
             )
 
     def _can_ask(self) -> bool:
-        if self._exhausted or self._dups_in_row >= self.max_duplicates:
+        if self._stop or self._exhausted or self._dups_in_row >= self.max_duplicates:
             return False
         busy = self.executor.n_running + sum(len(w) for w in self._waiting.values())
         if busy >= self.executor.concurrency:
@@ -398,6 +437,8 @@ class Experiment(BaseRunner):
                 break
             for result in self.executor.poll(0.5):
                 self._record(result)
+            if self._stop:  # the executor's shutdown (in _execute) kills the trials in flight
+                raise ConfigError(self._stop)
             self._show()
 
     def _launch(self, tid: int) -> None:
@@ -453,18 +494,23 @@ class Experiment(BaseRunner):
         tid = result.trial
         if result.status == "failed":
             log.warning("trial %d failed: %s", tid, (result.error or "").strip()[-500:])
-        metrics = result.metrics
+        metrics, status, error = result.metrics, result.status, result.error
         if metrics is not None and any(not math.isfinite(v) for v in metrics.values()):
             metrics = None
+        missing = None
+        if status == "done" and metrics is not None:
+            missing = missing_metric(tid, metrics, self._wanted)
+        if missing is not None:  # the first such trial stops the run: the rest would fail too
+            status, error, self._stop = "failed", missing, missing
         checkpoint = result.checkpoint
         if checkpoint is not None and Path(checkpoint).is_relative_to(self.directory.resolve()):
             checkpoint = str(Path(checkpoint).relative_to(self.directory.resolve()))
         self.store.finish_trial(
             tid,
-            result.status,
+            status,
             metrics,
             result.intermediates,
-            result.error,
+            error,
             result.duration,
             checkpoint,
             placement=result.placement,
@@ -474,6 +520,8 @@ class Experiment(BaseRunner):
         self._records[tid] = rec
         self._n_trained += 1
         self._after_finish(rec)
+        if self._stop:  # duplicates waiting on it stay in flight, like the trials killed
+            return
         for waiter in self._waiting.pop(rec.arch_id, []):
             self._resolve_cached(waiter, tid)
 
@@ -531,3 +579,13 @@ def _evaluator_ref(evaluator: BaseEvaluator) -> Any:
         return {k: v for k, v in described.items() if k != "rebuildable"}
     ref = find_ref(target)
     return ref if ref is not None else {"unrebuildable": described}
+
+
+def _named_metrics(objective: Objective) -> dict[str, str]:
+    """Returns metric name -> the setting that names it (the optimised metric first)."""
+    named = {objective.metric: "metric"}
+    for name in objective.constraints:
+        named.setdefault(name, "constraints")
+    if objective.second is not None:
+        named.setdefault(objective.second[0], "second_objective")
+    return named

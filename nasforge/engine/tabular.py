@@ -22,8 +22,9 @@ __all__ = ["TabularEvaluator", "NasBenchMacro", "load_nas_bench_macro"]
 class TabularEvaluator(BaseEvaluator):
     """Returns the recorded metrics of an architecture from a lookup table.
 
-    ``key`` turns an arch dict into the table's key. Invariants: the same architecture always
-    gives the same metrics; an architecture missing from the table is a failed trial.
+    ``key`` turns an arch dict into the table's key; ``metric_names`` are the metrics every
+    entry of the table has. Invariants: the same architecture always gives the same metrics; an
+    architecture missing from the table is a failed trial.
     """
 
     needs_model = False
@@ -31,6 +32,8 @@ class TabularEvaluator(BaseEvaluator):
 
     def __init__(self, table: dict[str, dict[str, float]], key: Any, name: str = "table") -> None:
         self.table, self.key, self.name = table, key, name
+        rows = [set(m) for m in table.values()]
+        self.metric_names = tuple(sorted(set.intersection(*rows))) if rows else None
 
     def evaluate(self, space: Any, arch: dict[str, Any], report: Report) -> dict[str, float]:
         """Returns the table's metrics for ``arch``."""

@@ -69,7 +69,8 @@ def run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialRes
 
     Invariants: a raise, a None/NaN/infinite metric or a timeout gives status ``failed`` with
     the error text (a traceback for raises); a stop requested by the stopper gives
-    ``early_stopped`` with the last reported metrics as the final ones.
+    ``early_stopped`` with the last reported metrics as the final ones; a returned dict
+    without ``task.metric`` is ``done`` with the metrics it has (the engine stops the run).
     """
     metric, sign = task.metric, task.sign
     intermediates: list[dict[str, float]] = []
@@ -96,7 +97,9 @@ def run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialRes
         signal.setitimer(signal.ITIMER_REAL, float(timeout))
     try:
         value = evaluator.evaluate(space, dict(task.arch), report)
-        metrics = as_metrics(value, metric)
+        # a dict without the optimised metric comes back as it is: the engine, which knows
+        # every metric the run names, stops the run on it (missing_metric)
+        metrics = as_metrics(value, metric, require=False)
         bad = {k: v for k, v in metrics.items() if not math.isfinite(v)}
         if bad:
             raise ValueError(f"the evaluator returned non-finite metrics {bad}")

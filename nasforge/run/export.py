@@ -7,7 +7,9 @@ One layout for every kind of run: ``<out>/rank<r>_trial<id>/`` holds
                 and a reference that rebuilds the model space (class and constructor
                 arguments, see :mod:`nasforge.run.refs`)
     weights.pt  when the trial saved weights: a dict of tensors written by ``torch.save``,
-                read back with ``weights_only=True``
+                read back with ``weights_only=True``; a trial whose file the run deleted
+                (``keep_checkpoints``) has none, and ``arch.json`` says why under
+                ``weights_note``, which :func:`load_model` raises with
     <files>     the run's artifacts that a model needs beside its weights (recorded with
                 ``{"export": true}`` in their metadata, e.g. a translation model's tokenizer),
                 listed in ``arch.json`` under ``files``
@@ -18,6 +20,7 @@ One layout for every kind of run: ``<out>/rank<r>_trial<id>/`` holds
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,10 +30,13 @@ from nasforge.errors import ConfigError, StoreError
 from nasforge.run.refs import from_ref
 from nasforge.run.results import rank_trials
 from nasforge.run.store import Store, TrialRecord
+from nasforge.run.weights import KEPT_NOTE, not_kept
 
 __all__ = ["export_top", "load_model", "EXPORT_FORMAT"]
 
 EXPORT_FORMAT = "nasforge-export/2"
+
+log = logging.getLogger("nasforge.run")
 
 
 def _checkpoint(directory: Path, t: TrialRecord) -> Path | None:
@@ -68,6 +74,7 @@ def export_top(
             chosen = ranked[:k]
         chosen = [store.trial(t.id) for t in chosen]
         needed = {n: a for n, a in store.artifacts().items() if a["meta"].get("export")}
+        kept = store.notes(KEPT_NOTE)
     if not chosen:
         raise StoreError(
             f"{directory} has no finished trial ranked by {obj['metric']!r} to export "
@@ -83,6 +90,10 @@ def export_top(
         if ckpt is not None:
             shutil.copyfile(ckpt, d / "weights.pt")
             weights = "weights.pt"
+        note = None
+        if ckpt is None and kept and not t.error and t.evaluation == "trained":
+            note = not_kept(kept[-1].get("keep"))
+            log.warning("%s (rank %d, trial %d): %s", d, rank, t.id, note)
         meta = {
             "format": EXPORT_FORMAT,
             "rank": rank,
@@ -96,6 +107,7 @@ def export_top(
             "space": cfg.get("space"),
             "run": str(directory.resolve()),
             "weights": weights,
+            "weights_note": note,
             "files": {},
         }
         for name, a in needed.items():
@@ -127,7 +139,8 @@ def load_model(path: str | Path, space: Any = None) -> Any:
     reference the export carries unless ``space`` is given.
 
     Raises:
-        StoreError: ``path`` is not an export.
+        StoreError: ``path`` is not an export, or its trial's weights were not kept
+            (``keep_checkpoints``: the message says so; the architecture is in ``arch.json``).
         ConfigError: the space cannot be rebuilt (its module is gone: pass ``space=``).
     """
     import torch
@@ -135,6 +148,12 @@ def load_model(path: str | Path, space: Any = None) -> Any:
     from nasforge.space import freeze
 
     meta_path, meta = _read_meta(Path(path))
+    if not meta.get("weights") and meta.get("weights_note"):
+        raise StoreError(
+            f"{meta_path}: trial {meta.get('trial')}'s {meta['weights_note']} (the run deleted "
+            "them); load an export of a better-ranked trial, or train this architecture again "
+            "(nasforge.space.freeze(space, arch) builds it untrained)"
+        )
     if space is None:
         ref = meta.get("space")
         if not ref:

@@ -46,6 +46,7 @@ __all__ = [
     "list_runners",
     "runner_for_strategy",
     "find_ref",
+    "did_you_mean",
 ]
 
 log = logging.getLogger("nasforge.run")
@@ -88,6 +89,13 @@ class Objective:
     def from_dict(cls, data: Mapping[str, Any]) -> Objective:
         """Returns the objective :meth:`to_dict` wrote."""
         return cls(data["metric"], data["mode"], data.get("constraints"), data.get("second"))
+
+
+def did_you_mean(name: str, names: Sequence[str], n: int = 3) -> str:
+    """Returns ``"did you mean 'a' or 'b'?"`` for the ``names`` closest to ``name`` (difflib,
+    cutoff 0.6), or ``""`` when none is close; the one way nasforge suggests a name."""
+    close = difflib.get_close_matches(str(name), list(names), n=n, cutoff=0.6)
+    return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 def find_ref(obj: Any) -> dict[str, Any] | None:
@@ -341,8 +349,8 @@ def get_runner(kind: str | type[BaseRunner]) -> type[BaseRunner]:
         return kind
     if kind in _RUNNERS:
         return _RUNNERS[kind]  # type: ignore[index]
-    close = difflib.get_close_matches(str(kind), list(_RUNNERS), n=2)
-    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    hint = did_you_mean(str(kind), list(_RUNNERS), n=2)
+    hint = f"; {hint}" if hint else ""
     raise ConfigError(f"unknown run kind {kind!r}{hint} The kinds are {list_runners()}")
 
 
@@ -362,7 +370,7 @@ def runner_for_strategy(strategy: Any) -> type[BaseRunner]:
             "`kind = ...` to the run file to say which"
         )
     every = {n: cls.kind for cls in _RUNNERS.values() for n in cls.names()}
-    close = difflib.get_close_matches(str(name), list(every), n=3, cutoff=0.6)
-    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    hint = did_you_mean(str(name), list(every))
+    hint = f"{hint} " if hint else ""
     listing = ", ".join(f"{n} ({k})" for n, k in sorted(every.items()))
     raise ConfigError(f"unknown strategy {name!r}; {hint}The known strategies are {listing}")

@@ -35,13 +35,15 @@ Tables
                 writer's own counter and ``(step)`` is unique, so a resumed run that writes a
                 step again replaces the row
     trials      every architecture measured: arch, arch id, status, metrics, intermediate
-                metrics, error text, timings, checkpoint, ``evaluation`` (``trained``: trained
-                standalone; ``inherited``: measured with supernet weights; ``predicted``: by a
-                model), ``cached_from`` (an earlier trial of the same architecture) and
-                ``placement`` (JSON ``{"node", "devices", "gpus"}``: the host or Ray node and
-                the GPU ids the trial ran on, ``devices: []`` on CPU; NULL when the writer did
-                not say; a record made before this column existed gains it, empty, when a
-                writer opens it, and readers of such a record see None)
+                metrics, error text, timings, checkpoint (None again once a run that keeps only
+                its best weights deleted the file: its ``checkpoints`` note says so),
+                ``evaluation`` (``trained``: trained standalone; ``inherited``: measured with
+                supernet weights; ``predicted``: by a model), ``cached_from`` (an earlier
+                trial of the same architecture) and ``placement`` (JSON ``{"node", "devices",
+                "gpus"}``: the host or Ray node and the GPU ids the trial ran on, ``devices:
+                []`` on CPU; NULL when the writer did not say; a record made before this
+                column existed gains it, empty, when a writer opens it, and readers of such a
+                record see None)
     events      every ask and tell of a strategy in happening order; replaying them rebuilds
                 the strategy exactly (see ``nasforge.engine.experiment``)
     artifacts   named files of the run (supernet weights, exported models): name, relative
@@ -556,6 +558,14 @@ class Store:
             )  # fmt: skip
             if event:
                 conn.execute("INSERT INTO events (kind, trial) VALUES ('tell', ?)", (trial_id,))
+
+    def clear_checkpoints(self, trial_ids: list[int]) -> None:
+        """Records that the trials have no weight file any more (their checkpoint becomes
+        None), in one transaction; call it before deleting the file."""
+        with self._write() as conn:
+            conn.executemany(
+                "UPDATE trials SET checkpoint=NULL WHERE id=?", [(int(t),) for t in trial_ids]
+            )
 
     def record_trial(
         self,

@@ -10,7 +10,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["save_state", "save_weights", "load_weights"]
+__all__ = ["save_state", "save_weights", "load_weights", "KEPT_NOTE", "not_kept"]
+
+#: the ``source`` of the run note by which a run that deletes weights outside its best trials
+#: records how many it keeps (``keep``); export reads it to explain a trial without weights
+KEPT_NOTE = "checkpoints"
+
+
+def not_kept(keep: object) -> str:
+    """Returns the message for a trial whose weights the run deleted (kept the ``keep`` best)."""
+    return f"weights not kept: keep_checkpoints={keep}"
 
 
 def save_state(state: Any, path: str | Path) -> str:

@@ -1,5 +1,6 @@
 """An experiment used by the kill-and-resume test: run as a script it searches into argv[1]
-(argv[2] executor, default inprocess); imported, it gives the same definitions."""
+(argv[2] executor, default inprocess; $NF_TEST_KEEP keep_checkpoints, default 5); imported,
+it gives the same definitions."""
 
 import os
 import sys
@@ -31,7 +32,7 @@ def evaluate(model, report):
     return {"default": (n % 97) / 97, "params": float(n)}
 
 
-def make(directory, executor="inprocess", n_trials=14):
+def make(directory, executor="inprocess", n_trials=14, keep_checkpoints=5):
     """Returns the experiment both the killed and the uninterrupted runs use."""
     return Experiment(
         TinyNet(),
@@ -42,8 +43,11 @@ def make(directory, executor="inprocess", n_trials=14):
         executor=executor,
         concurrency=2,
         progress="off",
+        keep_checkpoints=keep_checkpoints,
     )
 
 
 if __name__ == "__main__":
-    make(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "inprocess").run()
+    keep = int(os.environ.get("NF_TEST_KEEP", "5"))
+    executor = sys.argv[2] if len(sys.argv) > 2 else "inprocess"
+    make(sys.argv[1], executor, keep_checkpoints=keep).run()

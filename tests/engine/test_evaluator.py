@@ -1,11 +1,28 @@
-"""Tests of the function evaluator's up-front checks and of metric normalisation."""
+"""Tests of the evaluators' up-front checks, metric normalisation and metric-name checks."""
 
 from __future__ import annotations
 
-import pytest
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import pytest
+import torch
+from torch import nn
+
+import nasforge as nf
+from nasforge.engine import Experiment, Store
+from nasforge.engine.classification import ClassificationEvaluator
+from nasforge.engine.crossmodel.supergraph import SharedWeightsEvaluator
 from nasforge.engine.evaluator import FunctionEvaluator, as_metrics, get_evaluator
+from nasforge.engine.tabular import TabularEvaluator
 from nasforge.errors import ConfigError
+from nasforge.space.search_space import Decision, SearchSpace
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _returns(model, report):
@@ -63,3 +80,153 @@ def test_as_metrics():
         as_metrics({"loss": 1.0}, "acc")
     with pytest.raises(TypeError, match="expected a float"):
         as_metrics("high", "acc")
+
+
+class _Net(nf.ModelSpace):
+    """Eight widths of one linear layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, nf.choice([2, 3, 4, 5, 6, 7, 8, 9], label="w"))
+
+
+def _table_space():
+    space = SearchSpace([Decision("x", "value", (0, 1))])
+    table = {"0": {"acc": 0.5, "flops": 1.0}, "1": {"acc": 0.7, "flops": 2.0, "extra": 1.0}}
+    return space, TabularEvaluator(table, lambda a: str(a["x"]))
+
+
+def _shared_weights():
+    data = (torch.randn(8, 3), torch.randint(2, (8,)))
+    return _Net(), SharedWeightsEvaluator(data)
+
+
+@pytest.mark.parametrize(
+    ("make", "kwargs", "match"),
+    [
+        (lambda: (_Net(), ClassificationEvaluator()), {"metric": "acuracy"},
+         r"^ClassificationEvaluator returns no metric 'acuracy' \(named by metric\); it returns "
+         r"accuracy, test_accuracy, params, train_seconds; did you mean 'accuracy'"),
+        (lambda: (_Net(), ClassificationEvaluator()), {"constraints": ["parms <= 1e5"]},
+         r"^ClassificationEvaluator returns no metric 'parms' \(named by constraints\).*did "
+         r"you mean 'params'\? fix constraints \(nothing was run\)$"),
+        (lambda: (_Net(), ClassificationEvaluator()), {"second_objective": ("param", "min")},
+         r"no metric 'param' \(named by second_objective\).*did you mean 'params'"),
+        (_table_space, {"metric": "accu"},
+         r"TabularEvaluator returns no metric 'accu' .* it returns acc, flops; did you mean"),
+        (_shared_weights, {"metric": "los", "mode": "min"},
+         r"returns accuracy, loss; did you mean"),
+    ],
+)  # fmt: skip
+def test_a_metric_the_evaluator_does_not_declare_is_one_config_error_first(
+    tmp_path, make, kwargs, match
+):
+    """A misspelt metric, constraint or second objective of an evaluator that declares its
+    metrics is one line of ConfigError with the closest name, before any record exists."""
+    space, evaluator = make()
+    with pytest.raises(ConfigError, match=match) as info:
+        Experiment(space, evaluator, "random", n_trials=3, directory=tmp_path / "x", **kwargs)
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_declared_metric_passes_and_an_undeclaring_evaluator_is_not_checked_up_front():
+    """Declared names pass; a function evaluator declares nothing, so any name passes."""
+    Experiment(
+        _Net(), ClassificationEvaluator(), "random", n_trials=1, metric="test_accuracy",
+        constraints=["params <= 1e5"], second_objective=("train_seconds", "min"),
+    )  # fmt: skip
+    Experiment(_Net(), _misnamed, "random", n_trials=1, metric="anything")
+
+
+def _misnamed(model, report):
+    """Returns accuracy and params; the first trial to start returns at once, any other one
+    only after 30 s (unless the engine kills it first)."""
+    n = sum(p.numel() for p in model.parameters())
+    try:
+        os.close(os.open(os.environ["NF_TEST_MARKER"], os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        time.sleep(30)
+    return {"accuracy": n / 100, "params": float(n)}
+
+
+@pytest.mark.parametrize("executor", ["inprocess", "pool"])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"metric": "acuracy"},
+         r"^trial 1 returned metrics \['accuracy', 'params'\] but no 'acuracy' \(named by "
+         r"metric\); did you mean 'accuracy'\? the run stopped at this first such trial"),
+        ({"constraints": ["parms <= 1e5"]}, r"no 'parms' \(named by constraints\); did you mean"),
+    ],
+)  # fmt: skip
+def test_the_first_trial_without_a_named_metric_stops_the_whole_run(
+    tmp_path, monkeypatch, executor, kwargs, match
+):
+    """An evaluator that declares nothing and lacks a named metric stops the run at its first
+    finished trial: nothing more is launched, the trial in flight is killed, the run is failed
+    with the one-line message."""
+    monkeypatch.setenv("NF_TEST_MARKER", str(tmp_path / "first"))
+    kwargs.setdefault("metric", "accuracy")
+    exp = Experiment(_Net(), _misnamed, "random", n_trials=6, directory=tmp_path / "x",
+                     executor=executor, concurrency=2, progress="off", **kwargs)  # fmt: skip
+    with pytest.raises(ConfigError, match=match) as info:
+        exp.run()
+    message = str(info.value)
+    assert "\n" not in message
+    assert mp.active_children() == []  # the pool's second trial was killed, not waited for
+    with Store.open(tmp_path / "x") as store:
+        assert store.state() == "failed" and store.get_meta("error") == message
+        trials = store.trials()
+    assert [(t.id, t.status, t.error) for t in trials if t.status != "running"] == [
+        (1, "failed", message)
+    ]
+    assert len(trials) == (1 if executor == "inprocess" else 2)  # no trial launched after it
+
+
+RUN_FILE = """
+import torch.nn as nn
+import nasforge as nf
+
+class Net(nf.ModelSpace):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, nf.choice([2, 4, 8], label="w"))
+
+def evaluate(model, report):
+    return {"accuracy": 0.5, "params": 3.0}
+
+space = Net()
+strategy = "random"
+config = {"metric": "acuracy", "executor": "inprocess", "progress": "off", "n_trials": 3}
+"""
+
+RUN_YAML = """
+space: nasforge.spaces:DigitsCNN
+evaluator: {type: classification, epochs: 1}
+strategy: random
+n_trials: 4
+metric: acuracy
+"""
+
+
+@pytest.mark.parametrize(("name", "text"), [("exp.py", RUN_FILE), ("exp.yaml", RUN_YAML)])
+def test_the_command_line_exits_non_zero_with_the_one_line_message(tmp_path, name, text):
+    """`nasforge run` with a misspelt metric exits 2 with one error line: before any record
+    for a declaring evaluator, after the first trial (run failed) for a function."""
+    f = tmp_path / name
+    f.write_text(text)
+    d = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "nasforge.cli", "run", str(f), "--dir", str(d)],
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=tmp_path, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "did you mean 'accuracy'" in errors[0], proc.stderr
+    if name.endswith(".yaml"):
+        assert not d.exists()
+    else:
+        with Store.open(d) as store:
+            assert store.state() == "failed" and len(store.trials()) == 1

@@ -101,6 +101,7 @@ class SharedWeightsEvaluator(BaseEvaluator):
 
     needs_model = True
     default_metric = "accuracy"
+    metric_names = ("accuracy", "loss")
     #: The trait the cross-model planner reads: trials share weights through this evaluator.
     shares_weights = True
 
