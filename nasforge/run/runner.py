@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from nasforge.errors import ConfigError, NasforgeError, StoreError
+from nasforge.errors import ConfigError, StoreError
 from nasforge.run.refs import object_path, to_ref
 from nasforge.run.results import parse_constraints, rank_trials
 from nasforge.run.store import Store, TrialRecord, check_compatible
@@ -125,8 +125,9 @@ class BaseRunner(abc.ABC):
 
     Invariants: configuration errors are raised by the constructor, before the record is
     created; only :meth:`run`/:meth:`resume` write, holding the run's writer lock, which is
-    released when they return or raise; a run whose loss diverged, or whose every trial
-    failed, is recorded ``failed`` and raises.
+    released when they return or raise; they leave the run ``finished``, or ``failed`` with
+    the error when ``_execute`` raises (a diverged loss, every trial failed, a crash), and
+    ``running`` (read as interrupted, resumable) only after Ctrl-C or a kill.
     """
 
     kind: ClassVar[str] = ""
@@ -252,17 +253,16 @@ class BaseRunner(abc.ABC):
         self.store = store
         try:
             self._execute(store, resume)
-        except KeyboardInterrupt:
-            log.warning(
-                "interrupted; what finished is saved: `nasforge resume %s` continues it",
-                self.directory,
-            )
-            raise
-        except NasforgeError as exc:  # a diverged loss, every trial failed, ...
-            store.finish("failed", str(exc))
+        except BaseException as exc:  # a diverged loss, every trial failed, a crash, Ctrl-C
+            store.end(exc)
+            if not isinstance(exc, Exception):
+                log.warning(
+                    "interrupted; what finished is saved: `nasforge resume %s` continues it",
+                    self.directory,
+                )
             raise
         else:
-            store.finish("finished")
+            store.end()
         finally:
             self.store = None
             store.close()

@@ -26,7 +26,9 @@ Contracts
 Tables
     meta        format, version, created, ``kind``, ``config`` (JSON, see below), ``state``
                 (``running`` while a writer works, then ``finished`` or ``failed``; a run whose
-                state says ``running`` but whose lock is free was interrupted), ``error``,
+                state says ``running`` but whose lock is free was interrupted; a writer that
+                ends without :meth:`Store.finish` or :meth:`Store.end`, such as a deployment
+                search on a trained run, puts back the state and error it found), ``error``,
                 ``notes`` (JSON list: what a run did beyond its trials, e.g. which cross-model
                 optimization the engine applied or reverted; rows ``{"source", "event",
                 "detail", "time", ...numbers}`` appended by :meth:`Store.add_note`)
@@ -63,7 +65,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nasforge.errors import StoreError
+from nasforge.errors import NasforgeError, StoreError
 from nasforge.run.lock import WriterLock
 from nasforge.run.records import EVALUATIONS, FINISHED, STATUSES, TrialRecord, check_compatible
 
@@ -154,6 +156,10 @@ class Store:
         self._lock = lock
         self.readonly = readonly
         self._config: dict[str, Any] | None = None
+        # the (state, error) a writer found when it opened the run (None: it created the run),
+        # put back by close() unless the writer ended its work with finish() or end()
+        self._found: tuple[str, str] | None = None
+        self._ended = False
 
     # -- opening -------------------------------------------------------------------------------
     @classmethod
@@ -239,6 +245,10 @@ class Store:
             store.close()
             raise
         if not readonly:
+            store._found = (
+                store.get_meta("state", "running") or "running",
+                store.get_meta("error", "") or "",
+            )
             store.set_meta("state", "running")
             store.set_meta("error", "")
         return store
@@ -285,13 +295,24 @@ class Store:
             )
 
     def close(self) -> None:
-        """Closes the database and releases the writer lock (if held)."""
+        """Closes the database and releases the writer lock (if held). A writer that opened
+        an existing run and did not end its work (:meth:`finish`, :meth:`end`) puts back the
+        state and error it found: a search on a finished run leaves it finished."""
         try:
-            self._conn.close()
+            if self._lock is not None and not self._ended and self._found is not None:
+                with self._conn as conn:
+                    conn.executemany(
+                        "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                        [("state", self._found[0]), ("error", self._found[1])],
+                    )
+                self._ended = True
         finally:
-            if self._lock is not None:
-                self._lock.release()
-                self._lock = None
+            try:
+                self._conn.close()
+            finally:
+                if self._lock is not None:
+                    self._lock.release()
+                    self._lock = None
 
     def __enter__(self) -> Store:
         return self
@@ -439,6 +460,21 @@ class Store:
         with self._write() as conn:
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('state', ?)", (state,))
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('error', ?)", (error,))
+        self._ended = True
+
+    def end(self, exc: BaseException | None = None) -> None:
+        """Records how the writer's work ended: ``finished`` (no exception), ``failed`` with
+        the error's text (any ``Exception``), or left ``running`` for a ``KeyboardInterrupt``
+        or ``SystemExit``, which readers see as interrupted and ``nasforge resume``
+        continues."""
+        if exc is None:
+            self.finish("finished")
+        elif isinstance(exc, Exception):
+            text = str(exc) if isinstance(exc, NasforgeError) else f"{type(exc).__name__}: {exc}"
+            self.finish("failed", text)
+        else:
+            self.set_meta("state", "running")
+            self._ended = True
 
     def set_plan(self, unit: str, total: int | None) -> None:
         """Records what the run will do: ``total`` units (``trials``, ``epochs``, ``steps``),

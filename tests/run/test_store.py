@@ -174,3 +174,20 @@ def test_corrupt_rows_are_store_errors_naming_the_row(tmp_path):
     conn.close()
     with pytest.raises(StoreError, match="meta row 'config'"):
         Store.open(tmp_path)
+
+
+def test_a_writer_that_does_not_finish_leaves_the_state_it_found(tmp_path):
+    """A writer that opens a finished (or failed) run for extra work, or only to check it,
+    and closes without finish() leaves the state as it found it, not ``running``."""
+    s = Store.create(tmp_path, {"kind": "x"})
+    s.finish("failed", "a diverged loss")
+    s.close()
+    with Store.open(tmp_path, readonly=False) as w:
+        w.record_trial("a" * 16, {"a": 1}, {"m": 1.0}, "inherited")
+    with Store.open(tmp_path) as r:
+        assert (r.state(), r.get_meta("error")) == ("failed", "a diverged loss")
+    w = Store.open(tmp_path, readonly=False)
+    w.finish("finished")
+    w.close()
+    Store.open(tmp_path, readonly=False).close()
+    assert Store.open(tmp_path).state() == "finished"
