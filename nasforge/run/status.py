@@ -33,7 +33,7 @@ def _plan(store: Store) -> tuple[str, int | None, int]:
     unit = plan.get("unit", "trials")
     if unit == "trials":
         counts = store.counts()
-        done = sum(n for s, n in counts.items() if s not in ("running", "cached"))
+        done = sum(n for s, n in counts.items() if s not in ("running", "interrupted", "cached"))
     else:
         done = store.n_progress()
     return unit, plan.get("total"), done

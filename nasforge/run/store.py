@@ -52,7 +52,10 @@ trials for every kind; the space and source references rebuild the space and the
 :mod:`nasforge.run.refs`).
 
 Trial statuses: ``running`` (asked, in flight), ``done``, ``failed``, ``early_stopped``,
-``cached`` (the same architecture was already evaluated; its metrics are copied).
+``cached`` (the same architecture was already evaluated; its metrics are copied). A reader of a
+run that no writer works on (interrupted, finished or failed) gets ``interrupted`` for a trial
+stored ``running``: nothing runs it any more (``nasforge resume`` restarts it); the writer gets
+the stored ``running``.
 """
 
 from __future__ import annotations
@@ -67,7 +70,14 @@ from typing import Any
 
 from nasforge.errors import NasforgeError, StoreError
 from nasforge.run.lock import WriterLock
-from nasforge.run.records import EVALUATIONS, FINISHED, STATUSES, TrialRecord, check_compatible
+from nasforge.run.records import (
+    EVALUATIONS,
+    FINISHED,
+    INTERRUPTED,
+    STATUSES,
+    TrialRecord,
+    check_compatible,
+)
 
 __all__ = [
     "Store",
@@ -78,6 +88,7 @@ __all__ = [
     "DB_NAME",
     "STATUSES",
     "FINISHED",
+    "INTERRUPTED",
     "EVALUATIONS",
     "is_run",
 ]
@@ -586,14 +597,20 @@ class Store:
         self.finish_trial(tid, status, metrics, evaluation=evaluation, event=False, **fields)
         return tid
 
-    def _row(self, r: sqlite3.Row, light: bool = False) -> TrialRecord:
+    def _abandoned(self) -> bool:
+        """Returns whether a trial stored ``running`` runs nowhere: this store is a reader
+        and no writer works on the run (it was interrupted, or it finished or failed)."""
+        return self.readonly and self.state() != "running"
+
+    def _row(self, r: sqlite3.Row, light: bool = False, abandoned: bool = False) -> TrialRecord:
         tid = r["id"]
         metrics = r["metrics"]
+        status = r["status"]
         return TrialRecord(
             id=tid,
             arch_id=r["arch_id"],
             arch={} if light else self._decode(r["arch"], "trials", tid, dict),
-            status=r["status"],
+            status=INTERRUPTED if abandoned and status == "running" else status,
             metrics=None if metrics is None else self._decode(metrics, "trials", tid, dict),
             intermediates=[] if light else self._decode(r["intermediates"], "trials", tid, list),
             error=r["error"],
@@ -608,18 +625,22 @@ class Store:
     def trials(self, status: str | None = None, light: bool = False) -> list[TrialRecord]:
         """Returns the trials in id order, optionally only those with ``status``; ``light``
         leaves the architecture and intermediate metrics out (empty), which is what ranking
-        and plotting a large run need.
+        and plotting a large run need. A reader gets ``interrupted`` for the trials stored
+        ``running`` when no writer works on the run.
 
         Raises:
             StoreError: a row does not decode.
         """
         cols = "id, arch_id, status, metrics, error, started, finished, duration, checkpoint, "
         cols += "cached_from, evaluation" + ("" if light else ", arch, intermediates")
+        abandoned = self._abandoned()
         if status is None:
             rows = self._query(f"SELECT {cols} FROM trials ORDER BY id")
         else:
+            if abandoned and status in ("running", INTERRUPTED):
+                status = "" if status == "running" else "running"
             rows = self._query(f"SELECT {cols} FROM trials WHERE status=? ORDER BY id", (status,))
-        return [self._row(r, light) for r in rows]
+        return [self._row(r, light, abandoned) for r in rows]
 
     def trial(self, trial_id: int) -> TrialRecord:
         """Returns one trial.
@@ -630,12 +651,14 @@ class Store:
         rows = self._query("SELECT * FROM trials WHERE id=?", (trial_id,))
         if not rows:
             raise StoreError(f"no trial {trial_id} in {self.directory}")
-        return self._row(rows[0])
+        return self._row(rows[0], abandoned=self._abandoned())
 
     def counts(self) -> dict[str, int]:
-        """Returns the number of trials per status (one aggregate query)."""
-        return {r[0]: int(r[1]) for r in self._query(
-            "SELECT status, COUNT(*) FROM trials GROUP BY status")}  # fmt: skip
+        """Returns the number of trials per status (one aggregate query), with the trials
+        :meth:`trials` shows ``interrupted`` counted so."""
+        rows = self._query("SELECT status, COUNT(*) FROM trials GROUP BY status")
+        abandoned = bool(rows) and self._abandoned()
+        return {INTERRUPTED if abandoned and r[0] == "running" else r[0]: int(r[1]) for r in rows}
 
     def events(self) -> list[tuple[str, int]]:
         """Returns every (kind, trial id) event in happening order."""
