@@ -6,8 +6,9 @@ config section when resumed), and it runs into a run record (:mod:`nasforge.run.
 lifecycle is the same for every kind and lives here, once::
 
     runner = SomeRunner(...)          # validates everything, touches nothing on disk
-    runner.run()                      # create the record (taking the writer lock), write the
-                                      # config, _execute(store, resume=False), mark finished
+    runner.run()                      # check() what the run needs, create the record (taking
+                                      # the writer lock), write the config,
+                                      # _execute(store, resume=False), mark finished
     runner.resume()                   # open the record as writer, check it was made by the same
                                       # settings, _execute(store, resume=True), mark finished
     runner.best(k), runner.trials()   # read the record (read-only; the lock is released)
@@ -210,6 +211,17 @@ class BaseRunner(abc.ABC):
         """Returns the keys of the config section that a resume must not change."""
         return ()
 
+    def check(self) -> None:  # noqa: B027 - a hook: most kinds check all in the constructor
+        """Returns None when what the settings imply beyond themselves is there: optional
+        packages (:func:`nasforge.run.preflight.require`), data files and folders. Called by
+        :meth:`run` and :meth:`resume` before the record is created or opened, so a missing
+        one leaves nothing behind.
+
+        Raises:
+            ConfigError: something the run will need is missing (the message names it and
+                the fix).
+        """
+
     # -- the shared lifecycle --------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
         """Returns the whole run config: kind, objective, the kind's section, references."""
@@ -226,12 +238,17 @@ class BaseRunner(abc.ABC):
         continuing the run recorded there).
 
         Raises:
+            ConfigError: (before anything is written) the directory is a file or lies under
+                one, or :meth:`check` finds something the run needs missing.
             StoreError: ``run`` on a directory that already holds a run, or ``resume`` on one
                 that is missing, foreign, corrupted, or was made with other settings.
             LockError: another process is writing the directory.
             DivergenceError: a loss became NaN or infinite (the run is recorded failed).
             TrialError: every trial failed (the run is recorded failed).
         """
+        if not resume:
+            Store.check_new(self.directory)  # a file there, or a run already: nothing made
+        self.check()
         config = self.config()
         if resume:
             store = Store.open(self.directory, readonly=False)

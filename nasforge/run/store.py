@@ -70,6 +70,7 @@ from typing import Any
 
 from nasforge.errors import NasforgeError, StoreError
 from nasforge.run.lock import WriterLock
+from nasforge.run.preflight import check_folder, make_folder
 from nasforge.run.records import (
     EVALUATIONS,
     FINISHED,
@@ -173,28 +174,41 @@ class Store:
         self._ended = False
 
     # -- opening -------------------------------------------------------------------------------
+    @staticmethod
+    def check_new(directory: str | Path) -> Path:
+        """Returns ``directory`` (nothing created) when a new run can be recorded there.
+
+        Raises:
+            ConfigError: it, or a folder above it, is a file, or it cannot be written.
+            StoreError: it already holds a run (resume it, or pick a new directory).
+        """
+        directory = check_folder(directory, "run directory")
+        for existing in (directory / DB_NAME, directory / OLD_DB_NAME):
+            if existing.exists():
+                raise StoreError(
+                    f"{directory} already holds a run ({existing.name}); resume it with "
+                    f"`nasforge resume {directory}` or choose an empty directory (nothing "
+                    "was overwritten)"
+                )
+        return directory
+
     @classmethod
     def create(cls, directory: str | Path, config: Mapping[str, Any], holder: str = "") -> Store:
         """Returns a new run record in ``directory`` holding ``config`` (JSON-able), as writer.
 
         Raises:
+            ConfigError: the directory, or a folder above it, is a file or cannot be made.
             StoreError: the directory already holds a run (resume it, or pick a new
                 directory), or ``config`` is not JSON-serialisable.
             LockError: another process is writing there.
         """
-        directory = Path(directory)
+        directory = cls.check_new(directory)
         config_json = _dumps("the run config", dict(config))
-        directory.mkdir(parents=True, exist_ok=True)
+        make_folder(directory, "run directory")
         lock = WriterLock(directory, holder)
         try:
             path = directory / DB_NAME
-            for existing in (path, directory / OLD_DB_NAME):
-                if existing.exists():
-                    raise StoreError(
-                        f"{directory} already holds a run ({existing.name}); resume it with "
-                        f"`nasforge resume {directory}` or choose an empty directory (nothing "
-                        "was overwritten)"
-                    )
+            cls.check_new(directory)  # again, holding the lock: no run was made meanwhile
             conn = sqlite3.connect(str(path), timeout=30)
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA journal_mode=WAL")
@@ -233,6 +247,11 @@ class Store:
         if directory.name == DB_NAME:
             directory = directory.parent
         path = directory / DB_NAME
+        if directory.exists() and not directory.is_dir():
+            raise StoreError(
+                f"{directory} is a file, not a run directory; give the folder `nasforge run` "
+                "recorded the run in"
+            )
         if not path.exists():
             if (directory / OLD_DB_NAME).exists():
                 raise StoreError(

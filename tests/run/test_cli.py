@@ -1,0 +1,86 @@
+"""Tests of the shared commands at their edge: a path that cannot be a run directory or an
+output folder is one line and exit status 2, and nothing is written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nasforge.cli import main
+from nasforge.run.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+PIPE = (
+    'kind = "pipeline"\nsteps = 2\npipeline = 1\nbatch_size = 16\nn_eval = 3\n'
+    "space_kwargs = {n_blocks = 3, n_candidates = 2, hidden = 16}\n"
+)
+
+
+def _nasforge(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, "-m", "nasforge.cli", *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_run_into_a_file_is_one_line_and_status_2(tmp_path: Path) -> None:
+    """`nasforge run FILE --dir PATH` with PATH an existing file: one line on stderr naming
+    it, exit status 2, the file untouched (it was a FileExistsError traceback, status 1)."""
+    (tmp_path / "pipe.toml").write_text(PIPE)
+    target = tmp_path / "notes.txt"
+    target.write_text("keep me\n")
+    got = _nasforge("run", str(tmp_path / "pipe.toml"), "--dir", str(target))
+    assert got.returncode == 2, got.stderr
+    assert len(got.stderr.strip().splitlines()) == 1 and str(target) in got.stderr
+    assert "is a file" in got.stderr and "Traceback" not in got.stderr
+    assert target.read_text() == "keep me\n" and sorted(os.listdir(tmp_path)) == [
+        "notes.txt", "pipe.toml"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "{pipe}", "--dir", "{file}/sub"],
+        ["train-supernet", "--out", "{file}", "--steps", "1"],
+        ["ofa", "train", "--out", "{file}", "--full-epochs", "1", "--shrink-epochs", "1"],
+        ["export", "{run}", "--out", "{file}"],
+        ["export", "{run}", "--out", "{file}/x"],
+        ["plot", "{run}", "--out", "{file}/x.png"],
+        ["resume", "{file}"],
+        ["status", "{file}"],
+    ],
+)
+def test_every_command_refuses_a_file_where_a_folder_belongs(
+    tmp_path: Path, argv: list[str], caplog
+) -> None:
+    """Each command that takes a run directory or an output folder answers a file there (or
+    a path under one) with a NasforgeError (status 2), never an OSError, and writes nothing."""
+    run = tmp_path / "run"
+    with Store.create(run, {"kind": "x", "objective": {"metric": "acc", "mode": "max"}}) as s:
+        s.record_trial("a" * 16, {"w": 1}, {"acc": 0.5}, "trained")
+        s.finish()
+    (tmp_path / "pipe.toml").write_text(PIPE)
+    file = tmp_path / "notes.txt"
+    file.write_text("keep me\n")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    names = {"pipe": str(tmp_path / "pipe.toml"), "file": str(file), "run": str(run)}
+    assert main([a.format(**names) for a in argv]) == 2
+    assert str(file) in caplog.text and "is a file" in caplog.text
+    assert file.read_text() == "keep me\n"
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_plot_makes_the_folder_it_is_given(tmp_path: Path) -> None:
+    """`nasforge plot DIR --out new/x.png` makes the missing folder (it was a
+    FileNotFoundError traceback)."""
+    run = tmp_path / "run"
+    with Store.create(run, {"kind": "x", "objective": {"metric": "acc", "mode": "max"}}) as s:
+        for i in range(3):
+            s.record_trial(f"{i:016x}", {"w": i}, {"acc": i / 3}, "trained")
+        s.finish()
+    assert main(["plot", str(run), "--out", str(tmp_path / "new" / "x.png")]) == 0
+    assert (tmp_path / "new" / "x.png").stat().st_size > 1000
+
