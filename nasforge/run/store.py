@@ -616,10 +616,17 @@ class Store:
         self.finish_trial(tid, status, metrics, evaluation=evaluation, event=False, **fields)
         return tid
 
-    def _abandoned(self) -> bool:
-        """Returns whether a trial stored ``running`` runs nowhere: this store is a reader
-        and no writer works on the run (it was interrupted, or it finished or failed)."""
-        return self.readonly and self.state() != "running"
+    def _abandoned(self, statuses: Any) -> bool:
+        """Returns whether the trials stored ``running`` among ``statuses`` run nowhere: this
+        store is a reader and no writer works on the run (it was interrupted, or it finished
+        or failed). Asked only when one is there; a lock that cannot be probed (a read-only
+        copy of a run) leaves them as stored."""
+        if not self.readonly or "running" not in statuses:
+            return False
+        try:
+            return self.state() != "running"
+        except OSError:
+            return False
 
     def _row(self, r: sqlite3.Row, light: bool = False, abandoned: bool = False) -> TrialRecord:
         tid = r["id"]
@@ -652,13 +659,16 @@ class Store:
         """
         cols = "id, arch_id, status, metrics, error, started, finished, duration, checkpoint, "
         cols += "cached_from, evaluation" + ("" if light else ", arch, intermediates")
-        abandoned = self._abandoned()
         if status is None:
             rows = self._query(f"SELECT {cols} FROM trials ORDER BY id")
+            abandoned = self._abandoned({r["status"] for r in rows})
         else:
-            if abandoned and status in ("running", INTERRUPTED):
+            if status in ("running", INTERRUPTED) and self._abandoned({"running"}):
                 status = "" if status == "running" else "running"
+            elif status == INTERRUPTED:  # a writer works on it: no trial is interrupted
+                status = ""
             rows = self._query(f"SELECT {cols} FROM trials WHERE status=? ORDER BY id", (status,))
+            abandoned = status == "running" and self._abandoned({"running"})
         return [self._row(r, light, abandoned) for r in rows]
 
     def trial(self, trial_id: int) -> TrialRecord:
@@ -670,13 +680,13 @@ class Store:
         rows = self._query("SELECT * FROM trials WHERE id=?", (trial_id,))
         if not rows:
             raise StoreError(f"no trial {trial_id} in {self.directory}")
-        return self._row(rows[0], abandoned=self._abandoned())
+        return self._row(rows[0], abandoned=self._abandoned({rows[0]["status"]}))
 
     def counts(self) -> dict[str, int]:
         """Returns the number of trials per status (one aggregate query), with the trials
         :meth:`trials` shows ``interrupted`` counted so."""
         rows = self._query("SELECT status, COUNT(*) FROM trials GROUP BY status")
-        abandoned = bool(rows) and self._abandoned()
+        abandoned = self._abandoned({r[0] for r in rows})
         return {INTERRUPTED if abandoned and r[0] == "running" else r[0]: int(r[1]) for r in rows}
 
     def events(self) -> list[tuple[str, int]]:
