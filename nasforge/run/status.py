@@ -51,6 +51,7 @@ def summary(store: Store) -> str:
     elif state == "failed":
         error = (store.get_meta("error") or "").strip().splitlines()
         line += f" ({error[0][:300]})" if error else ""
+        line += f"; after fixing it, `nasforge resume {d}` continues it"
     elif state == "running":
         line += " (a writer is working on it now)"
     return line
