@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import select
 import sys
 from collections.abc import Sequence
 
@@ -36,9 +38,57 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: the exit status of a command whose standard output was closed under it (``... | head -1``):
+#: 128 + SIGPIPE, what a shell reports for ``ls`` or ``git`` stopped the same way
+CLOSED_STDOUT = 141
+
+
+def _stdout_fd() -> int | None:
+    """Returns the file descriptor of standard output, or None when it has none (a test's
+    capture)."""
+    try:
+        return sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _stdout_closed() -> bool:
+    """Returns whether the reader of standard output has gone (the pipe reports an error),
+    which tells a closed ``| head`` from a broken pipe of a worker or a socket."""
+    fd = _stdout_fd()
+    if fd is None:
+        return False
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT)
+    return any(ev & select.POLLERR for _, ev in poll.poll(0))
+
+
+def _quiet_stdout() -> None:
+    """Points standard output at /dev/null, so that the interpreter's last flush of what is
+    still buffered does not fail on the closed pipe again ("Exception ignored ...")."""
+    fd = _stdout_fd()
+    if fd is not None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the exit code (2 for a usage or nasforge error, 1 when
-    a run failed, 130 when interrupted)."""
+    a run failed, 130 when interrupted, 141 when standard output was closed under it)."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here, where it can still end quietly
+        return code
+    except BrokenPipeError:
+        if not _stdout_closed():  # a worker's or a socket's pipe: a real error
+            raise
+        _quiet_stdout()
+        return CLOSED_STDOUT
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    """Returns the exit code of the command ``argv`` names (see :func:`main`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose + 1, 2)

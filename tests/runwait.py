@@ -1,15 +1,19 @@
 """Waiting on a run that another process writes: the tests that SIGKILL a run mid-way and
-resume it share this poll instead of each restating it."""
+resume it share this poll instead of each restating it, and :func:`kill_writer_midway`
+leaves a run killed with trials in flight."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from nasforge.run.store import Store
 
-__all__ = ["wait_for_run"]
+__all__ = ["wait_for_run", "kill_writer_midway"]
 
 
 def wait_for_run(
@@ -28,3 +32,31 @@ def wait_for_run(
             pass
         time.sleep(poll)
     return False
+
+
+_MIDWAY = """
+import sys, time
+from nasforge.run.store import Store
+objective = {"metric": "acc", "mode": "max", "constraints": {}, "second": None}
+s = Store.create(sys.argv[1], {"kind": "multitrial", "objective": objective})
+s.set_plan("trials", 4)
+s.finish_trial(s.add_trial("a" * 16, {"w": 1}), "done", {"acc": 0.5})
+s.add_trial("b" * 16, {"w": 2})
+s.add_trial("c" * 16, {"w": 3})
+s.set_meta("midway", "yes")
+time.sleep(120)
+"""
+
+
+def kill_writer_midway(directory: Path, check_alive: Callable[[], None] | None = None) -> None:
+    """Returns None after a writer process recorded a 4-trial run in ``directory`` with one
+    trial done and two in flight (status ``running``) and was killed with SIGKILL there;
+    ``check_alive()`` runs while the writer still holds the run."""
+    proc = subprocess.Popen([sys.executable, "-c", _MIDWAY, str(directory)])
+    try:
+        assert wait_for_run(directory, lambda s: s.get_meta("midway") == "yes", timeout=60)
+        if check_alive is not None:
+            check_alive()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()

@@ -79,8 +79,9 @@ class TrialCache:
     """Returns each run's light trials (metrics, no architectures), read again only when the
     record changed.
 
-    Invariants: an entry is served only while :func:`version` of its run is unchanged; at
-    most ``size`` runs are kept (least recently used dropped first); thread-safe.
+    Invariants: an entry is served only while :func:`version` of its run, and whether a
+    writer works on it, are unchanged; at most ``size`` runs are kept (least recently used
+    dropped first); thread-safe.
     """
 
     def __init__(self, size: int = 16) -> None:
@@ -94,7 +95,9 @@ class TrialCache:
         Raises:
             StoreError: a trial row does not decode.
         """
-        key, ver = store.directory, version(store.directory)
+        # whether a writer works on the run is part of the key: once it is gone, the trials
+        # it left running read as interrupted although the database did not change
+        key, ver = store.directory, (*version(store.directory), store.state() == "running")
         with self._lock:
             hit = self._items.get(key)
             if hit is not None and hit[0] == ver:
@@ -178,7 +181,7 @@ def _plan(store: Store, trials: Sequence[TrialRecord]) -> tuple[str, int | None,
     unit = str(plan.get("unit", "trials"))
     total = plan.get("total")
     if unit == "trials":
-        done = sum(1 for t in trials if t.status not in ("running", "cached"))
+        done = sum(1 for t in trials if t.status not in ("running", "interrupted", "cached"))
     else:
         done = store.n_progress()
     return unit, total if isinstance(total, int) else None, done

@@ -44,6 +44,7 @@ from nasforge.engine.evaluator import (
 from nasforge.engine.executor import BaseExecutor, get_executor
 from nasforge.engine.trial import TrialResult, TrialTask
 from nasforge.errors import ConfigError, TrialError
+from nasforge.run.preflight import require
 from nasforge.run.progress import Progress
 from nasforge.run.refs import materialize
 from nasforge.run.results import pareto_front, score
@@ -270,6 +271,18 @@ class Experiment(BaseRunner):
     def compatible_keys(self) -> tuple[str, ...]:
         """Returns the settings a resume must keep: the space's decisions and the strategy."""
         return ("search_space", "strategy")
+
+    def check(self) -> None:
+        """Returns None when the executor's optional package is installed (Ray for the
+        ``ray`` executor), checked before the record exists.
+
+        Raises:
+            ConfigError: it is missing (``pip install 'nasforge[ray]'``).
+        """
+        from nasforge.engine.ray_executor import RayExecutor
+
+        if isinstance(self.executor, RayExecutor):
+            require("ray", "ray", "the 'ray' executor")
 
     def section(self) -> dict[str, Any]:
         """Returns the experiment's settings as JSON-able data (stored with it)."""

@@ -94,8 +94,11 @@ def _search(args: argparse.Namespace) -> int:
     if not args.runs or not args.targets:
         raise ConfigError("give run folders and --targets, or --latency-table and --predictor")
     from nasforge.ofa.runner import load_data, open_for_search, search_run
+    from nasforge.run.preflight import check_folder
     from nasforge.run.threads import set_threads
 
+    png = Path(args.png) if args.png else Path(args.runs[0]) / "front.png"
+    check_folder(png.parent, "plot folder")  # before the search, not after it
     set_threads(args.threads)
     nets = {run: load_supernet(run) for run in args.runs}  # fail early on a missing run
     data = load_data(args.data)
@@ -109,7 +112,6 @@ def _search(args: argparse.Namespace) -> int:
         fronts[run] = rows
         for r in rows:
             _say(f"{run} target {r['target']:g}: accuracy {r['accuracy']:.4f} cost {r['cost']:.3f}")
-    png = Path(args.png) if args.png else Path(args.runs[0]) / "front.png"
     _plot(fronts, args.latency, png)
     _say(f"front plot written to {png}")
     return 0
@@ -122,6 +124,7 @@ def _plot(fronts: dict[str, list[dict[str, Any]]], latency: str, path: Path) -> 
     import matplotlib.pyplot as plt
 
     from nasforge.ofa.evolution import pareto_front
+    from nasforge.run.preflight import make_folder
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for run, rows in fronts.items():
@@ -136,7 +139,7 @@ def _plot(fronts: dict[str, list[dict[str, Any]]], latency: str, path: Path) -> 
     ax.set_title("accuracy vs " + unit)
     ax.grid(alpha=0.3)
     ax.legend()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent, "plot folder")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

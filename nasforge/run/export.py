@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from nasforge.errors import ConfigError, StoreError
+from nasforge.run.preflight import check_folder, make_folder
 from nasforge.run.refs import from_ref
 from nasforge.run.results import rank_trials
 from nasforge.run.store import Store, TrialRecord
@@ -56,11 +57,13 @@ def export_top(
 
     Raises:
         StoreError: the run cannot be read, or it has no ranked trial to export.
-        ConfigError: ``k`` < 1.
+        ConfigError: ``k`` < 1; ``out`` is a file, lies under one, or cannot be made.
     """
     if not isinstance(k, int) or k < 1:
         raise ConfigError(f"k must be a positive int, got {k!r}")
     directory = Path(directory)
+    out = Path(out) if out is not None else directory / "export"
+    check_folder(out, "export folder")  # before anything is read or written
     with Store.open(directory) as store:
         cfg, obj = store.config(), store.objective()
         trials = store.trials(light=True)
@@ -80,11 +83,9 @@ def export_top(
             f"{directory} has no finished trial ranked by {obj['metric']!r} to export "
             f"({len(trials)} trials; `nasforge status {directory}` shows them)"
         )
-    out = Path(out) if out is not None else directory / "export"
     written = []
     for rank, t in enumerate(chosen, 1):
-        d = out / f"rank{rank}_trial{t.id}"
-        d.mkdir(parents=True, exist_ok=True)
+        d = make_folder(out / f"rank{rank}_trial{t.id}", "export folder")
         weights = None
         ckpt = _checkpoint(directory, t)
         if ckpt is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nasforge.run.preflight import check_folder, make_folder
 from nasforge.run.results import pareto_front, score
 from nasforge.run.store import Store
 
@@ -24,12 +25,15 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
 
     Raises:
         StoreError: the record cannot be read, or it holds nothing to plot.
+        ConfigError: the folder of ``out`` is a file, lies under one, or cannot be made.
     """
     from matplotlib.figure import Figure  # no pyplot: no global state, a faster import
 
     from nasforge.errors import StoreError
 
     directory = Path(directory)
+    out = Path(out) if out is not None else directory / "plot.png"
+    check_folder(out.parent, "plot folder")  # before the work, as the record is read
     with Store.open(directory) as store:
         obj, trials, rows = store.objective(), store.trials(light=True), store.progress()
     metric, mode, cons, second = obj["metric"], obj["mode"], obj["constraints"], obj["second"]
@@ -99,6 +103,6 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
             ax.set_ylabel(metric)
             ax.legend()
     fig.tight_layout()
-    out = Path(out) if out is not None else directory / "plot.png"
+    make_folder(out.parent, "plot folder")
     fig.savefig(out, dpi=100)
     return out

@@ -13,12 +13,21 @@ from typing import Any
 
 from nasforge.errors import StoreError
 
-__all__ = ["TrialRecord", "STATUSES", "FINISHED", "EVALUATIONS", "check_compatible"]
+__all__ = [
+    "TrialRecord",
+    "STATUSES",
+    "FINISHED",
+    "INTERRUPTED",
+    "EVALUATIONS",
+    "check_compatible",
+]
 
 #: ``running`` (asked, in flight), then one of the finished ones; ``cached``: the same
-#: architecture was already evaluated, its metrics are copied
-STATUSES = ("running", "done", "failed", "early_stopped", "cached")
+#: architecture was already evaluated, its metrics are copied; ``interrupted``: what a reader
+#: is shown for a trial stored ``running`` when no writer works on the run (never stored)
+STATUSES = ("running", "done", "failed", "early_stopped", "cached", "interrupted")
 FINISHED = ("done", "failed", "early_stopped", "cached")
+INTERRUPTED = "interrupted"
 #: how a trial's metrics were measured: trained standalone, with weights inherited from a
 #: supernet, or predicted by a model
 EVALUATIONS = ("trained", "inherited", "predicted")

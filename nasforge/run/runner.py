@@ -6,8 +6,9 @@ config section when resumed), and it runs into a run record (:mod:`nasforge.run.
 lifecycle is the same for every kind and lives here, once::
 
     runner = SomeRunner(...)          # validates everything, touches nothing on disk
-    runner.run()                      # create the record (taking the writer lock), write the
-                                      # config, _execute(store, resume=False), mark finished
+    runner.run()                      # check() what the run needs, create the record (taking
+                                      # the writer lock), write the config,
+                                      # _execute(store, resume=False), mark finished
     runner.resume()                   # open the record as writer, check it was made by the same
                                       # settings, _execute(store, resume=True), mark finished
     runner.best(k), runner.trials()   # read the record (read-only; the lock is released)
@@ -33,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from nasforge.errors import ConfigError, NasforgeError, StoreError
+from nasforge.errors import ConfigError, StoreError
 from nasforge.run.refs import object_path, to_ref
 from nasforge.run.results import parse_constraints, rank_trials
 from nasforge.run.store import Store, TrialRecord, check_compatible
@@ -133,8 +134,9 @@ class BaseRunner(abc.ABC):
 
     Invariants: configuration errors are raised by the constructor, before the record is
     created; only :meth:`run`/:meth:`resume` write, holding the run's writer lock, which is
-    released when they return or raise; a run whose loss diverged, or whose every trial
-    failed, is recorded ``failed`` and raises.
+    released when they return or raise; they leave the run ``finished``, or ``failed`` with
+    the error when ``_execute`` raises (a diverged loss, every trial failed, a crash), and
+    ``running`` (read as interrupted, resumable) only after Ctrl-C or a kill.
     """
 
     kind: ClassVar[str] = ""
@@ -217,6 +219,17 @@ class BaseRunner(abc.ABC):
         """Returns the keys of the config section that a resume must not change."""
         return ()
 
+    def check(self) -> None:  # noqa: B027 - a hook: most kinds check all in the constructor
+        """Returns None when what the settings imply beyond themselves is there: optional
+        packages (:func:`nasforge.run.preflight.require`), data files and folders. Called by
+        :meth:`run` and :meth:`resume` before the record is created or opened, so a missing
+        one leaves nothing behind.
+
+        Raises:
+            ConfigError: something the run will need is missing (the message names it and
+                the fix).
+        """
+
     # -- the shared lifecycle --------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
         """Returns the whole run config: kind, objective, the kind's section, references."""
@@ -233,12 +246,17 @@ class BaseRunner(abc.ABC):
         continuing the run recorded there).
 
         Raises:
+            ConfigError: (before anything is written) the directory is a file or lies under
+                one, or :meth:`check` finds something the run needs missing.
             StoreError: ``run`` on a directory that already holds a run, or ``resume`` on one
                 that is missing, foreign, corrupted, or was made with other settings.
             LockError: another process is writing the directory.
             DivergenceError: a loss became NaN or infinite (the run is recorded failed).
             TrialError: every trial failed (the run is recorded failed).
         """
+        if not resume:
+            Store.check_new(self.directory)  # a file there, or a run already: nothing made
+        self.check()
         config = self.config()
         if resume:
             store = Store.open(self.directory, readonly=False)
@@ -260,17 +278,16 @@ class BaseRunner(abc.ABC):
         self.store = store
         try:
             self._execute(store, resume)
-        except KeyboardInterrupt:
-            log.warning(
-                "interrupted; what finished is saved: `nasforge resume %s` continues it",
-                self.directory,
-            )
-            raise
-        except NasforgeError as exc:  # a diverged loss, every trial failed, ...
-            store.finish("failed", str(exc))
+        except BaseException as exc:  # a diverged loss, every trial failed, a crash, Ctrl-C
+            store.end(exc)
+            if not isinstance(exc, Exception):
+                log.warning(
+                    "interrupted; what finished is saved: `nasforge resume %s` continues it",
+                    self.directory,
+                )
             raise
         else:
-            store.finish("finished")
+            store.end()
         finally:
             self.store = None
             store.close()

@@ -34,7 +34,7 @@ def _plan(store: Store) -> tuple[str, int | None, int]:
     unit = plan.get("unit", "trials")
     if unit == "trials":
         counts = store.counts()
-        done = sum(n for s, n in counts.items() if s not in ("running", "cached"))
+        done = sum(n for s, n in counts.items() if s not in ("running", "interrupted", "cached"))
     else:
         done = store.n_progress()
     return unit, plan.get("total"), done
@@ -52,6 +52,7 @@ def summary(store: Store) -> str:
     elif state == "failed":
         error = (store.get_meta("error") or "").strip().splitlines()
         line += f" ({error[0][:300]})" if error else ""
+        line += f"; after fixing it, `nasforge resume {d}` continues it"
     elif state == "running":
         line += " (a writer is working on it now)"
     return line

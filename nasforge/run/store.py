@@ -26,7 +26,9 @@ Contracts
 Tables
     meta        format, version, created, ``kind``, ``config`` (JSON, see below), ``state``
                 (``running`` while a writer works, then ``finished`` or ``failed``; a run whose
-                state says ``running`` but whose lock is free was interrupted), ``error``,
+                state says ``running`` but whose lock is free was interrupted; a writer that
+                ends without :meth:`Store.finish` or :meth:`Store.end`, such as a deployment
+                search on a trained run, puts back the state and error it found), ``error``,
                 ``notes`` (JSON list: what a run did beyond its trials, e.g. which cross-model
                 optimization the engine applied or reverted; rows ``{"source", "event",
                 "detail", "time", ...numbers}`` appended by :meth:`Store.add_note`)
@@ -56,7 +58,10 @@ trials for every kind; the space and source references rebuild the space and the
 :mod:`nasforge.run.refs`).
 
 Trial statuses: ``running`` (asked, in flight), ``done``, ``failed``, ``early_stopped``,
-``cached`` (the same architecture was already evaluated; its metrics are copied).
+``cached`` (the same architecture was already evaluated; its metrics are copied). A reader of a
+run that no writer works on (interrupted, finished or failed) gets ``interrupted`` for a trial
+stored ``running``: nothing runs it any more (``nasforge resume`` restarts it); the writer gets
+the stored ``running``.
 """
 
 from __future__ import annotations
@@ -69,9 +74,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nasforge.errors import StoreError
+from nasforge.errors import NasforgeError, StoreError
 from nasforge.run.lock import WriterLock
-from nasforge.run.records import EVALUATIONS, FINISHED, STATUSES, TrialRecord, check_compatible
+from nasforge.run.preflight import check_folder, make_folder
+from nasforge.run.records import (
+    EVALUATIONS,
+    FINISHED,
+    INTERRUPTED,
+    STATUSES,
+    TrialRecord,
+    check_compatible,
+)
 
 __all__ = [
     "Store",
@@ -82,6 +95,7 @@ __all__ = [
     "DB_NAME",
     "STATUSES",
     "FINISHED",
+    "INTERRUPTED",
     "EVALUATIONS",
     "is_run",
 ]
@@ -162,30 +176,47 @@ class Store:
         self.readonly = readonly
         self._config: dict[str, Any] | None = None
         self._trial_columns: set[str] | None = None
+        # the (state, error) a writer found when it opened the run (None: it created the run),
+        # put back by close() unless the writer ended its work with finish() or end()
+        self._found: tuple[str, str] | None = None
+        self._ended = False
 
     # -- opening -------------------------------------------------------------------------------
+    @staticmethod
+    def check_new(directory: str | Path) -> Path:
+        """Returns ``directory`` (nothing created) when a new run can be recorded there.
+
+        Raises:
+            ConfigError: it, or a folder above it, is a file, or it cannot be written.
+            StoreError: it already holds a run (resume it, or pick a new directory).
+        """
+        directory = check_folder(directory, "run directory")
+        for existing in (directory / DB_NAME, directory / OLD_DB_NAME):
+            if existing.exists():
+                raise StoreError(
+                    f"{directory} already holds a run ({existing.name}); resume it with "
+                    f"`nasforge resume {directory}` or choose an empty directory (nothing "
+                    "was overwritten)"
+                )
+        return directory
+
     @classmethod
     def create(cls, directory: str | Path, config: Mapping[str, Any], holder: str = "") -> Store:
         """Returns a new run record in ``directory`` holding ``config`` (JSON-able), as writer.
 
         Raises:
+            ConfigError: the directory, or a folder above it, is a file or cannot be made.
             StoreError: the directory already holds a run (resume it, or pick a new
                 directory), or ``config`` is not JSON-serialisable.
             LockError: another process is writing there.
         """
-        directory = Path(directory)
+        directory = cls.check_new(directory)
         config_json = _dumps("the run config", dict(config))
-        directory.mkdir(parents=True, exist_ok=True)
+        make_folder(directory, "run directory")
         lock = WriterLock(directory, holder)
         try:
             path = directory / DB_NAME
-            for existing in (path, directory / OLD_DB_NAME):
-                if existing.exists():
-                    raise StoreError(
-                        f"{directory} already holds a run ({existing.name}); resume it with "
-                        f"`nasforge resume {directory}` or choose an empty directory (nothing "
-                        "was overwritten)"
-                    )
+            cls.check_new(directory)  # again, holding the lock: no run was made meanwhile
             conn = sqlite3.connect(str(path), timeout=30)
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA journal_mode=WAL")
@@ -224,6 +255,11 @@ class Store:
         if directory.name == DB_NAME:
             directory = directory.parent
         path = directory / DB_NAME
+        if directory.exists() and not directory.is_dir():
+            raise StoreError(
+                f"{directory} is a file, not a run directory; give the folder `nasforge run` "
+                "recorded the run in"
+            )
         if not path.exists():
             if (directory / OLD_DB_NAME).exists():
                 raise StoreError(
@@ -247,6 +283,10 @@ class Store:
             store.close()
             raise
         if not readonly:
+            store._found = (
+                store.get_meta("state", "running") or "running",
+                store.get_meta("error", "") or "",
+            )
             store._migrate()
             store.set_meta("state", "running")
             store.set_meta("error", "")
@@ -308,13 +348,24 @@ class Store:
             self._trial_columns = None
 
     def close(self) -> None:
-        """Closes the database and releases the writer lock (if held)."""
+        """Closes the database and releases the writer lock (if held). A writer that opened
+        an existing run and did not end its work (:meth:`finish`, :meth:`end`) puts back the
+        state and error it found: a search on a finished run leaves it finished."""
         try:
-            self._conn.close()
+            if self._lock is not None and not self._ended and self._found is not None:
+                with self._conn as conn:
+                    conn.executemany(
+                        "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                        [("state", self._found[0]), ("error", self._found[1])],
+                    )
+                self._ended = True
         finally:
-            if self._lock is not None:
-                self._lock.release()
-                self._lock = None
+            try:
+                self._conn.close()
+            finally:
+                if self._lock is not None:
+                    self._lock.release()
+                    self._lock = None
 
     def __enter__(self) -> Store:
         return self
@@ -462,6 +513,21 @@ class Store:
         with self._write() as conn:
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('state', ?)", (state,))
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('error', ?)", (error,))
+        self._ended = True
+
+    def end(self, exc: BaseException | None = None) -> None:
+        """Records how the writer's work ended: ``finished`` (no exception), ``failed`` with
+        the error's text (any ``Exception``), or left ``running`` for a ``KeyboardInterrupt``
+        or ``SystemExit``, which readers see as interrupted and ``nasforge resume``
+        continues."""
+        if exc is None:
+            self.finish("finished")
+        elif isinstance(exc, Exception):
+            text = str(exc) if isinstance(exc, NasforgeError) else f"{type(exc).__name__}: {exc}"
+            self.finish("failed", text)
+        else:
+            self.set_meta("state", "running")
+            self._ended = True
 
     def set_plan(self, unit: str, total: int | None) -> None:
         """Records what the run will do: ``total`` units (``trials``, ``epochs``, ``steps``),
@@ -583,15 +649,28 @@ class Store:
         self.finish_trial(tid, status, metrics, evaluation=evaluation, event=False, **fields)
         return tid
 
-    def _row(self, r: sqlite3.Row, light: bool = False) -> TrialRecord:
+    def _abandoned(self, statuses: Any) -> bool:
+        """Returns whether the trials stored ``running`` among ``statuses`` run nowhere: this
+        store is a reader and no writer works on the run (it was interrupted, or it finished
+        or failed). Asked only when one is there; a lock that cannot be probed (a read-only
+        copy of a run) leaves them as stored."""
+        if not self.readonly or "running" not in statuses:
+            return False
+        try:
+            return self.state() != "running"
+        except OSError:
+            return False
+
+    def _row(self, r: sqlite3.Row, light: bool = False, abandoned: bool = False) -> TrialRecord:
         tid = r["id"]
         metrics = r["metrics"]
         where = r["placement"] if "placement" in r.keys() else None
+        status = r["status"]
         return TrialRecord(
             id=tid,
             arch_id=r["arch_id"],
             arch={} if light else self._decode(r["arch"], "trials", tid, dict),
-            status=r["status"],
+            status=INTERRUPTED if abandoned and status == "running" else status,
             metrics=None if metrics is None else self._decode(metrics, "trials", tid, dict),
             intermediates=[] if light else self._decode(r["intermediates"], "trials", tid, list),
             error=r["error"],
@@ -607,7 +686,8 @@ class Store:
     def trials(self, status: str | None = None, light: bool = False) -> list[TrialRecord]:
         """Returns the trials in id order, optionally only those with ``status``; ``light``
         leaves the architecture and intermediate metrics out (empty), which is what ranking
-        and plotting a large run need.
+        and plotting a large run need. A reader gets ``interrupted`` for the trials stored
+        ``running`` when no writer works on the run.
 
         Raises:
             StoreError: a row does not decode.
@@ -617,9 +697,15 @@ class Store:
         cols += ", placement" if "placement" in self._columns() else ""
         if status is None:
             rows = self._query(f"SELECT {cols} FROM trials ORDER BY id")
+            abandoned = self._abandoned({r["status"] for r in rows})
         else:
+            if status in ("running", INTERRUPTED) and self._abandoned({"running"}):
+                status = "" if status == "running" else "running"
+            elif status == INTERRUPTED:  # a writer works on it: no trial is interrupted
+                status = ""
             rows = self._query(f"SELECT {cols} FROM trials WHERE status=? ORDER BY id", (status,))
-        return [self._row(r, light) for r in rows]
+            abandoned = status == "running" and self._abandoned({"running"})
+        return [self._row(r, light, abandoned) for r in rows]
 
     def trial(self, trial_id: int) -> TrialRecord:
         """Returns one trial.
@@ -630,12 +716,14 @@ class Store:
         rows = self._query("SELECT * FROM trials WHERE id=?", (trial_id,))
         if not rows:
             raise StoreError(f"no trial {trial_id} in {self.directory}")
-        return self._row(rows[0])
+        return self._row(rows[0], abandoned=self._abandoned({rows[0]["status"]}))
 
     def counts(self) -> dict[str, int]:
-        """Returns the number of trials per status (one aggregate query)."""
-        return {r[0]: int(r[1]) for r in self._query(
-            "SELECT status, COUNT(*) FROM trials GROUP BY status")}  # fmt: skip
+        """Returns the number of trials per status (one aggregate query), with the trials
+        :meth:`trials` shows ``interrupted`` counted so."""
+        rows = self._query("SELECT status, COUNT(*) FROM trials GROUP BY status")
+        abandoned = self._abandoned({r[0] for r in rows})
+        return {INTERRUPTED if abandoned and r[0] == "running" else r[0]: int(r[1]) for r in rows}
 
     def events(self) -> list[tuple[str, int]]:
         """Returns every (kind, trial id) event in happening order."""

@@ -44,6 +44,7 @@ from nasforge.data.translation import Bpe, Pairs, load_pairs, split_pairs, token
 from nasforge.errors import ConfigError, DivergenceError, StoreError
 from nasforge.oneshot.dartsformer import RevSearchConfig, rev_search
 from nasforge.oneshot.supernet import Supernet, inherit_weights
+from nasforge.run.preflight import require
 from nasforge.run.progress import Progress, fmt_time
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.store import Store
@@ -273,6 +274,17 @@ class Seq2SeqSearch(BaseRunner):
         """Returns what a resume must keep: data, tokenizer, space and search settings."""
         return ("data", "pairs", "test", "vocab", "space_args", "algorithm", "batch_tokens",
                 "search", "log_every", "seed")  # fmt: skip
+
+    def check(self) -> None:
+        """Returns None when the packages the run needs are installed: ``tokenizers`` for
+        the BPE, and ``sacrebleu`` when a retrain is scored by BLEU.
+
+        Raises:
+            ConfigError: one is missing (``pip install 'nasforge[translation]'``).
+        """
+        require("tokenizers", "translation", "a dartsformer run's BPE tokenizer")
+        if self.retrain is not None:
+            require("sacrebleu", "translation", "a dartsformer run's retrain (scored by BLEU)")
 
     # -- the run ---------------------------------------------------------------------------------
     def _tokenizer(self, store: Store, train: Pairs) -> Bpe:

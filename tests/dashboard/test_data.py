@@ -9,6 +9,7 @@ from nasforge.dashboard import data
 from nasforge.run.results import pareto_front, rank_trials
 from nasforge.run.store import Store
 from tests.dashboard.records import make_record
+from tests.runwait import kill_writer_midway
 
 
 def test_summary_names_kind_state_progress_and_best(tmp_path: Path) -> None:
@@ -130,3 +131,27 @@ def test_trial_table_shows_where_each_trial_ran(tmp_path: Path) -> None:
         sort = [{"column_id": "where", "direction": "asc"}]
         page = data.trial_page(store, data.TrialCache(), 0, 10, sort)
     assert [(r["id"], r["where"]) for r in page["rows"]] == [(2, "box gpu 0"), (1, "box gpu 1")]
+
+
+def test_trials_in_flight_of_a_killed_run_are_shown_interrupted(tmp_path: Path) -> None:
+    """After kill -9 the trial table and the overview show the in-flight trials as
+    ``interrupted``, as the run's state, even when the table was read while it ran."""
+    cache = data.TrialCache()
+
+    def alive() -> None:
+        with data.open_run(tmp_path) as store:
+            rows = data.trial_page(store, cache)["rows"]
+            assert [r["status"] for r in rows] == ["done", "running", "running"]
+
+    kill_writer_midway(tmp_path, alive)
+    with data.open_run(tmp_path) as store:
+        page = data.trial_page(store, cache)
+        assert [r["status"] for r in page["rows"]] == ["done", "interrupted", "interrupted"]
+        assert data.trial_page(store, cache, statuses=["interrupted"])["n_rows"] == 2
+        assert data.trial_detail(store, 2)["status"] == "interrupted"
+    row = data.summarize("k", "run", tmp_path, cache)
+    assert (row.state, row.counts, row.progress) == (
+        "interrupted",
+        {"done": 1, "interrupted": 2},
+        "1 / 4 trials",
+    )

@@ -17,7 +17,7 @@ import torch.nn as nn
 import nasforge as nf
 from nasforge.engine import Experiment, Store
 from nasforge.errors import ConfigError, StoreError, TrialError
-from nasforge.run.store import DB_NAME
+from nasforge.run.store import DB_NAME, FINISHED
 from nasforge.space.search_space import Decision, SearchSpace
 from nasforge.strategy import MedianStopper
 
@@ -83,11 +83,11 @@ def test_sigkill_then_resume_equals_uninterrupted_run(tmp_path):
     """A real SIGKILL mid-run, then resume, gives the trial list of an uninterrupted run."""
     reference = kx.make(tmp_path / "ref").run()
     before = _kill_after(tmp_path / "killed", n_done=5)
-    assert 5 <= sum(t.status != "running" for t in before) < 14
+    assert 5 <= sum(t.status in FINISHED for t in before) < 14
     resumed = kx.make(tmp_path / "killed").resume()
     after = resumed.trials()
     # nothing finished before the kill was lost or changed
-    done_before = {t.id: t for t in before if t.status != "running"}
+    done_before = {t.id: t for t in before if t.status in FINISHED}
     assert all(_summary([after[i - 1]]) == _summary([t]) for i, t in done_before.items())
     assert _summary(after) == _summary(reference.trials())
 
@@ -100,7 +100,7 @@ def test_sigkill_of_pool_run_then_resume_finishes_budget(tmp_path):
     trained = [t for t in after if t.status not in ("cached",)]
     assert len(trained) == 14
     assert all(t.status != "running" for t in after)
-    kept = {t.id: _summary([t]) for t in before if t.status != "running"}
+    kept = {t.id: _summary([t]) for t in before if t.status in FINISHED}
     assert all(_summary([after[i - 1]]) == s for i, s in kept.items())
 
 

@@ -63,6 +63,30 @@ def _tiny_data(tmp_path, n=120):
     return str(tmp_path / "data.pt")
 
 
+def test_search_leaves_the_trained_run_finished(tmp_path, capsys):
+    """`ofa search` on a finished run records its trials and leaves the run `finished`, as
+    `nasforge status` and the dashboard read it (it was shown as interrupted)."""
+    from nasforge.dashboard.data import TrialCache, summarize
+    from nasforge.run.store import Store
+
+    data, run = _tiny_data(tmp_path), tmp_path / "run"
+    argv = ["ofa", "train", "--space", "compofa", "--out", str(run), "--data", data,
+            "--full-epochs", "1", "--shrink-epochs", "1", "--width-mult", "0.25",
+            "--n-subnets", "1", "--batch-size", "60", "--no-probes"]  # fmt: skip
+    assert main(argv) == 0
+    argv = ["ofa", "search", str(run), "--targets", "2", "--latency", "flops", "--accuracy",
+            "predictor", "--n-pairs", "6", "--population", "4", "--generations", "1",
+            "--data", data, "--png", str(tmp_path / "front.png")]  # fmt: skip
+    assert main(argv) == 0
+    with Store.open(run) as store:
+        assert store.state() == "finished" and len(store.trials()) == 1
+    capsys.readouterr()
+    assert main(["status", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "interrupted" not in out and "resume" not in out and "finished" in out
+    assert summarize("r", "run", run, TrialCache()).state == "finished"
+
+
 def test_killed_training_resumes_to_the_same_supernet(tmp_path, monkeypatch, capsys):
     """`ofa train` interrupted in its second stage and continued with `nasforge resume DIR`
     ends with the same weights as an unbroken run; `nasforge status DIR` shows the run."""

@@ -61,7 +61,7 @@ def _crash_at(stage, epoch):
 
 def test_resume_gives_the_same_weights(tmp_path):
     """A run killed in the middle of an epoch and resumed from its store ends with the same
-    weights as an unbroken run, and its store holds one row per epoch."""
+    weights as an unbroken run, and its store holds one row per epoch and says finished."""
     data = _data()
     cfg = TrainConfig(batch_size=12, n_subnets=2)
     torch.manual_seed(0)
@@ -89,7 +89,7 @@ def test_resume_gives_the_same_weights(tmp_path):
     for k, v in a.state_dict().items():
         assert torch.equal(v, c.state_dict()[k]), k
     store = open_ofa_store(tmp_path)
-    assert store.progress() == logs
+    assert store.progress() == logs and store.state() == "finished"
     final = torch.load(store.artifact("supernet"), weights_only=True)
     assert all(torch.equal(v, final[k]) for k, v in a.state_dict().items())
     assert [stage_from_dict(d) for d in store.config()["ofa"]["plan"]] == plan
@@ -144,7 +144,7 @@ def test_foreign_changed_or_corrupted_directories(tmp_path):
 
 def test_a_diverging_training_stops_with_a_divergence_error(tmp_path):
     """A learning rate that blows the loss up stops OFA training with a DivergenceError; the
-    record has no supernet artifact."""
+    record has no supernet artifact and says failed."""
     from nasforge.errors import DivergenceError
 
     torch.manual_seed(0)
@@ -153,5 +153,5 @@ def test_a_diverging_training_stops_with_a_divergence_error(tmp_path):
     with pytest.raises(DivergenceError, match="stage 'full'"):
         train(net, _data(), plan, TrainConfig(batch_size=12, lr=1e12), directory=tmp_path)
     store = open_ofa_store(tmp_path)
-    assert store.artifact("supernet") is None
+    assert store.artifact("supernet") is None and store.state() == "failed"
     store.close()

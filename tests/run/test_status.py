@@ -10,6 +10,7 @@ import torch
 from nasforge.run.status import summary, trial_table
 from nasforge.run.store import Store
 from nasforge.run.threads import default_threads, set_threads
+from tests.runwait import kill_writer_midway
 
 OBJECTIVE = {"metric": "acc", "mode": "max", "constraints": {}, "second": None}
 
@@ -83,3 +84,27 @@ def test_status_shows_where_each_trial_ran(tmp_path: Path) -> None:
     with Store.create(tmp_path / "b", {"kind": "x", "objective": OBJECTIVE}) as s:
         s.finish_trial(s.add_trial("a" * 16, {"w": 1}), "done", {"acc": 0.9})
         assert "where" not in trial_table(s)[0]
+
+
+def test_trials_in_flight_of_a_killed_run_are_shown_interrupted(tmp_path: Path, capsys) -> None:
+    """After kill -9, `nasforge status` shows the trials that were in flight as
+    ``interrupted`` (as its header says of the run), not ``running``; they count as not done;
+    while the writer lives they are ``running``."""
+    from nasforge.run.status import print_status
+
+    def alive() -> None:
+        with Store.open(tmp_path) as s:
+            assert [t.status for t in s.trials()] == ["done", "running", "running"]
+
+    kill_writer_midway(tmp_path, alive)
+    print_status(tmp_path)
+    out = capsys.readouterr().out
+    assert "interrupted: 1 of 4 trials done; resume with" in out
+    assert out.count("interrupted") == 3 and "running" not in out
+    with Store.open(tmp_path) as s:
+        assert [t.status for t in s.trials()] == ["done", "interrupted", "interrupted"]
+        assert s.counts() == {"done": 1, "interrupted": 2}
+        assert [t.id for t in s.trials("interrupted")] == [2, 3] and not s.trials("running")
+        assert s.trial(2).status == "interrupted"
+    with Store.open(tmp_path, readonly=False) as w:  # a resuming writer sees what to restart
+        assert [t.id for t in w.trials("running")] == [2, 3]

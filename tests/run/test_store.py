@@ -200,3 +200,20 @@ def test_placement_round_trips_and_an_older_record_gains_its_column(tmp_path):
         t = w.add_trial("b" * 16, {"w": 2})
         w.finish_trial(t, "done", {"acc": 0.5}, placement={"node": "h", "devices": []})
         assert [x.placement for x in w.trials()] == [None, {"node": "h", "devices": []}]
+
+
+def test_a_writer_that_does_not_finish_leaves_the_state_it_found(tmp_path):
+    """A writer that opens a finished (or failed) run for extra work, or only to check it,
+    and closes without finish() leaves the state as it found it, not ``running``."""
+    s = Store.create(tmp_path, {"kind": "x"})
+    s.finish("failed", "a diverged loss")
+    s.close()
+    with Store.open(tmp_path, readonly=False) as w:
+        w.record_trial("a" * 16, {"a": 1}, {"m": 1.0}, "inherited")
+    with Store.open(tmp_path) as r:
+        assert (r.state(), r.get_meta("error")) == ("failed", "a diverged loss")
+    w = Store.open(tmp_path, readonly=False)
+    w.finish("finished")
+    w.close()
+    Store.open(tmp_path, readonly=False).close()
+    assert Store.open(tmp_path).state() == "finished"

@@ -233,7 +233,7 @@ def test_a_run_stopped_in_its_retrain_retrains_on_resume(tmp_path: Path) -> None
     with pytest.raises(KeyboardInterrupt):
         stopper.run()
     with Store.open(broken) as s:
-        assert s.state() == "interrupted" and [t.status for t in s.trials()] == ["running"]
+        assert s.state() == "interrupted" and [t.status for t in s.trials()] == ["interrupted"]
     assert main(["resume", str(broken)]) == 0
     with Store.open(whole) as s1, Store.open(broken) as s2:
         (t1,), (t2,) = s1.trials(), s2.trials()

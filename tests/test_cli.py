@@ -1,0 +1,36 @@
+"""Tests of the ``nasforge`` entry point: what every command shares at its edge."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from nasforge.run.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+OBJECTIVE = {"metric": "acc", "mode": "max", "constraints": {}, "second": None}
+
+
+def _cli(*args: str, **kw) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "-m", "nasforge.cli", *args], env=env, **kw)
+
+
+def test_a_closed_stdout_ends_quietly(tmp_path: Path) -> None:
+    """`nasforge status DIR | head -1`: the reader closes the pipe after one line while
+    status still writes (more than a pipe holds); nasforge ends without a traceback, with
+    the status of a process a closed pipe stopped (141, as `ls` or `git` under pipefail)."""
+    with Store.create(tmp_path / "run", {"kind": "x", "objective": OBJECTIVE}) as s:
+        for i in range(3000):
+            s.record_trial(f"{i:016x}", {"op": "conv" * 8, "i": i}, {"acc": i / 3000}, "trained")
+        s.finish()
+    proc = _cli("status", str(tmp_path / "run"), "--limit", "3000",
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    first = proc.stdout.readline()
+    proc.stdout.close()  # as `head -1` exits
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 141
+    assert first.startswith(str(tmp_path / "run").encode())
+    assert err == "", err
