@@ -47,7 +47,8 @@ URL = re.compile(r"http://[\w.\-\[\]:]+(?:/[^\s]*)?")
 SERVER_TIMEOUT = 60
 DIRECTIVE = re.compile(r"^<!--\s*docs-test:")
 SHELL_LANGS = {"bash", "sh", "shell", "console"}
-#: Seconds one shell command may take (the slow example takes about 4 minutes).
+#: Seconds one shell command may take (the slowest, the Quickstart's example, is timed by
+#: benchmarks/quickstart.py, well under this).
 COMMAND_TIMEOUT = 420
 
 
@@ -328,6 +329,27 @@ def _check_concepts(scope: dict) -> None:
     ss, arch, model = scope["ss"], scope["arch"], scope["model"]
     assert set(arch) == set(ss)
     assert model(torch.randn(2, 1, 8, 8)).shape == (2, 10)
+
+
+def test_quickstart_time_is_one_figure_from_its_benchmark() -> None:
+    """The Quickstart quotes one time, that of benchmarks/quickstart.py, which runs exactly the
+    Quickstart's commands."""
+    import importlib.util
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Quickstart") :]
+    section = section[: section.index("\n## ", 1)]
+    assert "benchmarks/quickstart.py" in section
+    times = re.findall(r"\b\d+(?:\.\d+)? ?(?:s|seconds?|min|minutes?)\b|\bminutes?\b", section)
+    assert len(times) == 1, f"the Quickstart quotes {times}; keep the benchmark's one figure"
+    spec = importlib.util.spec_from_file_location("quickstart", ROOT / "benchmarks/quickstart.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    first, last = (text[: text.index(h)].count("\n") + 1 for h in ("## Quickstart", "## Concepts"))
+    (block,) = [b for b in ALL_BLOCKS["README.md"] if b.slow and first < b.line < last]
+    printed = [ln.split("#", 1)[0].strip() for ln in command_lines(block.text)]
+    assert bench.quickstart_commands() == printed
 
 
 @pytest.mark.parametrize("name", _cases(is_shell))
