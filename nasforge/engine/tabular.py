@@ -64,7 +64,8 @@ class NasBenchMacro:
         if not path.exists():
             raise ConfigError(
                 f"NAS-Bench-Macro file {path} not found; pass the path of "
-                "nas-bench-macro_cifar10.json"
+                "nas-bench-macro_cifar10.json (1.2 MB, not shipped with nasforge: download it "
+                "from https://github.com/xiusu/NAS-Bench-Macro)"
             )
         try:
             raw = json.loads(path.read_text())

@@ -62,6 +62,7 @@ from nasforge.oneshot.search import SearchState, epoch_row, get_algorithm
 from nasforge.oneshot.supernet import Supernet
 from nasforge.run.devices import check_device
 from nasforge.run.loopback import pin_to_loopback
+from nasforge.run.threads import threads_for
 from nasforge.space import ModelSpace
 
 __all__ = ["cmp_search", "profile_steps", "check_parallel", "WORKERS", "DEFAULT_WORKERS"]
@@ -122,6 +123,7 @@ def cmp_search(
     device: str = "cpu",
     defer_arch_grads: bool = True,
     timeout_s: float = 3600.0,
+    threads: int | None = None,
     **settings: Any,
 ) -> SearchResult:
     """Returns what :func:`~nasforge.oneshot.search.search` returns, computed by
@@ -134,6 +136,8 @@ def cmp_search(
     once; the architecture gradients are then summed in the one-device order (bitwise equal).
     ``bounds`` fixes the partitions as unit ranges ``[(start, stop), ...]``; by default they are
     balanced by each unit's measured time (:func:`~nasforge.oneshot.cmp_partition.unit_costs`).
+    ``threads``: torch's thread count per worker, chosen as :func:`search` chooses it (default
+    :func:`~nasforge.run.threads.default_threads`; the caller's is restored after).
 
     Raises:
         ConfigError: a bad setting (also ``order='alternate'``, an algorithm without
@@ -143,36 +147,37 @@ def cmp_search(
         WorkerError: a worker raised (its traceback is in the message), died or timed out;
             every worker is ended first.
     """
-    algo, cfg, split, state, bounds = _prepare(
-        space, algorithm, data, model_parallel, schedule, replicas, workers, config, resume_from,
-        weights, bounds, settings,
-    )  # fmt: skip
-    net = state.net
-    dev = _check_device(device, workers, model_parallel * replicas)
-    history: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="nasforge-cmp-") as out:
-        init = str(Path(out) / "init.pt")
-        torch.save(state.state_dict(), init)
-        job = Job(space, algo.name, split, cfg, list(bounds), schedule, replicas, init, out,
-                  torch.get_num_threads(), dev, defer_arch_grads=defer_arch_grads)  # fmt: skip
-        with _Workers(job, workers, timeout_s) as pool:
-            t0 = time.perf_counter()
-            while state.epoch < cfg.epochs:
-                pieces = pool.wait_epoch(state.epoch + 1)
-                row = _assemble(state, pieces, split, algo, time.perf_counter() - t0)
+    with threads_for(threads):  # as search() does, so both run at the same count
+        algo, cfg, split, state, bounds = _prepare(
+            space, algorithm, data, model_parallel, schedule, replicas, workers, config,
+            resume_from, weights, bounds, settings,
+        )  # fmt: skip
+        net = state.net
+        dev = _check_device(device, workers, model_parallel * replicas)
+        history: list[dict[str, Any]] = []
+        with tempfile.TemporaryDirectory(prefix="nasforge-cmp-") as out:
+            init = str(Path(out) / "init.pt")
+            torch.save(state.state_dict(), init)
+            job = Job(space, algo.name, split, cfg, list(bounds), schedule, replicas, init, out,
+                      torch.get_num_threads(), dev, defer_arch_grads=defer_arch_grads)  # fmt: skip
+            with _Workers(job, workers, timeout_s) as pool:
                 t0 = time.perf_counter()
-                history.append(row)
-                logger.info(
-                    "%s-%s epoch %d/%d: train loss %.4f, val loss %.4f, val acc %.4f, %.1fs, "
-                    "arch %s", algo.name, schedule, row["epoch"], cfg.epochs, row["train_loss"],
-                    row["val_loss"], row["val_acc"], row["seconds"], row["arch_id"],
-                )  # fmt: skip
-                if checkpoint is not None:
-                    checkpoint(row, state)
-                if on_epoch is not None:
-                    on_epoch(row)
-    arch, evaluated = algo.finish(net, split, cfg)
-    return SearchResult(arch=arch, history=history, supernet=net, evaluated=evaluated)
+                while state.epoch < cfg.epochs:
+                    pieces = pool.wait_epoch(state.epoch + 1)
+                    row = _assemble(state, pieces, split, algo, time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    history.append(row)
+                    logger.info(
+                        "%s-%s epoch %d/%d: train loss %.4f, val loss %.4f, val acc %.4f, %.1fs, "
+                        "arch %s", algo.name, schedule, row["epoch"], cfg.epochs, row["train_loss"],
+                        row["val_loss"], row["val_acc"], row["seconds"], row["arch_id"],
+                    )  # fmt: skip
+                    if checkpoint is not None:
+                        checkpoint(row, state)
+                    if on_epoch is not None:
+                        on_epoch(row)
+        arch, evaluated = algo.finish(net, split, cfg)
+        return SearchResult(arch=arch, history=history, supernet=net, evaluated=evaluated)
 
 
 def _prepare(

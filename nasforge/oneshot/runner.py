@@ -35,6 +35,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -329,8 +330,10 @@ class OneShotSearch(BaseRunner):
                 force=True,
             )
 
+        # the line above is this run's progress (with the time spent before a resume)
+        find = partial(search, threads=self.threads, progress="off")
         try:
-            result = (search if self.parallel == _ONE_DEVICE else self._cmp_search)(
+            result = (find if self.parallel == _ONE_DEVICE else self._cmp_search)(
                 self.space,
                 self.strategy.name,
                 {"train": self.split.train, "val": self.split.val},
@@ -346,7 +349,7 @@ class OneShotSearch(BaseRunner):
     def _cmp_search(self, *args: Any, **kwargs: Any) -> Any:
         """Returns :func:`~nasforge.oneshot.cmp.cmp_search`'s result with this run's partitions,
         schedule, replicas and workers (docs/cmp.md)."""
-        return cmp_search(*args, **self.parallel, **kwargs)
+        return cmp_search(*args, **self.parallel, threads=self.threads, **kwargs)
 
     def _record(self, store: Store, result: Any, seconds: float) -> None:
         cfg = self.strategy.config

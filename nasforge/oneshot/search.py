@@ -5,18 +5,23 @@ The loop is the same for every algorithm; what differs is a method of the algori
 to after an epoch, and how the search ends (argmax export, or SPOS's evolution). Adding an
 algorithm touches its own module and :data:`ALGORITHMS`, nothing here.
 
-Each epoch logs (``logging``, logger ``nasforge.oneshot.search``) the mean training and
-validation losses, the validation accuracy of the supernet, the current argmax architecture and,
-for an algorithm that learns them, the architecture weights (``arch_weights``: label -> each
-candidate's strength, e.g. softmax of alpha); the same numbers form one row of
-``SearchResult.history``; ``on_epoch(row)`` (if given) receives each row, and
-``checkpoint(row, state)`` the :class:`SearchState` too, whose ``state_dict()`` resumes the
-search bitwise from that epoch (weights, architecture parameters, optimizers, schedule,
-generators).
+Like every path that trains, :func:`search` chooses torch's thread count
+(:func:`nasforge.run.threads.set_threads`: ``threads=``, else ``NASFORGE_THREADS``, else half
+the usable cores) for the search and gives the caller's back afterwards. It shows a line when
+it starts and one per epoch (``progress``: a ``rich`` line on a terminal, else ``logging`` at
+INFO on logger ``nasforge.oneshot.search``, as :class:`nasforge.run.progress.Progress` does for
+every run): the mean training and validation losses, the validation accuracy of the supernet,
+elapsed time and ETA, the current argmax architecture. A row of ``SearchResult.history`` holds
+those numbers and, for an algorithm that learns them, the architecture weights
+(``arch_weights``: label -> each candidate's strength, e.g. softmax of alpha).
+``on_epoch(row)`` (if given) receives each row, and ``checkpoint(row, state)`` the
+:class:`SearchState` too, whose ``state_dict()`` resumes the search bitwise from that epoch
+(weights, architecture parameters, optimizers, schedule, generators).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import random
@@ -41,6 +46,8 @@ from nasforge.oneshot.common import (
     weight_optimizer,
 )
 from nasforge.oneshot.supernet import Algorithm, Supernet
+from nasforge.run.progress import Progress, fmt_time
+from nasforge.run.threads import threads_for
 from nasforge.space import ModelSpace, arch_id
 
 __all__ = ["ALGORITHMS", "SearchState", "search", "supernet", "get_algorithm"]
@@ -137,6 +144,8 @@ def search(
     checkpoint: Callable[[dict[str, Any], SearchState], None] | None = None,
     resume_from: Mapping[str, Any] | None = None,
     weights: Mapping[str, torch.Tensor] | None = None,
+    threads: int | None = None,
+    progress: str = "auto",
     **settings: Any,
 ) -> SearchResult:
     """Returns the architecture a one-shot search of ``space`` finds on ``data``, the per-epoch
@@ -148,7 +157,10 @@ def search(
     Algorithm 2, ``cycles=...`` for SPOS's evolution). ``resume_from`` is a
     :meth:`SearchState.state_dict` saved by ``checkpoint``: the search goes on after that epoch.
     ``weights`` (a state dict of the space, e.g. a supernet trained by the pipeline) start the
-    supernet; with ``epochs=0`` the search goes straight to its finish.
+    supernet; with ``epochs=0`` the search goes straight to its finish. ``threads`` is torch's
+    thread count during the search (default: :func:`~nasforge.run.threads.default_threads`;
+    the caller's count is restored after); ``progress`` is ``"auto"`` (a live line on a
+    terminal, else INFO log lines), ``"rich"``, ``"log"`` or ``"off"``.
 
     Invariants: the result's ``arch`` is valid for ``space`` (``nf.freeze(space, arch)`` builds
     it); the supernet's weights start from ``cfg.seed`` (every module's ``reset_parameters``),
@@ -156,10 +168,32 @@ def search(
     resume.
 
     Raises:
-        ConfigError: unknown algorithm or setting, malformed data.
+        ConfigError: unknown algorithm or setting, malformed data, ``threads`` not a positive
+            int.
         SpaceError: the space cannot be made a supernet (the message names the label).
         DivergenceError: a loss became NaN or infinite.
     """
+    with threads_for(threads) as n_threads:
+        return _search(space, algorithm, data, epochs, batch_size, config, on_epoch, checkpoint,
+                       resume_from, weights, n_threads, progress, settings)  # fmt: skip
+
+
+def _search(
+    space: ModelSpace,
+    algorithm: str | type[Algorithm],
+    data: Any,
+    epochs: int,
+    batch_size: int,
+    config: SearchConfig | None,
+    on_epoch: Callable[[dict[str, Any]], None] | None,
+    checkpoint: Callable[[dict[str, Any], SearchState], None] | None,
+    resume_from: Mapping[str, Any] | None,
+    weights: Mapping[str, torch.Tensor] | None,
+    n_threads: int,
+    progress: str,
+    settings: dict[str, Any],
+) -> SearchResult:
+    """Returns :func:`search`'s result once torch's thread count is chosen."""
     algo = get_algorithm(algorithm)
     try:
         cfg = config or SearchConfig(epochs=epochs, batch_size=batch_size, **settings)
@@ -190,22 +224,39 @@ def search(
     if resume_from is not None:
         state.load_state_dict(resume_from)
         logger.info("%s: resuming after epoch %d of %d", algo.name, state.epoch, cfg.epochs)
+    shown = Progress(cfg.epochs, None, progress, logger=logger)
+    start, first = time.monotonic(), state.epoch
+    per_epoch = n_steps(split, cfg) // max(1, cfg.epochs)
+    shown.show(f"{algo.name}: {cfg.epochs - first} epoch(s) of {per_epoch} steps (batch "
+               f"{cfg.batch_size}) on {n_threads} torch thread(s)", force=True)  # fmt: skip
     history: list[dict[str, Any]] = []
-    while state.epoch < cfg.epochs:
-        row = _epoch(algo, state, split, cfg)
-        history.append(row)
-        val_loss = "n/a" if row["val_loss"] is None else f"{row['val_loss']:.4f}"
-        logger.info(
-            "%s epoch %d/%d: train loss %.4f, val loss %s, val acc %.4f, %.1fs, arch %s %s",
-            algo.name, row["epoch"], cfg.epochs, row["train_loss"], val_loss, row["val_acc"],
-            row["seconds"], row["arch_id"], row["arch"],
-        )  # fmt: skip
-        if checkpoint is not None:
-            checkpoint(row, state)
-        if on_epoch is not None:
-            on_epoch(row)
+    try:
+        while state.epoch < cfg.epochs:
+            row = _epoch(algo, state, split, cfg)
+            history.append(row)
+            elapsed = time.monotonic() - start
+            shown.show(_epoch_line(algo.name, row, cfg.epochs, elapsed, first), force=True)
+            if checkpoint is not None:
+                checkpoint(row, state)
+            if on_epoch is not None:
+                on_epoch(row)
+    finally:
+        shown.close()
     arch, evaluated = algo.finish(net, split, cfg)
     return SearchResult(arch=arch, history=history, supernet=net, evaluated=evaluated)
+
+
+def _epoch_line(name: str, row: dict[str, Any], epochs: int, elapsed: float, first: int) -> str:
+    """Returns the one-line summary of an epoch: losses, supernet accuracy, elapsed, ETA, arch
+    (``first``: the epochs finished before this call, by a resumed search)."""
+    val_loss = "n/a" if row["val_loss"] is None else f"{row['val_loss']:.4f}"
+    arch = json.dumps(row["arch"], separators=(",", ":"))
+    eta = elapsed / (row["epoch"] - first) * (epochs - row["epoch"])
+    return (
+        f"{name} epoch {row['epoch']}/{epochs} | train loss {row['train_loss']:.4f} | val loss "
+        f"{val_loss} | supernet val acc {row['val_acc']:.4f} | elapsed {fmt_time(elapsed)} | "
+        f"ETA {fmt_time(eta)} | arch {row['arch_id']} {arch}"
+    )
 
 
 def _epoch(algo: type[Algorithm], state: SearchState, split: Split, cfg: SearchConfig) -> dict:

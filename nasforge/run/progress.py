@@ -31,13 +31,20 @@ def fmt_time(seconds: float | None) -> str:
 class Progress:
     """Returns nothing; shows experiment progress on a terminal (rich) or in the log.
 
-    ``mode``: ``"auto"`` (rich on a terminal, log otherwise), ``"rich"``, ``"log"`` or ``"off"``.
+    ``mode``: ``"auto"`` (rich on a terminal, log otherwise), ``"rich"``, ``"log"`` or ``"off"``;
+    ``logger`` (default ``nasforge.engine``) receives the lines in log mode, at INFO.
     """
 
     def __init__(
-        self, total: int | None, time_budget: float | None, mode: str = "auto", every: float = 5.0
+        self,
+        total: int | None,
+        time_budget: float | None,
+        mode: str = "auto",
+        every: float = 5.0,
+        logger: logging.Logger | None = None,
     ) -> None:
         self.total, self.time_budget, self.every = total, time_budget, every
+        self._log = logger or log
         if mode == "auto":
             mode = "rich" if sys.stderr.isatty() else "log"
         self.mode = mode
@@ -94,16 +101,17 @@ class Progress:
         self.show(self.line(done, running, failed, best, elapsed, cached), force)
 
     def show(self, text: str, force: bool = False) -> None:
-        """Shows one status line (rate-limited in log mode unless ``force``)."""
+        """Shows one status line (rate-limited in log mode unless ``force``; ``force`` draws a
+        live line at once, so no forced line is skipped)."""
         if self.mode == "off":
             return
-        if self._live is not None:
-            self._live.update(text)
+        if self._live is not None:  # forced: drawn now, not at the next refresh tick
+            self._live.update(text, refresh=force)
             return
         now = time.monotonic()
         if force or now - self._last >= self.every:
             self._last = now
-            log.info("%s", text)
+            self._log.info("%s", text)
 
     def close(self) -> None:
         """Stops the live display."""

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from nasforge.errors import ConfigError
 
-__all__ = ["default_threads", "set_threads"]
+__all__ = ["default_threads", "set_threads", "threads_for"]
 
 log = logging.getLogger("nasforge.run")
 
@@ -51,3 +53,23 @@ def set_threads(threads: int | None = None) -> int:
         torch.set_num_threads(n)
         log.debug("torch uses %d threads", n)
     return n
+
+
+@contextmanager
+def threads_for(threads: int | None = None) -> Iterator[int]:
+    """Returns (yields) the thread count :func:`set_threads` chose for the block, and gives the
+    caller's count back when the block ends: for library calls that train, such as
+    :func:`nasforge.oneshot.search`, which must not change the caller's process for good.
+
+    Raises:
+        ConfigError: ``threads`` is not a positive int (nothing is changed then).
+    """
+    import torch
+
+    callers = torch.get_num_threads()
+    n = set_threads(threads)
+    try:
+        yield n
+    finally:
+        if torch.get_num_threads() != callers:
+            torch.set_num_threads(callers)

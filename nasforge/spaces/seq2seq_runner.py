@@ -3,7 +3,9 @@
 (:mod:`nasforge.spaces.seq2seq`), which imports the one-shot family; a module in
 ``nasforge.oneshot`` importing the space back would make an import cycle.
 
-    data        an OpenNMT-style folder (``src-train.txt``/``tgt-train.txt``): the first
+    data        an OpenNMT-style folder (``src-train.txt``/``tgt-train.txt``), by default
+                ``toy-ende``, the subset the package ships (:func:`~nasforge.data.translation.
+                toy_ende`; a path gives the full set or your own): the first
                 ``pairs`` training pairs, ``test`` of them split off for BLEU, the rest for
                 training (the search trains weights on one half and the architecture on the
                 other; a retrain uses all of it)
@@ -40,7 +42,15 @@ from typing import Any
 import torch
 
 import nasforge as nf
-from nasforge.data.translation import Bpe, Pairs, load_pairs, split_pairs, token_batches
+from nasforge.data.translation import (
+    TOY_ENDE,
+    Bpe,
+    Pairs,
+    load_pairs,
+    split_pairs,
+    token_batches,
+    toy_ende,
+)
 from nasforge.errors import ConfigError, DivergenceError, StoreError
 from nasforge.oneshot.dartsformer import RevSearchConfig, rev_search
 from nasforge.oneshot.supernet import Supernet, inherit_weights
@@ -72,13 +82,16 @@ RETRAIN_KEYS = ("steps", "time_budget_s", "lr", "warmup", "label_smoothing", "gr
 
 
 def find_data(path: str | Path, base: Path | None = None) -> Path:
-    """Returns the absolute data folder ``path`` names: as given when absolute, else from
+    """Returns the absolute data folder ``path`` names: the shipped subset for ``"toy-ende"``
+    (:data:`~nasforge.data.translation.TOY_ENDE`); a path as given when absolute, else from
     ``base`` (the run file's folder) or any folder above it, e.g. ``shared/data/x`` found
     from ``/work/wt/me/examples`` as ``/work/shared/data/x``.
 
     Raises:
         ConfigError: no such folder (the message lists where it looked).
     """
+    if str(path) == TOY_ENDE:
+        return toy_ende()
     p = Path(path).expanduser()
     if p.is_absolute():
         tried = [p]
@@ -91,7 +104,8 @@ def find_data(path: str | Path, base: Path | None = None) -> Path:
     raise ConfigError(
         f"translation data folder {str(path)!r} not found (looked in {[str(t) for t in tried[:4]]}"
         f"{' ...' if len(tried) > 4 else ''}); give the folder holding src-train.txt and "
-        "tgt-train.txt, absolute or relative to the run file"
+        f"tgt-train.txt, absolute or relative to the run file, or {TOY_ENDE!r} for the small "
+        "subset nasforge ships"
     )
 
 
@@ -156,7 +170,7 @@ class Seq2SeqSearch(BaseRunner):
 
     def __init__(
         self,
-        data: str | Path,
+        data: str | Path = TOY_ENDE,
         *,
         pairs: int | None = None,
         test: int = 500,
@@ -179,6 +193,8 @@ class Seq2SeqSearch(BaseRunner):
         base: Path | None = None,
     ) -> None:
         self.data = find_data(data, base)
+        # the shipped subset is recorded by name: the package's folder moves with its install
+        self.data_ref = TOY_ENDE if str(data) == TOY_ENDE else str(self.data)
         for f in ("src-train.txt", "tgt-train.txt"):
             if not (self.data / f).is_file():
                 raise ConfigError(f"{self.data} has no {f}; a translation data folder holds "
@@ -228,7 +244,7 @@ class Seq2SeqSearch(BaseRunner):
         reference is dropped: the space is rebuilt from ``space_args`` and the tokenizer).
 
         Raises:
-            ConfigError: no data, or a bad setting.
+            ConfigError: a data folder that is not there, or a bad setting.
         """
         s = {**dict(settings), **{k: v for k, v in overrides.items() if v is not None}}
         s.pop("objective", None)
@@ -238,11 +254,6 @@ class Seq2SeqSearch(BaseRunner):
         elif isinstance(space, Mapping) and "object" in space:
             raise ConfigError("a dartsformer run builds its own Seq2SeqSpace: give `space` as "
                               f"its settings {list(SPACE_KEYS)}, not a reference")  # fmt: skip
-        if "data" not in s:
-            raise ConfigError(
-                "a dartsformer run needs `data`: the folder of the translation pairs "
-                "(src-train.txt, tgt-train.txt); see docs/reversible.md"
-            )
         try:
             return cls(space=space, base=base, **s)
         except TypeError as exc:
@@ -251,7 +262,7 @@ class Seq2SeqSearch(BaseRunner):
     def section(self) -> dict[str, Any]:
         """Returns the run's settings as JSON-able data."""
         return {
-            "data": str(self.data),
+            "data": self.data_ref,
             "pairs": self.pairs,
             "test": self.test,
             "vocab": self.vocab,

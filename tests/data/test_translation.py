@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from nasforge.data.translation import (
     load_pairs,
     split_pairs,
     token_batches,
+    toy_ende,
 )
 from nasforge.errors import ConfigError
 
@@ -40,6 +43,48 @@ needs_data = pytest.mark.skipif(
 def _threads() -> None:
     torch.manual_seed(0)
     torch.set_num_threads(1)
+
+
+def test_shipped_subset_loads_with_its_licence() -> None:
+    """The package ships 2,000 training and 50 validation pairs with the MIT licence and a
+    source note, so the examples need no ../shared/data."""
+    folder = toy_ende()
+    for part, n in (("train", 2000), ("val", 50)):
+        for side in ("src", "tgt"):
+            assert len((folder / f"{side}-{part}.txt").read_text().splitlines()) == n
+    assert len(load_pairs(folder, "train")) == 1999  # one pair has an empty side
+    assert len(load_pairs(folder, "val")) == 50
+    assert "MIT License" in (folder / "LICENSE").read_text()
+    assert "OpenNMT-py" in (folder / "SOURCE.md").read_text()
+
+
+@needs_data
+def test_shipped_subset_is_the_head_of_the_full_set() -> None:
+    """The shipped files are the first 2,000 training lines and all validation lines of the
+    full set, byte for byte."""
+    for side in ("src", "tgt"):
+        full = (DATA / f"{side}-train.txt").read_text(encoding="utf-8").splitlines(True)
+        assert (toy_ende() / f"{side}-train.txt").read_text(encoding="utf-8") == "".join(
+            full[:2000]
+        )
+        assert (toy_ende() / f"{side}-val.txt").read_bytes() == (
+            DATA / f"{side}-val.txt"
+        ).read_bytes()
+
+
+def test_pyproject_puts_the_subset_in_the_wheel() -> None:
+    """pyproject's setuptools package-data globs cover every shipped file, so a wheel (not
+    only a source checkout) carries them."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    config = tomllib.loads((_ROOT / "pyproject.toml").read_text())
+    globs = config["tool"]["setuptools"].get("package-data", {}).get("nasforge.data", [])
+    package = _ROOT / "nasforge" / "data"
+    for f in toy_ende().iterdir():
+        rel = f.relative_to(package).as_posix()
+        assert any(fnmatch.fnmatch(rel, g) for g in globs), f"{rel} is not package data"
 
 
 @needs_data
