@@ -282,10 +282,12 @@ class StageWorker:
         if tasks:
             self.ctx.prefetch_tasks([self._keys(t.seq) for t in tasks])
 
-    def _upcoming(self) -> range:
-        """Returns the subnets not yet at this stage that the look-ahead may name."""
+    def _upcoming(self) -> list[int]:
+        """Returns the forwards the look-ahead may name, nearest first: those waiting in the
+        queue, then the subnets not yet at this stage."""
         nxt = self.admitted if self.k == 0 else self.arrived_hi + 1
-        return admissions(nxt, self.cfg.steps, self.depth, self.feed.lag, self.finished.low)
+        later = admissions(nxt, self.cfg.steps, self.depth, self.feed.lag, self.finished.low)
+        return [*self.queue, *later]
 
     def _forward(self, seq: int) -> None:
         cfg = self.cfg
@@ -327,10 +329,13 @@ class StageWorker:
 
     def _backward(self, seq: int) -> None:
         inp, out, mods, keys = self.inflight.pop(seq)
+        # The update right after this backward needs its layers (released since the forward):
+        # they head the plan, so the look-ahead never evicts them.
         self._prefetch(
-            predict(self.queue, self.finished, self._subnets(), self.k, self.partition,
-                    backward_of=seq, rule=self._rule(), inflight=sorted(self.inflight),
-                    upcoming=self._upcoming())
+            [Task(seq, self.k, backward=True)]
+            + predict(self.queue, self.finished, self._subnets(), self.k, self.partition,
+                      backward_of=seq, rule=self._rule(), inflight=sorted(self.inflight),
+                      upcoming=self._upcoming())
         )  # fmt: skip
         t0 = time.perf_counter()
         out.backward(self.grads_in.pop(seq)[: out.numel()].view_as(out))

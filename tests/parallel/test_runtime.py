@@ -19,7 +19,7 @@ from nasforge.errors import (
 from nasforge.parallel.config import RunConfig
 from nasforge.parallel.context import TieredLayerCache
 from nasforge.parallel.launcher import collect, launch
-from nasforge.parallel.runtime import train_sequential
+from nasforge.parallel.runtime import StageWorker, train_sequential
 from nasforge.parallel.sampler import UniformSampler
 from nasforge.parallel.supernet import ChoiceSupernet
 
@@ -280,3 +280,25 @@ def test_look_ahead_waits_for_no_loss_of_a_learning_sampler() -> None:
     cached = train_sequential(_prefetch_cfg(**kw))
     assert cached["stats"]["prefetches"] > 0
     _assert_same(cached["state"], cached["losses"], resident)
+
+
+def test_a_backwards_prediction_never_evicts_the_layers_its_update_needs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stage 0 of 2, a cache of 2 subnets: before B0 the look-ahead (F1's backward, F2, ...)
+    keeps subnet 0's layers, released since F0, resident for B0's update: no miss there."""
+    subnets = [[c] * 4 for c in range(8)]  # no two subnets share a layer
+    cfg = _cfg(space_kwargs=_WIDE, cache_subnets=2.0, subnets=subnets, steps=8)
+    worker = StageWorker(0, cfg)
+    monkeypatch.setattr(worker, "_send", lambda *args, **kwargs: None)  # no neighbour here
+    try:
+        worker._admit()
+        for _ in range(2):
+            worker._forward(worker._pick_forward())
+        worker.grads_in[0] = torch.ones(worker.out_numel)
+        misses = worker.ctx.stats["misses"]
+        worker._backward(0)
+        assert worker.ctx.stats["misses"] == misses
+        assert 0 in worker.finished and worker.ctx.stats["prefetches"] > 0
+    finally:
+        worker.feed.close()
