@@ -11,20 +11,53 @@ in least-recently-used order and evicted oldest first when room is needed::
     capacity 4, pinned {a, b}           fetch c, d, e:
     LRU  [x, y] + pinned [a, b]  ->  evict x (for c), y (for d); e is refused (all pinned or new)
 
+What to prefetch is :func:`prefetch_plan`: the predicted tasks' layers, nearest task first,
+cut at the room the running task's pinned layers leave. The accounting tells whether the plan
+paid: ``prefetches`` layers arrived ahead of use and ``misses`` on demand (their ratio is
+``prefetched_fraction``); ``prefetch_used`` prefetched layers were then accessed and
+``prefetch_wasted`` were evicted first.
+
 Invariants:
     * ``len(resident) <= capacity`` after every call.
     * A pinned layer is never evicted.
     * ``hits + misses`` equals the number of :meth:`LayerCache.access` calls.
+    * ``prefetch_used + prefetch_wasted <= prefetches``.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Collection, Hashable, Iterable
 
 from nasforge.errors import ConfigError
 
-__all__ = ["LayerCache"]
+__all__ = ["LayerCache", "prefetch_plan"]
+
+
+def prefetch_plan(
+    tasks: Iterable[Iterable[Hashable]], capacity: int, pinned: Collection[Hashable] = ()
+) -> list[Hashable]:
+    """Returns the layers to prefetch: the predicted tasks' layers in predicted order (nearest
+    task first), each once, none of the ``pinned`` (running) ones, cut where the pinned layers
+    and the plan together would exceed ``capacity``.
+
+    A later task's layers never displace an earlier task's: the cut drops the far end.
+
+    Invariants: pure; ``len(set(pinned) | set(plan)) <= capacity``; the plan is a prefix of
+    the deduplicated, unpinned predicted layers.
+    """
+    seen = set(pinned)
+    room = capacity - len(seen)
+    out: list[Hashable] = []
+    for layers in tasks:
+        for layer in layers:
+            if layer in seen:
+                continue
+            if len(out) >= room:
+                return out
+            seen.add(layer)
+            out.append(layer)
+    return out
 
 
 class LayerCache:
@@ -43,12 +76,22 @@ class LayerCache:
         self.misses = 0
         self.evictions = 0
         self.prefetches = 0
+        self.prefetch_used = 0  # prefetched layers accessed after they arrived
+        self.prefetch_wasted = 0  # prefetched layers evicted before any access
+        self._fresh: set[Hashable] = set()  # prefetched, not accessed yet
 
     @property
     def hit_rate(self) -> float:
         """Returns hits / accesses (0.0 before the first access)."""
         total = self.hits + self.misses
         return self.hits / total if total else 0.0
+
+    @property
+    def prefetched_fraction(self) -> float:
+        """Returns the share of loaded layers that arrived by prefetch: prefetches / (prefetches
+        + misses) (0.0 before the first load)."""
+        total = self.prefetches + self.misses
+        return self.prefetches / total if total else 0.0
 
     def __contains__(self, layer: Hashable) -> bool:
         return layer in self.resident
@@ -59,6 +102,9 @@ class LayerCache:
             if victim not in self.pinned and victim not in keep:
                 del self.resident[victim]
                 self.evictions += 1
+                if victim in self._fresh:
+                    self._fresh.discard(victim)
+                    self.prefetch_wasted += 1
                 return victim
         return None
 
@@ -92,6 +138,7 @@ class LayerCache:
             if not ok:
                 break
             loaded.append(layer)
+            self._fresh.add(layer)
             self.prefetches += 1
         return loaded, evicted
 
@@ -105,6 +152,9 @@ class LayerCache:
         """
         if layer in self.resident:
             self.hits += 1
+            if layer in self._fresh:
+                self._fresh.discard(layer)
+                self.prefetch_used += 1
             self.resident.move_to_end(layer)
             self.pinned.add(layer)
             return True, []
@@ -122,3 +172,9 @@ class LayerCache:
         """Returns None; unpins layers after their task (they stay resident until evicted)."""
         for layer in layers:
             self.pinned.discard(layer)
+
+    def clear(self) -> None:
+        """Returns None; empties the cache (every layer written back), keeping the counts."""
+        self.resident.clear()
+        self.pinned.clear()
+        self._fresh.clear()

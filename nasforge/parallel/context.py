@@ -1,9 +1,11 @@
 """Context management (NASPipe §3.3, §4.2): the whole supernet in host memory, a budgeted
 device cache of layers, prefetch of predicted layers, write-back on eviction, hit statistics.
 
-Which layers are resident is decided by the pure :class:`~nasforge.parallel.cache.LayerCache`;
-this module moves the tensors. Each layer carries its optimizer state (momentum buffers), which
-travels with it, so a layer's update is the same wherever it runs.
+Which layers are resident, and which predicted layers to prefetch, is decided by the pure
+:mod:`nasforge.parallel.cache` (:class:`~nasforge.parallel.cache.LayerCache`,
+:func:`~nasforge.parallel.cache.prefetch_plan`); this module moves the tensors. Each layer
+carries its optimizer state (momentum buffers), which travels with it, so a layer's update is
+the same wherever it runs.
 
     host tier (pinned when CUDA is present)        device tier (budget: capacity layers)
     +---------------------------+   prefetch      +------------------------+
@@ -11,12 +13,32 @@ travels with it, so a layer's update is the same wherever it runs.
     |                           | <-------------- | layers (LRU, pinned)   |
     +---------------------------+   evict (write) +------------------------+
 
-On a CPU-only machine both tiers are host memory: a "device copy" is a clone, and the
-bookkeeping (budget, hits, evictions, write-back) is exactly the one a GPU run uses.
+On CUDA the copies run on two side streams, one per direction (a GPU's copy engines move data
+both ways at once), so they overlap with compute on the current (compute) stream and with
+each other; events order them where they touch the same layer::
+
+    compute ..F(s)..B(s)..U(s)..|wait load(l)|..F(s+1)..B(s+1)..
+    load      ......load l (predicted for s+1) -> event load(l)
+    save      wait compute | write back evicted m -> event save(m)
+
+* A load copies the pinned host tensors with ``non_blocking=True`` and records an event; the
+  compute stream waits for that event only when the layer is acquired (a miss: at once). A
+  layer written back earlier is loaded only after its save event. The new device tensors are
+  ``record_stream``-ed on the compute stream, so the allocator does not reuse their memory
+  while compute may still read them.
+* A write-back makes the save stream wait for the compute stream (the layer's last update is
+  queued there) and for the layer's own load, copies into the layer's pinned host tensors in
+  place and ``record_stream``-s the device tensors on the save stream. Host tensors are read on
+  the CPU only after :meth:`TieredLayerCache._sync` (state_dict, layer_state, flush).
+
+On a CPU-only machine both tiers are host memory: a "device copy" is a clone made at once, and
+the bookkeeping (plan, budget, hits, prefetches, evictions, write-back) is exactly the one a
+GPU run uses.
 
 Invariants:
     * A layer's authoritative values are its device copy while resident, else its host copy.
     * Eviction writes the device copy back first, so no update is lost (bitwise: copies only).
+    * The compute stream never reads a device copy before the event of its load.
 """
 
 from __future__ import annotations
@@ -27,7 +49,7 @@ from collections.abc import Hashable, Iterable, Mapping
 import torch
 from torch import nn
 
-from nasforge.parallel.cache import LayerCache
+from nasforge.parallel.cache import LayerCache, prefetch_plan
 
 __all__ = ["TieredLayerCache", "sgd_momentum_step"]
 
@@ -52,11 +74,24 @@ def sgd_momentum_step(
             p.data = p.data - lr * buf
 
 
+def _with_tensors(skeleton: nn.Module, tensors: list[torch.Tensor]) -> nn.Module:
+    """Returns a copy of ``skeleton`` (a module on the meta device: copying it copies no data)
+    whose parameters are ``tensors``, in ``parameters()`` order, shared, not copied."""
+    mod = copy.deepcopy(skeleton)
+    it = iter(tensors)
+    for sub in mod.modules():
+        for name, p in sub._parameters.items():
+            if p is not None:
+                sub._parameters[name] = nn.Parameter(next(it), p.requires_grad)
+    assert next(it, None) is None, "more tensors than parameters"
+    return mod
+
+
 class TieredLayerCache:
     """Returns a two-tier store of layers keyed by any hashable (the pipeline: (block, cand)).
 
     ``capacity`` bounds device-resident layers; ``device`` is the fast tier (CPU means both
-    tiers are host memory). Prefetches use a side CUDA stream when the device is CUDA.
+    tiers are host memory). On CUDA every copy runs on a side copy stream (module docstring).
 
     Raises:
         ConfigError (from LayerCache): a capacity below 1.
@@ -73,8 +108,10 @@ class TieredLayerCache:
         cuda = self.device.type == "cuda"
         self.host: dict[Hashable, nn.Module] = {}
         self.host_bufs: dict[Hashable, list[torch.Tensor]] = {}
+        self._skeleton: dict[Hashable, nn.Module] = {}
         for key, mod in layers.items():
             mod = mod.to("cpu")
+            self._skeleton[key] = copy.deepcopy(mod).to("meta")
             if cuda:
                 for p in mod.parameters():
                     p.data = p.data.pin_memory()
@@ -83,67 +120,95 @@ class TieredLayerCache:
             self.host_bufs[key] = [b.pin_memory() for b in bufs] if cuda else bufs
         self.dev: dict[Hashable, nn.Module] = {}
         self.dev_bufs: dict[Hashable, list[torch.Tensor]] = {}
-        self._stream = torch.cuda.Stream(self.device) if cuda else None
-        self._ready: dict[Hashable, object] = {}  # key -> CUDA event of its copy
+        self._stream = torch.cuda.Stream(self.device) if cuda else None  # loads
+        self._save = torch.cuda.Stream(self.device) if cuda else None  # write-backs
+        self._ready: dict[Hashable, torch.cuda.Event] = {}  # key -> event of its load
+        self._saved: dict[Hashable, torch.cuda.Event] = {}  # key -> event of its write-back
 
     # -- tier moves ---------------------------------------------------------------------------
 
-    def _load(self, key: Hashable, asynchronous: bool) -> None:
-        host = self.host[key]
-        if self.device.type == "cpu":
-            self.dev[key] = copy.deepcopy(host)
-            self.dev_bufs[key] = [b.clone() for b in self.host_bufs[key]]
-            return
-        stream = self._stream if asynchronous else torch.cuda.current_stream(self.device)
-        mod = copy.deepcopy(host)  # the module's structure; its tensors are replaced below
-        with torch.cuda.stream(stream):
-            # Copies from the pinned host tensors themselves (a clone would not be pinned),
-            # so non_blocking really overlaps with compute on the default stream.
-            for dp, hp in zip(mod.parameters(), host.parameters()):
-                dp.data = hp.data.to(self.device, non_blocking=True)
-            bufs = [b.to(self.device, non_blocking=True) for b in self.host_bufs[key]]
-            event = torch.cuda.Event()
-            event.record(stream)
-        self.dev[key], self.dev_bufs[key], self._ready[key] = mod, bufs, event
-
-    def _write_back(self, key: Hashable) -> None:
-        mod, bufs = self.dev.pop(key), self.dev_bufs.pop(key)
-        self._ready.pop(key, None)
-        pin = self.device.type == "cuda"
-
-        def home(t: torch.Tensor) -> torch.Tensor:
-            t = t.to("cpu").clone()
-            return t.pin_memory() if pin else t
-
-        with torch.no_grad():
-            for hp, dp in zip(self.host[key].parameters(), mod.parameters()):
-                hp.data = home(dp.data)
-            self.host_bufs[key] = [home(b) for b in bufs]
+    def _load(self, key: Hashable) -> None:
+        host = [p.data for p in self.host[key].parameters()] + self.host_bufs[key]
+        if self._stream is None:
+            dev = [t.clone() for t in host]
+        else:
+            compute = torch.cuda.current_stream(self.device)
+            saved = self._saved.pop(key, None)
+            with torch.cuda.stream(self._stream):
+                if saved is not None:  # its write-back into the host tensors comes first
+                    self._stream.wait_event(saved)
+                # From the pinned host tensors themselves (a clone would not be pinned), so
+                # non_blocking really overlaps with compute.
+                dev = [t.to(self.device, non_blocking=True) for t in host]
+                event = torch.cuda.Event()
+                event.record(self._stream)
+            for t in dev:  # allocated on the copy stream, read on the compute stream
+                t.record_stream(compute)
+            self._ready[key] = event
+        n = len(dev) // 2  # parameters, then one momentum buffer per parameter
+        self.dev[key] = _with_tensors(self._skeleton[key], dev[:n])
+        self.dev_bufs[key] = dev[n:]
 
     def _evict(self, keys: Iterable[Hashable]) -> None:
+        keys = list(keys)
+        if keys and self._save is not None:  # the evicted layers' last updates come first
+            self._save.wait_stream(torch.cuda.current_stream(self.device))
         for key in keys:
-            self._write_back(key)
+            mod, bufs = self.dev.pop(key), self.dev_bufs.pop(key)
+            loaded = self._ready.pop(key, None)
+            dev = [p.data for p in mod.parameters()] + bufs
+            host = [p.data for p in self.host[key].parameters()] + self.host_bufs[key]
+            with torch.no_grad():
+                if self._save is None:
+                    for h, d in zip(host, dev):
+                        h.copy_(d)
+                    continue
+                with torch.cuda.stream(self._save):
+                    if loaded is not None:  # prefetched, never used: its load comes first
+                        self._save.wait_event(loaded)
+                    for h, d in zip(host, dev):
+                        h.copy_(d, non_blocking=True)  # into pinned memory: asynchronous
+                        d.record_stream(self._save)
+                    event = torch.cuda.Event()
+                    event.record(self._save)
+                self._saved[key] = event
+
+    def _sync(self) -> None:
+        """Returns None once every copy issued so far has landed (before host reads)."""
+        if self._stream is not None and self._save is not None:
+            self._stream.synchronize()
+            self._save.synchronize()
+            self._saved.clear()
 
     # -- public API ---------------------------------------------------------------------------
 
-    def prefetch(self, keys: Iterable[Hashable]) -> None:
-        """Returns None; starts copying predicted layers to the device (asynchronous on CUDA)."""
+    def prefetch(self, keys: Iterable[Hashable]) -> list[Hashable]:
+        """Returns the layers newly loaded for a prediction: ``keys`` (nearest task first) that
+        fit next to the pinned layers; their copies start now (asynchronous on CUDA)."""
         loaded, evicted = self.policy.prefetch(keys)
         self._evict(evicted)
         for key in loaded:
-            self._load(key, asynchronous=True)
+            self._load(key)
+        return loaded
+
+    def prefetch_tasks(self, tasks: Iterable[Iterable[Hashable]]) -> list[Hashable]:
+        """Returns the layers newly loaded for predicted tasks (each a list of layer keys,
+        nearest first), as :func:`~nasforge.parallel.cache.prefetch_plan` cuts them."""
+        plan = prefetch_plan(tasks, self.policy.capacity, self.policy.pinned)
+        return self.prefetch(plan)
 
     def acquire(self, keys: Iterable[Hashable]) -> list[nn.Module]:
-        """Returns the device modules of ``keys`` (loading misses now) and pins them."""
+        """Returns the device modules of ``keys`` (loading misses now) and pins them; the
+        compute stream waits for each one's copy to land."""
         out = []
         for key in keys:
             hit, evicted = self.policy.access(key)
             self._evict(evicted)
             if not hit:
-                self._load(key, asynchronous=False)
+                self._load(key)
             event = self._ready.pop(key, None)
             if event is not None:
-                torch.cuda.current_stream(self.device).wait_event(event)  # type: ignore[arg-type]
+                torch.cuda.current_stream(self.device).wait_event(event)
             out.append(self.dev[key])
         return out
 
@@ -161,6 +226,10 @@ class TieredLayerCache:
     def layer_state(self, key: Hashable) -> list[torch.Tensor]:
         """Returns the layer's authoritative parameters then momentum buffers (not copies;
         the device copy when resident). Layer mirroring sends them to the other stages."""
+        self._sync()  # a write-back into the host copy may be in flight
+        event = self._ready.pop(key, None)
+        if event is not None:  # a prefetch still copying in: the reader waits for it
+            torch.cuda.current_stream(self.device).wait_event(event)
         if key in self.dev:
             return [p.data for p in self.dev[key].parameters()] + list(self.dev_bufs[key])
         return [p.data for p in self.host[key].parameters()] + list(self.host_bufs[key])
@@ -172,6 +241,7 @@ class TieredLayerCache:
         """
         resident = key in self.dev
         self._ready.pop(key, None)  # a pending prefetch wrote the tensors replaced below
+        self._sync()  # and a pending write-back the host tensors
         mod = self.dev[key] if resident else self.host[key]
         params = list(mod.parameters())
         assert len(tensors) == 2 * len(params), f"layer {key}: {len(tensors)} tensors"
@@ -190,10 +260,10 @@ class TieredLayerCache:
             self.host_bufs[key] = new[len(params) :]
 
     def flush(self) -> None:
-        """Returns None; writes every resident layer back to the host tier."""
+        """Returns None; writes every resident layer back to the host tier (and waits)."""
         self._evict(list(self.dev))
-        self.policy.resident.clear()
-        self.policy.pinned.clear()
+        self._sync()
+        self.policy.clear()
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Returns ``{"<key>.<param>": tensor}`` of every layer after a :meth:`flush`; a tuple
@@ -208,12 +278,16 @@ class TieredLayerCache:
 
     @property
     def stats(self) -> dict[str, float]:
-        """Returns hits, misses, evictions, prefetches and the hit rate."""
+        """Returns hits, misses, evictions, prefetches (and how many were used or wasted), the
+        hit rate and the prefetched fraction of all loads."""
         p = self.policy
         return {
             "hits": p.hits,
             "misses": p.misses,
             "evictions": p.evictions,
             "prefetches": p.prefetches,
+            "prefetch_used": p.prefetch_used,
+            "prefetch_wasted": p.prefetch_wasted,
             "hit_rate": p.hit_rate,
+            "prefetched_fraction": p.prefetched_fraction,
         }

@@ -63,6 +63,7 @@ __all__ = [
     "check_subnet",
     "schedule",
     "predict",
+    "admissions",
     "pending_backwards",
     "subnet_partition",
     "blocked_by_mirrored",
@@ -253,8 +254,11 @@ def predict(
     current: int | None = None,
     pending_backward: Sequence[tuple[int, int]] = (),
     rule: BlockRule | None = None,
+    inflight: Sequence[int] = (),
+    upcoming: Sequence[int] = (),
 ) -> list[Task]:
-    """Returns the tasks to prefetch before the next task runs (Algorithm 3).
+    """Returns the tasks to prefetch before the next task runs, nearest first (Algorithm 3,
+    then the look-ahead).
 
     * Before a backward of ``backward_of``: pretend it finished (a copy of ``finished``) and
       re-run :func:`schedule`; the forward it unblocks is likely next (Alg. 3 lines 4-9).
@@ -262,10 +266,15 @@ def predict(
       ``(bwd_seq, precedence)`` whose blocking forward is ``current`` will follow it
       (lines 13-15), and :func:`schedule` names the next forward (lines 16-18).
       ``pending_backward`` is the stage's L_blocked, as :func:`pending_backwards` builds it.
+    * Then the look-ahead: the backwards of the ``inflight`` subnets (forwarded here, backward
+      not yet run: their update needs the layers again), then the forwards of ``upcoming``
+      subnets, which have not reached the stage yet (:func:`admissions`). At one stage the
+      queue is empty whenever a forward runs, so this is the only prediction there is.
 
     ``rule`` is :func:`schedule`'s blocking rule (layer mirroring passes its own).
 
-    Invariants: pure; the result names no task of ``current`` and no finished subnet.
+    Invariants: pure; the result names no task of ``current`` or ``backward_of``'s backward,
+    no finished subnet, and no task twice.
     """
     out: list[Task] = []
     if backward_of is not None:
@@ -275,14 +284,40 @@ def predict(
         _, fwd = schedule(queue, pretend, subnets, stage, partition, rule)
         if fwd >= 0:
             out.append(Task(fwd, stage))
-        return out
-    for bwd_seq, precedence in pending_backward:
-        if precedence == current and bwd_seq not in finished:
-            out.append(Task(bwd_seq, stage, backward=True))
-    _, fwd = schedule(queue, finished, subnets, stage, partition, rule)
-    if fwd >= 0:
-        out.append(Task(fwd, stage))
+    else:
+        for bwd_seq, precedence in pending_backward:
+            if precedence == current and bwd_seq not in finished:
+                out.append(Task(bwd_seq, stage, backward=True))
+        _, fwd = schedule(queue, finished, subnets, stage, partition, rule)
+        if fwd >= 0:
+            out.append(Task(fwd, stage))
+    ahead = [Task(s, stage, backward=True) for s in inflight]
+    ahead += [Task(s, stage) for s in upcoming]
+    for task in ahead:
+        mine = task.seq in (current, backward_of)
+        if not mine and task.seq not in finished and task not in out:
+            out.append(task)
     return out
+
+
+def admissions(
+    next_seq: int, n_steps: int, depth: int, lag: int | None = None, low: int = 0
+) -> range:
+    """Returns the sequence ids a stage may predict beyond what reached it: up to ``depth``
+    subnets from ``next_seq``, none past the run's ``n_steps``.
+
+    With a sampler that learns from losses (``lag``: it draws subnet q after the loss of
+    q - lag is told), none whose draw waits on a loss this stage has not seen: every subnet
+    below ``low`` finished here, so its loss is known, and q <= low + lag - 1 can be drawn now.
+    Predicting further would stall the stage on its own future losses.
+
+    Invariants: pure; the range is empty or starts at ``next_seq``; its length is at most
+    ``depth``.
+    """
+    stop = min(n_steps, next_seq + max(0, depth))
+    if lag is not None:
+        stop = min(stop, low + lag)
+    return range(next_seq, max(next_seq, stop))
 
 
 def pending_backwards(

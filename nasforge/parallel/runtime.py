@@ -11,7 +11,8 @@ Every stage runs the same loop (Algorithm 1), with the scheduling rule of its po
         elif a forward may run:  csp: Algorithm 2; asp/bsp: oldest arrival
                                  run it and send the activation to K+1 (the last stage
                                  computes the loss and runs the backward at once)
-        predictor (Algorithm 3) -> prefetch the next tasks' layers into the device cache
+        predictor (Algorithm 3, then the look-ahead: in-flight backwards, subnets not yet
+        here) -> prefetch the next tasks' layers into the device cache, as far as it holds
 
 Messages (:mod:`~nasforge.parallel.channels`) have a fixed size per channel; the backward
 header carries Algorithm 3's pending backwards upstream. ``RunConfig.mirror`` splits each
@@ -50,6 +51,7 @@ from nasforge.parallel.context import TieredLayerCache
 from nasforge.parallel.csp import (
     FinishedList,
     Task,
+    admissions,
     blocked_by,
     pending_backwards,
     predict,
@@ -98,6 +100,12 @@ def _capacity(cfg: RunConfig, n_layers_stage: int, n_owned: int) -> int:
     return max(n_layers_stage, int(round(cfg.cache_subnets * n_layers_stage)))
 
 
+def _depth(capacity: int, n_layers_task: int) -> int:
+    """Returns how many subnets ahead a stage looks: enough to fill its cache (the prefetch
+    plan cuts the last one where the cache is full)."""
+    return -(-capacity // max(1, n_layers_task))
+
+
 def check_loss(value: float, seq: int, subnet: Any, cfg: RunConfig) -> None:
     """Returns None when ``value`` (the loss of step ``seq``) is finite.
 
@@ -137,10 +145,12 @@ def train_sequential(cfg: RunConfig) -> dict[str, Any]:
     ncand = n_candidates(space)
     table = layer_table(space)
     ctx = TieredLayerCache(table, _capacity(cfg, len(ncand), len(table)), cfg.device)
+    depth = _depth(ctx.policy.capacity, len(ncand))
     data = _Data(cfg)
     source = _source(cfg, ncand)
     report = _report(source)
     feed = SubnetFeed(source, ncand, cfg.steps)
+    one_stage, view = (range(len(ncand)),), _FeedView(feed)
     losses = []
     t0 = time.perf_counter()
     try:
@@ -148,6 +158,11 @@ def train_sequential(cfg: RunConfig) -> dict[str, Any]:
             subnet = feed.get(seq)
             keys = list(enumerate(subnet))
             mods = ctx.acquire(keys)
+            # One stage: nothing is queued behind the running subnet, so the predictor's
+            # look-ahead (the next subnets the feed draws) is all it can name.
+            ahead = admissions(seq + 1, cfg.steps, depth, feed.lag, low=seq)
+            tasks = predict([], FinishedList(), view, 0, one_stage, current=seq, upcoming=ahead)
+            ctx.prefetch_tasks([list(enumerate(view[t.seq])) for t in tasks])
             x, y = data.batch(seq)
             loss = F.cross_entropy(run_layers(mods, x.to(ctx.device)), y.to(ctx.device))
             check_loss(loss.item(), seq, subnet, cfg)
@@ -210,6 +225,8 @@ class StageWorker:
         cap = max(len(held), _capacity(cfg, len(self.partition[rank]), len(mine)))
         self.device = torch.device(cfg.device)
         self.ctx = TieredLayerCache(mine, cap, self.device)
+        self.depth = _depth(cap, len(self.partition[rank]))
+        self.arrived_hi = -1  # the highest subnet whose forward reached this stage
         b0, b1 = self.partition[rank].start, self.partition[rank].stop
         cut = max(self.numel[:-1]) if cfg.mirror else 0
         self.in_numel = cfg.batch_size * (cut or self.numel[b0 - 1]) if rank > 0 else 0
@@ -262,9 +279,15 @@ class StageWorker:
         return pending_backwards(here, self.blocked, self.finished, ran, self.window)
 
     def _prefetch(self, tasks: list[Task]) -> None:
-        keys = [key for t in tasks for key in self._keys(t.seq)]
-        if keys:
-            self.ctx.prefetch(keys)
+        if tasks:
+            self.ctx.prefetch_tasks([self._keys(t.seq) for t in tasks])
+
+    def _upcoming(self) -> list[int]:
+        """Returns the forwards the look-ahead may name, nearest first: those waiting in the
+        queue, then the subnets not yet at this stage."""
+        nxt = self.admitted if self.k == 0 else self.arrived_hi + 1
+        later = admissions(nxt, self.cfg.steps, self.depth, self.feed.lag, self.finished.low)
+        return [*self.queue, *later]
 
     def _forward(self, seq: int) -> None:
         cfg = self.cfg
@@ -276,6 +299,7 @@ class StageWorker:
             predict(
                 self.queue, self.finished, self._subnets(), self.k, self.partition,
                 current=seq, pending_backward=list(self.blocked.items()), rule=self._rule(),
+                inflight=sorted(self.inflight), upcoming=self._upcoming(),
             )
         )  # fmt: skip
         t0 = time.perf_counter()
@@ -305,9 +329,13 @@ class StageWorker:
 
     def _backward(self, seq: int) -> None:
         inp, out, mods, keys = self.inflight.pop(seq)
+        # The update right after this backward needs its layers (released since the forward):
+        # they head the plan, so the look-ahead never evicts them.
         self._prefetch(
-            predict(self.queue, self.finished, self._subnets(), self.k, self.partition,
-                    backward_of=seq, rule=self._rule())
+            [Task(seq, self.k, backward=True)]
+            + predict(self.queue, self.finished, self._subnets(), self.k, self.partition,
+                      backward_of=seq, rule=self._rule(), inflight=sorted(self.inflight),
+                      upcoming=self._upcoming())
         )  # fmt: skip
         t0 = time.perf_counter()
         out.backward(self.grads_in.pop(seq)[: out.numel()].view_as(out))
@@ -443,6 +471,7 @@ class StageWorker:
             if kind == "fwd":
                 self.acts[seq] = payload
                 self.queue.append(seq)
+                self.arrived_hi = max(self.arrived_hi, seq)
             else:
                 self.grads_in[seq] = payload
                 self.bwd.append(seq)

@@ -149,6 +149,8 @@ class SubnetFeed:
     ) -> None:
         if total < 0 or maxsize < 1:
             raise ConfigError(f"need total >= 0 and maxsize >= 1, got {total}, {maxsize}")
+        #: the source's feedback lag (it draws subnet q after the loss of q - lag), or None
+        self.lag: int | None = getattr(source, "lag", None)
         self._q: queue.Queue = queue.Queue(maxsize)
         self._got: dict[int, Subnet] = {}
         self._next = 0

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nasforge.errors import ConfigError
-from nasforge.parallel.cache import LayerCache
+from nasforge.parallel.cache import LayerCache, prefetch_plan
 
 
 def test_hits_misses_and_lru_eviction() -> None:
@@ -52,3 +52,41 @@ def test_budget_holds_under_any_sequence(ops: list[tuple[str, int]]) -> None:
         assert len(c.resident) <= 3
         assert c.pinned <= set(c.resident)
     assert c.hits + c.misses == accesses
+
+
+def test_prefetch_plan_takes_the_nearest_tasks_within_capacity() -> None:
+    """The plan lists predicted layers nearest task first, each once, skips pinned ones and
+    cuts the far end where pinned + planned reach the capacity."""
+    tasks = [["a", "b"], ["b", "c", "d"], ["e"]]
+    assert prefetch_plan(tasks, capacity=6, pinned={"a"}) == ["b", "c", "d", "e"]
+    assert prefetch_plan(tasks, capacity=4, pinned={"a"}) == ["b", "c", "d"]
+    assert prefetch_plan(tasks, capacity=2, pinned={"x", "y"}) == []
+    assert prefetch_plan([], capacity=3) == []
+
+
+@given(
+    st.lists(st.lists(st.integers(0, 9), max_size=4), max_size=5),
+    st.integers(1, 8),
+    st.sets(st.integers(0, 9), max_size=3),
+)
+def test_prefetch_plan_is_a_prefix_that_fits(tasks: list, capacity: int, pinned: set) -> None:
+    """The plan is a prefix of the deduplicated unpinned layers and fits next to the pinned."""
+    plan = prefetch_plan(tasks, capacity, pinned)
+    wanted = [x for x in dict.fromkeys(x for t in tasks for x in t) if x not in pinned]
+    assert plan == wanted[: len(plan)]
+    assert len(pinned | set(plan)) <= max(capacity, len(pinned))
+    assert len(plan) == max(0, min(len(wanted), capacity - len(pinned)))
+
+
+def test_prefetch_accounting_counts_used_and_wasted_layers() -> None:
+    """A prefetched layer accessed later counts as used; one evicted unused counts as wasted;
+    the prefetched fraction is prefetches over all loads."""
+    c = LayerCache(2)
+    c.prefetch(["a", "b"])
+    c.access("a")  # used
+    c.release(["a"])
+    c.access("c")  # a miss: evicts b, which was never used
+    assert (c.prefetches, c.prefetch_used, c.prefetch_wasted, c.misses) == (2, 1, 1, 1)
+    assert c.prefetched_fraction == 2 / 3
+    c.access("c")  # a hit on a layer loaded on demand: not a prefetch's use
+    assert c.prefetch_used == 1

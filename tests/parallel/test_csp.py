@@ -16,6 +16,7 @@ from nasforge.errors import ArchitectureError, ScheduleError
 from nasforge.parallel.csp import (
     FinishedList,
     Task,
+    admissions,
     balanced_partition,
     check_subnet,
     pending_backwards,
@@ -167,3 +168,29 @@ def test_predictor_prefetches_pending_backward_released_by_current() -> None:
     always = predict([4], fin, subnets, 0, part, current=2, pending_backward=pending,
                      rule=lambda seq, f: -1)  # fmt: skip
     assert always == [Task(4, 0)]
+
+
+def test_predictor_looks_ahead_at_inflight_and_upcoming_subnets() -> None:
+    """After Algorithm 3's tasks come the in-flight backwards then the subnets not yet here,
+    each once, none of `current` or of a finished subnet; with nothing queued (one stage) the
+    look-ahead is the whole prediction."""
+    subnets = [(0, 0), (1, 1), (2, 2), (0, 1), (1, 0), (2, 1)]
+    part = static_partition(2, 1)
+    fin = FinishedList()
+    fin.add(0)
+    got = predict([2], fin, subnets, 0, part, current=1, inflight=[0, 1], upcoming=[2, 3])
+    assert got == [Task(2, 0), Task(3, 0)]  # 0 finished, 1 is current, F2 named once
+    one = predict([], fin, subnets, 0, part, current=1, upcoming=admissions(2, 6, 2))
+    assert one == [Task(2, 0), Task(3, 0)]
+    bwd = predict([], fin, subnets, 0, part, backward_of=3, inflight=[3, 4], upcoming=[5])
+    assert bwd == [Task(4, 0, backward=True), Task(5, 0)]
+
+
+def test_admissions_stop_at_the_run_end_and_at_unknown_losses() -> None:
+    """The look-ahead names `depth` subnets, none past the run, and with a feedback lag none
+    drawn after a loss the stage has not seen (subnet q waits for the loss of q - lag)."""
+    assert admissions(3, 10, 4) == range(3, 7)
+    assert admissions(8, 10, 4) == range(8, 10)
+    assert admissions(3, 10, 4, lag=2, low=3) == range(3, 5)  # losses < 3 known: q <= 4
+    assert admissions(5, 10, 4, lag=2, low=3) == range(5, 5)
+    assert admissions(3, 10, 0) == range(3, 3)

@@ -17,8 +17,10 @@ from nasforge.errors import (
     WorkerError,
 )
 from nasforge.parallel.config import RunConfig
+from nasforge.parallel.context import TieredLayerCache
 from nasforge.parallel.launcher import collect, launch
-from nasforge.parallel.runtime import train_sequential
+from nasforge.parallel.runtime import StageWorker, train_sequential
+from nasforge.parallel.sampler import UniformSampler
 from nasforge.parallel.supernet import ChoiceSupernet
 
 STEPS = 32
@@ -217,3 +219,86 @@ def test_csp_with_the_learning_evolution_sampler_is_bitwise_sequential(sequentia
     assert ref["losses"] != sequential["losses"]  # not the uniform sampler's sequence
     with pytest.raises(ConfigError, match="feedback_lag"):
         launch(_cfg(sampler="evolution", feedback_lag=1))
+
+
+# -- the one-stage look-ahead (predicted prefetch) -----------------------------------------------
+
+#: 4 blocks x 8 candidates, a cache of 3 subnets (12 of 32 layers): the look-ahead must prefetch.
+_WIDE = {"n_blocks": 4, "n_candidates": 8, "hidden": 16}
+
+
+def _prefetch_cfg(**kw) -> RunConfig:
+    return _cfg(**{"space_kwargs": _WIDE, "cache_subnets": 3.0, "n_stages": 1, **kw})
+
+
+def test_one_stage_prefetch_plan_is_the_predictors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each step prefetches exactly the layers of the next subnets the sampler draws (as many
+    subnets as fill the cache, nearest first), minus the running subnet's, cut at capacity."""
+    calls: list[list] = []
+    original = TieredLayerCache.prefetch
+
+    def spy(self: TieredLayerCache, keys: list) -> list:
+        calls.append(list(keys))
+        return original(self, keys)
+
+    monkeypatch.setattr(TieredLayerCache, "prefetch", spy)
+    cfg = _prefetch_cfg()
+    train_sequential(cfg)
+    sampler = iter(UniformSampler([8] * 4, cfg.seed))
+    subnets = [next(sampler) for _ in range(cfg.steps)]
+    capacity, depth = 12, 3  # 3 subnets x 4 blocks; 3 subnets fill it
+    assert len(calls) == cfg.steps
+    for seq, got in enumerate(calls):
+        running = set(enumerate(subnets[seq]))
+        ahead = [layer for sn in subnets[seq + 1 : seq + 1 + depth] for layer in enumerate(sn)]
+        want = [layer for layer in dict.fromkeys(ahead) if layer not in running]
+        assert got == want[: capacity - len(running)], seq
+    assert any(calls) and not calls[-1]  # nothing lies beyond the last step
+
+
+def test_one_stage_prefetched_layers_are_used_and_bitwise_resident() -> None:
+    """Every prefetched layer is used before it is evicted, only the first subnet misses, and
+    the weights and losses equal the all-resident run's bitwise, in-process and as a stage."""
+    resident = train_sequential(_prefetch_cfg(cache_subnets=None))
+    cached = train_sequential(_prefetch_cfg())
+    s = cached["stats"]
+    assert s["prefetches"] > 0 and s["prefetch_used"] == s["prefetches"]
+    assert s["prefetch_wasted"] == 0 and s["misses"] == 4  # the first subnet's 4 layers
+    assert s["hits"] == 2 * 4 * STEPS - 4  # forward acquires and update acquires
+    assert s["prefetched_fraction"] > 0.9 and s["evictions"] > 0
+    _assert_same(cached["state"], cached["losses"], resident)
+    (stage,) = launch(_prefetch_cfg())  # the runtime's stage loop predicts the same way
+    _assert_same(*_merged([stage]), resident)
+    assert stage["stats"] == s
+
+
+def test_look_ahead_waits_for_no_loss_of_a_learning_sampler() -> None:
+    """With the evolution sampler (subnet q drawn after the loss of q - 2) the look-ahead names
+    only subnets drawable now: the run ends, prefetches, and equals the resident run."""
+    kw = {"sampler": "evolution", "feedback_lag": 2, "steps": 12}
+    resident = train_sequential(_prefetch_cfg(cache_subnets=None, **kw))
+    cached = train_sequential(_prefetch_cfg(**kw))
+    assert cached["stats"]["prefetches"] > 0
+    _assert_same(cached["state"], cached["losses"], resident)
+
+
+def test_a_backwards_prediction_never_evicts_the_layers_its_update_needs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stage 0 of 2, a cache of 2 subnets: before B0 the look-ahead (F1's backward, F2, ...)
+    keeps subnet 0's layers, released since F0, resident for B0's update: no miss there."""
+    subnets = [[c] * 4 for c in range(8)]  # no two subnets share a layer
+    cfg = _cfg(space_kwargs=_WIDE, cache_subnets=2.0, subnets=subnets, steps=8)
+    worker = StageWorker(0, cfg)
+    monkeypatch.setattr(worker, "_send", lambda *args, **kwargs: None)  # no neighbour here
+    try:
+        worker._admit()
+        for _ in range(2):
+            worker._forward(worker._pick_forward())
+        worker.grads_in[0] = torch.ones(worker.out_numel)
+        misses = worker.ctx.stats["misses"]
+        worker._backward(0)
+        assert worker.ctx.stats["misses"] == misses
+        assert 0 in worker.finished and worker.ctx.stats["prefetches"] > 0
+    finally:
+        worker.feed.close()
