@@ -39,9 +39,10 @@ from nasforge.run.store import Store, TrialRecord
 from nasforge.run.threads import set_threads
 from nasforge.space.search_space import SearchSpace, arch_id
 from nasforge.strategy import (
+    BaseStopper,
     BaseStrategy,
     GridStrategy,
-    MedianStopper,
+    get_stopper,
     get_strategy,
     list_strategies,
 )
@@ -100,7 +101,7 @@ class Experiment(BaseRunner):
         executor: str | BaseExecutor = "pool",
         concurrency: int = 2,
         trial_timeout: float | None = None,
-        stopper: MedianStopper | None = None,
+        stopper: BaseStopper | str | dict[str, Any] | None = None,
         retrain_duplicates: bool = False,
         save_weights: bool = True,
         max_duplicates: int = 200,
@@ -149,7 +150,7 @@ class Experiment(BaseRunner):
         self.n_trials, self.time_budget = n_trials, time_budget
         self.executor = get_executor(executor, concurrency)
         self.trial_timeout = trial_timeout
-        self.stopper = stopper
+        self.stopper = get_stopper(stopper)
         self.retrain_duplicates = retrain_duplicates
         self.save_weights = save_weights
         self.max_duplicates = max_duplicates
@@ -222,8 +223,7 @@ class Experiment(BaseRunner):
             s.setdefault("mode", objective.mode)
             s.setdefault("constraints", objective.constraints)
             s.setdefault("second_objective", objective.second)
-        if isinstance(s.get("stopper"), dict):
-            s["stopper"] = MedianStopper(**s["stopper"])
+        s["stopper"] = get_stopper(s.get("stopper"))  # a record without `rule`: the median
         return cls(space, evaluator, strategy, **s)
 
     def compatible_keys(self) -> tuple[str, ...]:
@@ -344,10 +344,12 @@ class Experiment(BaseRunner):
             self._known.setdefault(rec.arch_id, rec.id)
             if self._running.get(rec.arch_id) == rec.id:
                 del self._running[rec.arch_id]
-        if self.stopper is not None and rec.status == "done":
+        if self.stopper is not None and rec.status != "cached":
             sign = 1 if self.mode == "max" else -1
             self.stopper.add_finished(
-                [sign * m[self.metric] for m in rec.intermediates if self.metric in m]
+                [sign * m[self.metric] for m in rec.intermediates if self.metric in m],
+                rec.id,
+                rec.status,
             )
 
     def _can_ask(self) -> bool:
@@ -411,7 +413,7 @@ class Experiment(BaseRunner):
                 arch=rec.arch,
                 metric=self.metric,
                 sign=1 if self.mode == "max" else -1,
-                stopper=None if self.stopper is None else self.stopper.snapshot(),
+                stopper=None if self.stopper is None else self.stopper.snapshot(tid),
                 timeout=self.trial_timeout,
                 checkpoint=checkpoint,
             )

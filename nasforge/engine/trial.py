@@ -45,7 +45,7 @@ class TrialResult:
     """Returns nothing; the outcome of one trial as a worker reports it."""
 
     trial: int
-    status: str  # "done", "failed" or "early_stopped"
+    status: str  # "done", "failed", "early_stopped" or "pruned"
     metrics: dict[str, float] | None = None
     intermediates: list[dict[str, float]] = field(default_factory=list)
     error: str | None = None
@@ -67,7 +67,8 @@ def run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialRes
 
     Invariants: a raise, a None/NaN/infinite metric or a timeout gives status ``failed`` with
     the error text (a traceback for raises); a stop requested by the stopper gives
-    ``early_stopped`` with the last reported metrics as the final ones.
+    ``early_stopped`` (or the snapshot's ``status``, ``pruned`` for the rung rules) with the
+    last reported metrics as the final ones.
     """
     metric, sign = task.metric, task.sign
     intermediates: list[dict[str, float]] = []
@@ -100,7 +101,8 @@ def run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialRes
             raise ValueError(f"the evaluator returned non-finite metrics {bad}")
         result.status, result.metrics = "done", metrics
     except EarlyStop:
-        result.status, result.metrics = "early_stopped", dict(intermediates[-1])
+        stopped = (task.stopper or {}).get("status", "early_stopped")  # "pruned": a rung rule
+        result.status, result.metrics = stopped, dict(intermediates[-1])
     except _Timeout:
         result.error = f"timed out after {timeout} s (trial_timeout)"
     except Exception:  # noqa: BLE001 - any failure of user code is recorded, not raised

@@ -16,9 +16,10 @@ from nasforge.errors import StoreError
 __all__ = ["TrialRecord", "STATUSES", "FINISHED", "EVALUATIONS", "check_compatible"]
 
 #: ``running`` (asked, in flight), then one of the finished ones; ``cached``: the same
-#: architecture was already evaluated, its metrics are copied
-STATUSES = ("running", "done", "failed", "early_stopped", "cached")
-FINISHED = ("done", "failed", "early_stopped", "cached")
+#: architecture was already evaluated, its metrics are copied; ``pruned``: a rung rule
+#: (successive halving, ASHA, Hyperband) stopped it, its metrics are its last report's
+STATUSES = ("running", "done", "failed", "early_stopped", "cached", "pruned")
+FINISHED = ("done", "failed", "early_stopped", "cached", "pruned")
 #: how a trial's metrics were measured: trained standalone, with weights inherited from a
 #: supernet, or predicted by a model
 EVALUATIONS = ("trained", "inherited", "predicted")

@@ -50,7 +50,8 @@ trials for every kind; the space and source references rebuild the space and the
 :mod:`nasforge.run.refs`).
 
 Trial statuses: ``running`` (asked, in flight), ``done``, ``failed``, ``early_stopped``,
-``cached`` (the same architecture was already evaluated; its metrics are copied).
+``cached`` (the same architecture was already evaluated; its metrics are copied), ``pruned``
+(stopped by a rung rule; the number of its intermediate rows is the resource it reached).
 """
 
 from __future__ import annotations
