@@ -185,3 +185,27 @@ def test_snapshots_say_how_a_stop_is_recorded():
     """The rung rules record stops as `pruned`; the median rule keeps `early_stopped`."""
     assert ASHAStopper().snapshot(1)["status"] == "pruned"
     assert "status" not in MedianStopper().snapshot(1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(curves_st)
+def test_asha_agrees_with_optunas_successive_halving_pruner(curves):
+    """Run one trial after another, ASHA without max_resource prunes where Optuna's
+    SuccessiveHalvingPruner (min_resource 1, reduction factor 3, no bootstrap) prunes."""
+    optuna = pytest.importorskip("optuna")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    pruner = optuna.pruners.SuccessiveHalvingPruner(1, 3, 0, 0)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    want = []
+    for curve in curves:
+        trial = study.ask()
+        reached = len(curve)
+        for step, value in enumerate(curve, 1):
+            trial.report(value, step)
+            if trial.should_prune():
+                reached = step
+                break
+        state = optuna.trial.TrialState.PRUNED if reached < len(curve) else None
+        study.tell(trial, None if state else curve[-1], state=state)
+        want.append(reached)
+    assert _run(ASHAStopper(1, 3, None), curves) == want
