@@ -65,7 +65,8 @@ class Experiment(BaseRunner):
     ``["params <= 1e5"]``; ``second_objective`` e.g. ``("params", "min")`` for a Pareto front;
     ``executor`` ``"pool"`` (default), ``"inprocess"`` or an instance; ``crossmodel`` True
     (default: the cross-model optimizations that apply), False, or e.g. ``{"supergraph":
-    False}`` (docs/crossmodel.md).
+    False}`` (docs/crossmodel.md); ``stopper`` a stopping rule (``"asha"``, ``"hyperband"``,
+    ``"sh"``, ``"median"``, a mapping with ``rule`` or a BaseStopper; docs/engine.md).
 
     It is the ``multitrial`` kind of run: ``nasforge run FILE`` builds it from a run file whose
     strategy is a multi-trial one (``random``, ``grid``, ``evolution``, ``tpe``, ``rl``, or any
