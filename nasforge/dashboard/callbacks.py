@@ -297,6 +297,16 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         return fig, c["metrics"], metric
 
     @app.callback(
+        Output("rung-graph", "figure"), Input("run-version", "data"), State("run-key", "data")
+    )
+    def rung(_: Any, key: str) -> Any:
+        """Returns the rung chart: where each trial ended (pruned ones at their rung)."""
+        try:
+            return charts.rungs(reader.read(key, data.rungs))
+        except NasforgeError as exc:
+            return charts.empty(str(exc))
+
+    @app.callback(
         Output("pareto-graph", "figure"),
         Output("pareto-front", "children"),
         Input("run-version", "data"),

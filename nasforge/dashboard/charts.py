@@ -17,6 +17,7 @@ __all__ = [
     "lines",
     "best_so_far",
     "curves",
+    "rungs",
     "pareto",
     "importance",
     "bars",
@@ -109,6 +110,29 @@ def curves(data: Mapping[str, Any], metric: str) -> go.Figure:
     if not fig.data:
         return empty("no trial reported intermediate values")
     return _layout(fig, f"intermediate {metric} (best trials)", "report", metric)
+
+
+def rungs(data: Mapping[str, Any]) -> go.Figure:
+    """Returns each trial as a point (reports it reached, its last value), coloured by status;
+    the title counts the trials that ended at each resource (the rungs of a pruned search)."""
+    points = [p for p in data["points"] if p["value"] is not None]
+    if not points:
+        return empty("no trial reported intermediate values")
+    fig = go.Figure()
+    kind = _scatter(len(points))
+    for status in sorted({p["status"] for p in points}):
+        mine = [p for p in points if p["status"] == status]
+        fig.add_trace(
+            kind(
+                x=[p["resource"] for p in mine],
+                y=[p["value"] for p in mine],
+                mode="markers",
+                name=status,
+                text=[f"trial {p['id']}" for p in mine],
+            )
+        )
+    per = ", ".join(f"{r}: {n}" for r, n in data["counts"].items())
+    return _layout(fig, f"trials by resource reached ({per})", "reports", data["metric"])
 
 
 def pareto(data: Mapping[str, Any], x: str, y: str) -> go.Figure:

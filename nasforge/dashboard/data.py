@@ -39,6 +39,7 @@ __all__ = [
     "trial_page",
     "best_so_far",
     "curves",
+    "rungs",
     "pareto",
     "trial_detail",
     "diff",
@@ -399,6 +400,22 @@ def curves(store: Store, cache: TrialCache, limit: int = 20) -> dict[str, Any]:
         if series:
             found.append({"id": tid, "series": series})
     return {"metrics": names, "trials": found}
+
+
+def rungs(store: Store) -> dict[str, Any]:
+    """Returns where each trained trial ended: ``points`` (id, ``resource``: the reports it
+    reached, ``value``: its last value of the objective metric, status) and ``counts``
+    (resource -> number of trials that ended there), for the rung chart."""
+    metric = store.objective()["metric"]
+    points, counts = [], {}
+    for t in store.trials():
+        if t.status in ("cached", "running") or not t.intermediates:
+            continue
+        r = len(t.intermediates)
+        counts[r] = counts.get(r, 0) + 1
+        value = t.intermediates[-1].get(metric)
+        points.append({"id": t.id, "resource": r, "value": value, "status": t.status})
+    return {"metric": metric, "points": points, "counts": dict(sorted(counts.items()))}
 
 
 def pareto(

@@ -256,6 +256,7 @@ def tab_layout(tab: str, info: Mapping[str, Any]) -> html.Div:
                 _label("intermediate metric"),
                 _dropdown("curve-metric", [], None),
                 dcc.Graph(id="curve-graph"),
+                dcc.Graph(id="rung-graph"),
             ]
         )
     if tab == "pareto":

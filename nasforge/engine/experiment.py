@@ -54,9 +54,10 @@ from nasforge.run.store import Store, TrialRecord
 from nasforge.run.threads import set_threads
 from nasforge.space.search_space import SearchSpace, arch_id
 from nasforge.strategy import (
+    BaseStopper,
     BaseStrategy,
     GridStrategy,
-    MedianStopper,
+    get_stopper,
     get_strategy,
     list_strategies,
 )
@@ -83,7 +84,9 @@ class Experiment(BaseRunner):
     default; 0.5: two trials share a GPU; 2: two whole GPUs) out of ``devices`` (GPU ids;
     None: every GPU this machine has), given by the executor (docs/cluster.md); an evaluator
     reads its device with ``nasforge.trial_device()``; ``keep_checkpoints`` how many of the
-    best trials keep their weight files (default 5; None keeps every file).
+    best trials keep their weight files (default 5; None keeps every file); ``stopper`` a
+    stopping rule (``"asha"``, ``"hyperband"``, ``"sh"``, ``"median"``, a mapping with
+    ``rule`` or a BaseStopper; docs/engine.md).
 
     It is the ``multitrial`` kind of run: ``nasforge run FILE`` builds it from a run file whose
     strategy is a multi-trial one (``random``, ``grid``, ``evolution``, ``tpe``, ``rl``, or any
@@ -122,7 +125,7 @@ class Experiment(BaseRunner):
         executor: str | BaseExecutor = "pool",
         concurrency: int = 2,
         trial_timeout: float | None = None,
-        stopper: MedianStopper | None = None,
+        stopper: BaseStopper | str | dict[str, Any] | None = None,
         retrain_duplicates: bool = False,
         save_weights: bool = True,
         keep_checkpoints: int | None = 5,
@@ -188,7 +191,7 @@ class Experiment(BaseRunner):
         self.executor.use_gpus(gpus_per_trial, devices)  # ConfigError now, before the record
         self.gpus_per_trial, self.devices = gpus_per_trial, devices
         self.trial_timeout = trial_timeout
-        self.stopper = stopper
+        self.stopper = get_stopper(stopper)
         self.retrain_duplicates = retrain_duplicates
         self.save_weights = save_weights
         self.keep_checkpoints = keep_checkpoints
@@ -264,8 +267,7 @@ class Experiment(BaseRunner):
             s.setdefault("mode", objective.mode)
             s.setdefault("constraints", objective.constraints)
             s.setdefault("second_objective", objective.second)
-        if isinstance(s.get("stopper"), dict):
-            s["stopper"] = MedianStopper(**s["stopper"])
+        s["stopper"] = get_stopper(s.get("stopper"))  # a record without `rule`: the median
         return cls(space, evaluator, strategy, **s)
 
     def compatible_keys(self) -> tuple[str, ...]:
@@ -408,10 +410,12 @@ class Experiment(BaseRunner):
             if self._running.get(rec.arch_id) == rec.id:
                 del self._running[rec.arch_id]
         self._keeper.add(rec)
-        if self.stopper is not None and rec.status == "done":
+        if self.stopper is not None and rec.status != "cached":
             sign = 1 if self.mode == "max" else -1
             self.stopper.add_finished(
-                [sign * m[self.metric] for m in rec.intermediates if self.metric in m]
+                [sign * m[self.metric] for m in rec.intermediates if self.metric in m],
+                rec.id,
+                rec.status,
             )
 
     def _can_ask(self) -> bool:
@@ -477,7 +481,7 @@ class Experiment(BaseRunner):
                 arch=rec.arch,
                 metric=self.metric,
                 sign=1 if self.mode == "max" else -1,
-                stopper=None if self.stopper is None else self.stopper.snapshot(),
+                stopper=None if self.stopper is None else self.stopper.snapshot(tid),
                 timeout=self.trial_timeout,
                 checkpoint=checkpoint,
             )

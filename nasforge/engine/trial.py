@@ -46,7 +46,7 @@ class TrialResult:
     """Returns nothing; the outcome of one trial as a worker reports it."""
 
     trial: int
-    status: str  # "done", "failed" or "early_stopped"
+    status: str  # "done", "failed", "early_stopped" or "pruned"
     metrics: dict[str, float] | None = None
     intermediates: list[dict[str, float]] = field(default_factory=list)
     error: str | None = None
@@ -69,8 +69,9 @@ def run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialRes
 
     Invariants: a raise, a None/NaN/infinite metric or a timeout gives status ``failed`` with
     the error text (a traceback for raises); a stop requested by the stopper gives
-    ``early_stopped`` with the last reported metrics as the final ones; a returned dict
-    without ``task.metric`` is ``done`` with the metrics it has (the engine stops the run).
+    ``early_stopped`` (or the snapshot's ``status``, ``pruned`` for the rung rules) with the
+    last reported metrics as the final ones; a returned dict without ``task.metric`` is
+    ``done`` with the metrics it has (the engine stops the run).
     """
     metric, sign = task.metric, task.sign
     intermediates: list[dict[str, float]] = []
@@ -105,7 +106,8 @@ def run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialRes
             raise ValueError(f"the evaluator returned non-finite metrics {bad}")
         result.status, result.metrics = "done", metrics
     except EarlyStop:
-        result.status, result.metrics = "early_stopped", dict(intermediates[-1])
+        stopped = (task.stopper or {}).get("status", "early_stopped")  # "pruned": a rung rule
+        result.status, result.metrics = stopped, dict(intermediates[-1])
     except _Timeout:
         result.error = f"timed out after {timeout} s (trial_timeout)"
     except Exception:  # noqa: BLE001 - any failure of user code is recorded, not raised

@@ -3,7 +3,9 @@
 One layout for every kind of run: ``<out>/rank<r>_trial<id>/`` holds
 
     arch.json   format, rank, trial id, arch id, the architecture, its metrics and how they
-                were measured (trained, inherited, predicted), the run's kind and objective,
+                were measured (trained, inherited, predicted), its status and the resource it
+                reached (reports; a ``pruned`` trial's metrics are those of its last report,
+                so compare it only with trials of the same resource), the run's kind and objective,
                 and a reference that rebuilds the model space (class and constructor
                 arguments, see :mod:`nasforge.run.refs`)
     weights.pt  when the trial saved weights: a dict of tensors written by ``torch.save``,
@@ -103,6 +105,8 @@ def export_top(
             "arch": t.arch,
             "metrics": t.metrics,
             "evaluation": t.evaluation,
+            "status": t.status,  # "pruned"/"early_stopped": metrics of its last report
+            "resource": len(t.intermediates),  # reports (epochs) it reached
             "kind": cfg.get("kind"),
             "objective": obj,
             "space": cfg.get("space"),

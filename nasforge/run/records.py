@@ -23,10 +23,12 @@ __all__ = [
 ]
 
 #: ``running`` (asked, in flight), then one of the finished ones; ``cached``: the same
-#: architecture was already evaluated, its metrics are copied; ``interrupted``: what a reader
-#: is shown for a trial stored ``running`` when no writer works on the run (never stored)
-STATUSES = ("running", "done", "failed", "early_stopped", "cached", "interrupted")
-FINISHED = ("done", "failed", "early_stopped", "cached")
+#: architecture was already evaluated, its metrics are copied; ``pruned``: a rung rule
+#: (successive halving, ASHA, Hyperband) stopped it, its metrics are its last report's;
+#: ``interrupted``: what a reader is shown for a trial stored ``running`` when no writer
+#: works on the run (never stored)
+STATUSES = ("running", "done", "failed", "early_stopped", "cached", "pruned", "interrupted")
+FINISHED = ("done", "failed", "early_stopped", "cached", "pruned")
 INTERRUPTED = "interrupted"
 #: how a trial's metrics were measured: trained standalone, with weights inherited from a
 #: supernet, or predicted by a model

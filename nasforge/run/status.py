@@ -22,6 +22,7 @@ __all__ = [
     "notes_table",
     "print_status",
     "failure_summary",
+    "resource_spent",
 ]
 
 
@@ -67,6 +68,24 @@ def failure_summary(trials: list[TrialRecord], limit: int = 3) -> str:
         if t.status == "failed"
     )
     return "; ".join(f"{n} x {text}" for text, n in errors.most_common(limit))
+
+
+def resource_spent(trials: list[TrialRecord]) -> dict[str, int]:
+    """Returns the resource a run spent: ``total`` reports (epochs) summed over its trained
+    trials (pruned and failed ones included; a cached repeat trains nothing) and the part of
+    it per status."""
+    out: dict[str, int] = {"total": 0}
+    for t in trials:
+        if t.status in ("cached", "running"):
+            continue
+        out["total"] += len(t.intermediates)
+        out[t.status] = out.get(t.status, 0) + len(t.intermediates)
+    return out
+
+
+def _stopped_at(t: TrialRecord) -> str:
+    """Returns `` @r`` for a stopped trial (the resource it reached), else ``""``."""
+    return f" @{len(t.intermediates)}" if t.status in ("pruned", "early_stopped") else ""
 
 
 def progress_table(store: Store, limit: int = 10) -> tuple[list[str], list[list[str]]]:
@@ -130,7 +149,7 @@ def trial_table(store: Store, limit: int | None = 20) -> tuple[list[str], list[l
             [
                 str(i + 1) if t.id in ranked_ids else "-",
                 str(t.id),
-                t.status + seen,
+                t.status + _stopped_at(t) + seen,
                 t.evaluation,
                 *(f"{m[k]:.5g}" if m.get(k) is not None else "" for k in [metric, *others]),
                 "" if t.duration is None else f"{t.duration:.2f}",
@@ -181,7 +200,12 @@ def print_status(directory: str | Path, limit: int | None = 20) -> None:
             _print_table(f"progress (last {len(rows)} of {store.n_progress()})", header, rows)
         header, rows, more = trial_table(store, limit)
         counts = store.counts()
+        spent = resource_spent(store.trials())
         notes = notes_table(store)
+    if spent.get("total"):
+        parts = ", ".join(f"{k} {v}" for k, v in spent.items() if k != "total")
+        sys.stdout.write(f"resource spent: {spent['total']} reports (epochs), by status: ")
+        sys.stdout.write(f"{parts} (a stopped trial shows @ the reports it reached)\n")
     if rows:
         dups = counts.get("cached", 0)
         note = f", {dups} repeats of evaluated architectures folded in" if dups else ""

@@ -58,10 +58,11 @@ trials for every kind; the space and source references rebuild the space and the
 :mod:`nasforge.run.refs`).
 
 Trial statuses: ``running`` (asked, in flight), ``done``, ``failed``, ``early_stopped``,
-``cached`` (the same architecture was already evaluated; its metrics are copied). A reader of a
-run that no writer works on (interrupted, finished or failed) gets ``interrupted`` for a trial
-stored ``running``: nothing runs it any more (``nasforge resume`` restarts it); the writer gets
-the stored ``running``.
+``cached`` (the same architecture was already evaluated; its metrics are copied), ``pruned``
+(stopped by a rung rule; the number of its intermediate rows is the resource it reached). A
+reader of a run that no writer works on (interrupted, finished or failed) gets
+``interrupted`` for a trial stored ``running``: nothing runs it any more (``nasforge resume``
+restarts it); the writer gets the stored ``running``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Exploration strategies (ask/tell on plain architecture dicts and float metrics) and trial
-stoppers. Pure: nothing here imports torch.
+stoppers (``median``, ``sh``, ``asha``, ``hyperband``: ``get_stopper``). Pure: nothing here
+imports torch.
 
 ``get_strategy("evolution", population_size=20, seed=0)`` builds one by name; names:
 ``random``, ``grid``, ``evolution``, ``tpe``, ``rl``.
@@ -7,13 +8,28 @@ stoppers. Pure: nothing here imports torch.
 
 from nasforge.strategy.base import BaseStrategy, get_strategy, list_strategies, register_strategy
 from nasforge.strategy.evolution import RegularizedEvolution
+from nasforge.strategy.halving import ASHAStopper, HyperbandStopper, SuccessiveHalvingStopper
 from nasforge.strategy.random_search import GridStrategy, RandomStrategy
 from nasforge.strategy.reinforce import ReinforceStrategy
-from nasforge.strategy.stopping import MedianStopper, should_stop
+from nasforge.strategy.stopping import (
+    BaseStopper,
+    MedianStopper,
+    get_stopper,
+    list_stoppers,
+    register_stopper,
+    should_stop,
+)
 from nasforge.strategy.tpe import TPEStrategy
 
 __all__ = [
+    "ASHAStopper",
+    "BaseStopper",
     "BaseStrategy",
+    "HyperbandStopper",
+    "SuccessiveHalvingStopper",
+    "get_stopper",
+    "list_stoppers",
+    "register_stopper",
     "GridStrategy",
     "MedianStopper",
     "RandomStrategy",

@@ -155,3 +155,29 @@ def test_trials_in_flight_of_a_killed_run_are_shown_interrupted(tmp_path: Path) 
         {"done": 1, "interrupted": 2},
         "1 / 4 trials",
     )
+
+
+def test_rungs_place_each_trial_at_the_resource_it_reached(tmp_path: Path) -> None:
+    """The rung chart's data counts trials per reports reached, pruned ones at their rung."""
+    from nasforge.dashboard import charts
+
+    config = {"kind": "multitrial", "space": None, "source": None,
+              "objective": {"metric": "accuracy", "mode": "max", "constraints": {},
+                            "second": None}, "multitrial": {}}  # fmt: skip
+    with Store.create(tmp_path / "r", config) as store:
+        for i, (n, status) in enumerate([(9, "done"), (1, "pruned"), (3, "pruned"), (1, "pruned")]):
+            tid = store.add_trial(f"{i:016x}", {"i": i})
+            curve = [{"accuracy": 0.1 * (i + 1) + 0.01 * e} for e in range(n)]
+            store.finish_trial(tid, status, curve[-1], curve)
+        got = data.rungs(store)
+    assert got["counts"] == {1: 2, 3: 1, 9: 1}
+    assert [(p["resource"], p["status"]) for p in got["points"]] == [
+        (9, "done"),
+        (1, "pruned"),
+        (3, "pruned"),
+        (1, "pruned"),
+    ]
+    assert abs(got["points"][2]["value"] - 0.32) < 1e-9  # its last report
+    fig = charts.rungs(got)
+    assert {t.name for t in fig.data} == {"done", "pruned"}
+    assert "1: 2, 3: 1, 9: 1" in fig.layout.title.text

@@ -35,3 +35,25 @@ def test_bad_arguments():
     """Negative warmup is a ConfigError naming the value."""
     with pytest.raises(ConfigError, match="-1"):
         MedianStopper(warmup_steps=-1)
+
+
+@pytest.mark.parametrize("rule", ["median", "sh", "asha", "hyperband"])
+def test_every_registered_rule_keeps_the_stopper_contract(rule):
+    """Each rule: registered, config round-trips through get_stopper, snapshots pickle as
+    plain data, reset forgets everything, and an empty curve never stops."""
+    import pickle
+
+    from nasforge.strategy import get_stopper, list_stoppers
+
+    assert rule in list_stoppers()
+    stopper = get_stopper(rule)
+    assert get_stopper(stopper.config()).config() == stopper.config()
+    fresh = stopper.snapshot(1)
+    for i in range(1, 8):
+        stopper.add_finished([float(i)] * 9, i, "done")
+    snap = stopper.snapshot(1)
+    assert pickle.loads(pickle.dumps(snap)) == snap
+    assert snap is None or snap.get("rule", "median") in list_stoppers()
+    assert not should_stop(snap, [])
+    stopper.reset()
+    assert stopper.snapshot(1) == fresh

@@ -1,0 +1,131 @@
+"""The rung rules (ASHA, Hyperband, successive halving) in the engine: pruned trials, their
+resource, budget accounting in status and export, replay on resume, every local executor."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nasforge.engine import Experiment, Store
+from nasforge.run.export import export_top
+from nasforge.run.status import print_status, resource_spent
+from nasforge.space.search_space import Decision, SearchSpace
+from nasforge.strategy import ASHAStopper, HyperbandStopper, MedianStopper
+
+#: grid order of the levels; with ASHA(1, 3, 9) the trials reach 9,1,9,1,1,9,1,1,1 reports
+#: (a trial goes on at rung 1 and 3 only while in the top max(1, n // 3) there)
+LEVELS = (5, 1, 7, 0, 3, 8, 2, 6, 4)
+ASHA_REACHED = [9, 1, 9, 1, 1, 9, 1, 1, 1]
+SPACE = SearchSpace([Decision("level", "value", LEVELS)])
+
+
+def staircase(arch, report):
+    """Reports level + 0.01 * epoch for 9 epochs, the last as final."""
+    for epoch in range(1, 10):
+        value = arch["level"] + 0.01 * epoch
+        report(value)
+    return value
+
+
+def _make(where, stopper, executor="inprocess", n_trials=9):
+    return Experiment(
+        SPACE,
+        staircase,
+        "grid",
+        directory=where,
+        n_trials=n_trials,
+        executor=executor,
+        concurrency=1,
+        stopper=stopper,
+        progress="off",
+    )
+
+
+@pytest.mark.parametrize("executor", ["inprocess", "pool"])
+def test_asha_prunes_at_rungs_on_local_executors(tmp_path, executor):
+    """In-process and in pool workers, ASHA prunes where the rule says, records `pruned` with
+    the last report as the metrics, and the reports are the resource reached."""
+    exp = _make(tmp_path / "r", ASHAStopper(1, 3, 9), executor).run()
+    trials = exp.trials()
+    assert [len(t.intermediates) for t in trials] == ASHA_REACHED
+    assert [t.status for t in trials] == ["done" if r == 9 else "pruned" for r in ASHA_REACHED]
+    pruned = [t for t in trials if t.status == "pruned"]
+    assert all(t.metrics["default"] == t.intermediates[-1]["default"] for t in pruned)
+
+
+def test_stopper_by_name_or_mapping_and_stored_config(tmp_path):
+    """`stopper="asha"` or a mapping builds the rule; the run stores its config with `rule`,
+    and a stored section builds it back."""
+    exp = _make(tmp_path / "a", {"rule": "asha", "max_resource": 9})
+    assert isinstance(exp.stopper, ASHAStopper)
+    section = exp.section()["stopper"]
+    assert section["rule"] == "asha" and section["max_resource"] == 9
+    built = Experiment.from_section({"space": SPACE, "evaluate": staircase, "strategy": "grid",
+                                     "n_trials": 9, "stopper": section})  # fmt: skip
+    assert built.stopper.config() == section
+    old = Experiment.from_section({"space": SPACE, "evaluate": staircase, "strategy": "grid",
+                                   "n_trials": 9, "stopper": {"warmup_steps": 1,
+                                                              "min_trials": 2}})  # fmt: skip
+    assert isinstance(old.stopper, MedianStopper)
+
+
+def test_resume_replays_the_same_decisions(tmp_path):
+    """Running 5 trials then resuming to 9 prunes exactly as one uninterrupted run."""
+    exp = _make(tmp_path / "a", ASHAStopper(1, 3, 9), n_trials=5)
+    exp.run()
+    exp.n_trials = 9
+    exp.resume()
+    ref = _make(tmp_path / "b", ASHAStopper(1, 3, 9)).run()
+    got = [(t.arch, t.status, len(t.intermediates)) for t in exp.trials()]
+    assert got == [(t.arch, t.status, len(t.intermediates)) for t in ref.trials()]
+
+
+def test_hyperband_brackets_in_the_engine(tmp_path):
+    """Hyperband's last bracket (minimum resource 9) never prunes; the others may."""
+    stopper = HyperbandStopper(1, 3, 9)
+    exp = _make(tmp_path / "h", stopper).run()
+    for t in exp.trials():
+        if stopper.bracket(t.id) == 2:
+            assert t.status == "done" and len(t.intermediates) == 9
+    assert any(t.status == "pruned" for t in exp.trials())
+
+
+def test_status_and_export_show_resource(tmp_path, capsys):
+    """`nasforge status` prints the resource spent (pruned trials included) and marks pruned
+    trials with the reports they reached; export records status and resource."""
+    where = tmp_path / "r"
+    _make(where, ASHAStopper(1, 3, 9)).run()
+    with Store.open(where) as store:
+        spent = resource_spent(store.trials())
+    assert spent == {"total": 33, "done": 27, "pruned": 6}
+    print_status(where)
+    out = capsys.readouterr().out
+    assert "resource spent: 33 reports" in out and "pruned 6" in out
+    assert "pruned @1" in out
+    folders = export_top(where, k=9)
+    metas = [json.loads((f / "arch.json").read_text()) for f in folders]
+    assert {(m["status"], m["resource"]) for m in metas} == {("done", 9), ("pruned", 1)}
+
+
+def test_cross_model_merging_steps_aside_for_a_rung_rule(tmp_path):
+    """With a rung rule, the cross-model plan merges nothing and says why in the notes."""
+    exp = _make(tmp_path / "c", ASHAStopper(1, 3, 9)).run()
+    with Store.open(exp.directory) as store:
+        notes = store.notes()
+    assert any("early stopping keeps trials apart" in n["detail"] for n in notes)
+
+
+@pytest.mark.slow
+def test_asha_prunes_in_ray_workers(tmp_path):
+    """On Ray, workers decide from the snapshot as in-process ones do: same pruning."""
+    ray = pytest.importorskip("ray", reason="the Ray executor needs the extra nasforge[ray]")
+    from nasforge.engine.ray_executor import RayExecutor
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        exp = _make(tmp_path / "ray", ASHAStopper(1, 3, 9), RayExecutor(1)).run()
+    finally:
+        ray.shutdown()
+    assert [len(t.intermediates) for t in exp.trials()] == ASHA_REACHED
+    assert {t.status for t in exp.trials()} == {"done", "pruned"}
