@@ -51,6 +51,7 @@ class TrialResult:
     error: str | None = None
     duration: float | None = None
     checkpoint: str | None = None
+    retries: int = 0  # times the executor ran it again after its worker or node died
 
 
 def failed_result(trial: int, error: str) -> TrialResult:
