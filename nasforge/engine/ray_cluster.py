@@ -16,7 +16,9 @@ this machine and to itself:
     no leftovers :meth:`LocalRayCluster.shutdown` stops every node, then kills by process id
                 whatever it started that is still alive (found by its private folder)
 
-Run one from a shell (``serve`` in the background; ``down`` stops it)::
+Run one from a shell: ``up`` starts it in the background (the address in ``DIR/address``,
+its log in ``DIR/log``) and returns once it answers; ``down`` stops it; ``--stop-after``
+seconds, a safety net, stops it anyway::
 
     python -m nasforge.engine.ray_cluster up ray-local --nodes 3 --cpus 2 --gpus 1
     python -m nasforge.engine.ray_cluster down ray-local
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import os
 import shutil
 import signal
@@ -206,7 +209,8 @@ class LocalRayCluster:
 
 # -- the command line: up (in the background), down -------------------------------------------
 def _serve(args: argparse.Namespace) -> int:
-    """Runs a cluster until SIGTERM or SIGINT, its address in ``DIR/address``."""
+    """Runs a cluster until SIGTERM, SIGINT or ``--stop-after`` seconds, its address in
+    ``DIR/address``."""
     folder = Path(args.dir)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -216,7 +220,8 @@ def _serve(args: argparse.Namespace) -> int:
         address = cluster.start()
         (folder / "address.tmp").write_text(address + "\n")
         (folder / "address.tmp").rename(folder / "address")
-        while not stop:
+        deadline = time.monotonic() + args.stop_after if args.stop_after else math.inf
+        while not stop and time.monotonic() < deadline:
             time.sleep(0.2)
     finally:
         (folder / "address").unlink(missing_ok=True)
@@ -233,7 +238,7 @@ def _up(args: argparse.Namespace) -> int:
         raise ConfigError(f"{folder} already holds a cluster; stop it with `down {folder}`")
     cmd = [sys.executable, "-m", "nasforge.engine.ray_cluster", "serve", str(folder)]
     cmd += ["--nodes", str(args.nodes), "--cpus", str(args.cpus), "--gpus", str(args.gpus)]
-    cmd += ["--object-store-mb", str(args.object_store_mb)]
+    cmd += ["--object-store-mb", str(args.object_store_mb), "--stop-after", str(args.stop_after)]
     with (folder / "log").open("wb") as out:
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -286,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         q.add_argument("--gpus", type=int, default=0, help="logical GPUs each node declares")
         q.add_argument("--object-store-mb", type=int, default=100)
         q.add_argument("--timeout", type=float, default=120, help="seconds to wait for it")
+        q.add_argument(
+            "--stop-after", type=float, default=0, help="seconds after which it stops itself"
+        )
         q.set_defaults(func=func)
     q = sub.add_parser("down", help="stop the cluster `up` started in DIR")
     q.add_argument("dir")
