@@ -55,7 +55,9 @@ def _marking_evaluator(marks: Path, sleep: float, fail_on: int | None = None, di
         x = arch["x"]
         info = {"x": x, "node": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
         info["gpus"] = [str(g) for g in ray.get_gpu_ids()]
-        (marks / f"x{x}-{uuid.uuid4().hex[:8]}.json").write_text(json.dumps(info))
+        name = f"x{x}-{uuid.uuid4().hex[:8]}.json"
+        (marks / f"tmp-{name}").write_text(json.dumps(info))
+        os.replace(marks / f"tmp-{name}", marks / name)  # whole, for a reader polling it
         if x == die_on:
             os._exit(1)  # the worker dies: a system failure that Ray retries
         time.sleep(sleep)
@@ -245,7 +247,9 @@ config = {{"executor": {{"name": "ray", "address": "auto"}}, "concurrency": 3, "
 def evaluate(arch, report):
     node = ray.get_runtime_context().get_node_id()
     info = {{"x": arch["x"], "node": node, "pid": os.getpid(), "gpus": []}}
-    Path({marks!r}, f"x{{arch['x']}}-{{uuid.uuid4().hex[:8]}}.json").write_text(json.dumps(info))
+    name = f"x{{arch['x']}}-{{uuid.uuid4().hex[:8]}}.json"
+    Path({marks!r}, "tmp-" + name).write_text(json.dumps(info))
+    os.replace(Path({marks!r}, "tmp-" + name), Path({marks!r}, name))
     time.sleep(1.5)
     return float(arch["x"])
 """
