@@ -18,6 +18,7 @@ import pytest
 from nasforge.engine import Experiment
 from nasforge.engine.ray_cluster import LocalRayCluster
 from nasforge.engine.ray_executor import RayExecutor, _keep_loopback
+from nasforge.errors import StoreError
 from nasforge.run.store import Store
 from nasforge.space.search_space import Decision, SearchSpace
 
@@ -277,12 +278,14 @@ def test_a_killed_driver_s_run_resumes_on_the_same_cluster(cluster, tmp_path):
         ready = False  # 3 trials done, and one running whose evaluator started
         while time.monotonic() < deadline and driver.poll() is None and not ready:
             time.sleep(0.1)
-            if (run_dir / "run.db").exists():
+            try:
                 with Store.open(run_dir) as store:
                     trials = store.trials()
-                done = sum(t.status == "done" for t in trials)
-                started = {t.arch["x"] for t in trials if t.status == "running"} & set(_runs(marks))
-                ready = done >= 3 and bool(started)
+            except StoreError:  # not created yet, or its tables not yet written
+                continue
+            done = sum(t.status == "done" for t in trials)
+            started = {t.arch["x"] for t in trials if t.status == "running"} & set(_runs(marks))
+            ready = done >= 3 and bool(started)
         assert driver.poll() is None, log.read_text(errors="replace")[-3000:]
         assert ready, log.read_text(errors="replace")[-3000:]
     finally:
