@@ -87,8 +87,7 @@ class LocalRayCluster:
         self.object_store_mb = object_store_mb
         fast = FAST_FAILURE_DETECTION
         self.system_config = dict(fast if system_config is None else system_config)
-        # short: Ray's socket paths under it must stay below the 107-byte Unix limit
-        self.temp_dir = tempfile.mkdtemp(prefix="nfray-", dir="/tmp")
+        self.temp_dir = ""  # its own Ray folder, made by start()
         self._cluster: Any = None
 
     # -- life --------------------------------------------------------------------------------
@@ -118,6 +117,10 @@ class LocalRayCluster:
         """Returns the head's address (``127.0.0.1:port``) once all nodes are up."""
         from ray.cluster_utils import Cluster
 
+        if self._cluster is not None:
+            raise NasforgeError(f"the cluster is running already, at {self.address}")
+        # short: Ray's socket paths under it must stay below the 107-byte Unix limit
+        self.temp_dir = tempfile.mkdtemp(prefix="nfray-", dir="/tmp")
         head = {**self._node_args(), "include_dashboard": False, "no_monitor": True}
         head["_system_config"] = self.system_config
         with self._private_tmpdir():
@@ -165,6 +168,8 @@ class LocalRayCluster:
     def pids(self) -> list[int]:
         """Returns the ids of live processes this cluster started (found by its folder in
         their environment or command line)."""
+        if not self.temp_dir:
+            return []
         mark = self.temp_dir.encode()
         found = []
         for entry in Path("/proc").iterdir():
@@ -197,7 +202,8 @@ class LocalRayCluster:
         for pid in self.pids():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        if self.temp_dir:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def __enter__(self) -> LocalRayCluster:
         self.start()

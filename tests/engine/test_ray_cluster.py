@@ -130,6 +130,19 @@ def test_every_node_and_server_stays_on_loopback(cluster):
     assert all(n["Resources"]["CPU"] == 1 for n in nodes)
     listening = _listening(cluster.pids())
     assert listening and listening <= {"127.0.0.1"}, listening
+    # its address file is in its own folder, where no other ray.init() looks
+    own = Path(cluster.temp_dir, "ray", "ray_current_cluster")
+    assert own.read_text().strip() == cluster.address
+
+
+def test_a_cluster_needs_a_node_and_sane_resources():
+    """Sizes that Ray cannot run are refused before anything starts."""
+    from nasforge.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="n_nodes must be an int >= 1"):
+        LocalRayCluster(0)
+    with pytest.raises(ConfigError, match="object_store_mb"):
+        LocalRayCluster(2, object_store_mb=10)
 
 
 def test_trials_spread_over_the_nodes_and_evaluator_errors_are_not_retried(cluster, tmp_path):
