@@ -29,7 +29,7 @@ import pickle
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import wait
 from typing import Any
 
@@ -101,6 +101,15 @@ class BaseExecutor(abc.ABC):
 
     def shutdown(self) -> None:  # noqa: B027 - optional hook
         """Stops every running trial and frees resources."""
+
+    def spec(self) -> str | dict[str, Any]:
+        """Returns what rebuilds this executor with :func:`get_executor` (its name, or a
+        mapping with ``name`` and its settings), as stored in the run's config."""
+        return self.name
+
+    def resume_from(self, spec: Any) -> None:  # noqa: B027 - optional hook
+        """Takes over, on resume, what the run's record says this executor used (``spec`` as
+        :meth:`spec` returned it then); by default nothing."""
 
 
 class InProcessExecutor(BaseExecutor):
@@ -357,23 +366,41 @@ class ProcessPoolExecutor(BaseExecutor):
         self._slot_of.clear()
 
 
-def get_executor(name_or_obj: str | BaseExecutor, concurrency: int = 2) -> BaseExecutor:
+def get_executor(
+    name_or_obj: str | Mapping[str, Any] | BaseExecutor, concurrency: int = 2
+) -> BaseExecutor:
     """Returns an executor: instances pass through; ``inprocess``, ``pool`` or ``ray`` (the
-    optional extra ``nasforge[ray]``) build one.
+    optional extra ``nasforge[ray]``) build one; a mapping ``{name: ray, address: ...,
+    max_retries: 3}`` (a run file's ``executor:``) builds one with those settings.
 
     Raises:
-        ConfigError: an unknown name.
+        ConfigError: an unknown name, or a setting the executor does not take.
     """
     if isinstance(name_or_obj, BaseExecutor):
         return name_or_obj
+    settings: dict[str, Any] = {}
+    if isinstance(name_or_obj, Mapping):
+        settings = dict(name_or_obj)
+        name_or_obj = settings.pop("name", None)
+        concurrency = settings.pop("concurrency", concurrency)
+    cls: type[BaseExecutor] | None = None
     if name_or_obj in ("inprocess", "in_process", "local"):
-        return InProcessExecutor()
-    if name_or_obj in ("pool", "process", "processpool"):
-        return ProcessPoolExecutor(concurrency)
-    if name_or_obj == "ray":
+        cls, concurrency_arg = InProcessExecutor, False
+    elif name_or_obj in ("pool", "process", "processpool"):
+        cls, concurrency_arg = ProcessPoolExecutor, True
+    elif name_or_obj == "ray":
         from nasforge.engine.ray_executor import RayExecutor
 
-        return RayExecutor(concurrency)
+        cls, concurrency_arg = RayExecutor, True
+    if cls is not None:
+        args = (concurrency,) if concurrency_arg else ()
+        try:
+            return cls(*args, **settings)
+        except TypeError as exc:
+            raise ConfigError(
+                f"executor {name_or_obj!r} does not take the settings {sorted(settings)} "
+                f"({exc}); see the arguments of {cls.__name__}"
+            ) from exc
     raise ConfigError(
         f"unknown executor {name_or_obj!r}; expected 'pool' (default), 'inprocess', 'ray' or a "
         "BaseExecutor instance"

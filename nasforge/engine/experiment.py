@@ -29,6 +29,7 @@ import logging
 import math
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from nasforge.engine.evaluator import (
 )
 from nasforge.engine.executor import BaseExecutor, get_executor
 from nasforge.engine.trial import TrialResult, TrialTask
-from nasforge.errors import ConfigError, TrialError
+from nasforge.errors import ConfigError, StoreError, TrialError
 from nasforge.run.preflight import require
 from nasforge.run.progress import Progress
 from nasforge.run.refs import materialize
@@ -78,7 +79,8 @@ class Experiment(BaseRunner):
     defaults to the evaluator's: ``accuracy`` for the built-in ones, ``default`` for a function
     returning a float); ``constraints`` e.g. ``{"params": ("<=", 1e5)}`` or
     ``["params <= 1e5"]``; ``second_objective`` e.g. ``("params", "min")`` for a Pareto front;
-    ``executor`` ``"pool"`` (default), ``"inprocess"`` or an instance; ``crossmodel`` True
+    ``executor`` ``"pool"`` (default), ``"inprocess"``, ``"ray"``, a mapping such as ``{"name":
+    "ray", "address": "127.0.0.1:6379", "max_retries": 3}`` or an instance; ``crossmodel`` True
     (default: the cross-model optimizations that apply), False, or e.g. ``{"supergraph":
     False}`` (docs/crossmodel.md); ``gpus_per_trial`` GPUs per trial (0: CPU trials, the
     default; 0.5: two trials share a GPU; 2: two whole GPUs) out of ``devices`` (GPU ids;
@@ -122,7 +124,7 @@ class Experiment(BaseRunner):
         mode: str = "max",
         constraints: Any = None,
         second_objective: tuple[str, str] | None = None,
-        executor: str | BaseExecutor = "pool",
+        executor: str | Mapping[str, Any] | BaseExecutor = "pool",
         concurrency: int = 2,
         trial_timeout: float | None = None,
         stopper: BaseStopper | str | dict[str, Any] | None = None,
@@ -294,7 +296,7 @@ class Experiment(BaseRunner):
             "evaluator": _evaluator_ref(self.evaluator),
             "n_trials": self.n_trials,
             "time_budget": self.time_budget,
-            "executor": self.executor.name,
+            "executor": self.executor.spec(),
             "concurrency": self.executor.concurrency,
             "trial_timeout": self.trial_timeout,
             "stopper": None if self.stopper is None else self.stopper.config(),
@@ -309,6 +311,21 @@ class Experiment(BaseRunner):
         }
 
     # -- the loop ------------------------------------------------------------------------------
+    def run(self, resume: bool = False) -> Experiment:
+        """Returns self after running (or, with ``resume``, continuing) the search; see
+        :meth:`BaseRunner.run`. A resume first hands the executor the settings the record
+        says it ran with (e.g. the address of the Ray cluster), before the config is
+        replaced."""
+        if resume:
+            try:
+                with Store.open(self.directory) as store:
+                    recorded = dict(store.config().get(self.kind) or {}).get("executor")
+            except StoreError:
+                recorded = None  # no record: super().run raises the error that says so
+            self.executor.resume_from(recorded)
+        super().run(resume)
+        return self
+
     def _execute(self, store: Store, resume: bool) -> None:
         """Runs trials until the budget is spent (or the strategy is exhausted), after
         replaying the recorded history when resuming.
@@ -344,6 +361,7 @@ class Experiment(BaseRunner):
         if self.executor is not own:  # a merging executor runs on the same GPUs
             self.executor.use_gpus(own.gpus_per_trial, own.devices or None)
         self.executor.start(self.space, self.evaluator)
+        self._record_executor(store, own)
         try:
             for tid in inflight:
                 log.info("re-running trial %d, in flight when the experiment stopped", tid)
@@ -364,6 +382,15 @@ class Experiment(BaseRunner):
                 f"all {n_trained} trials failed: {failure_summary(failed)}; fix the "
                 f"evaluator (`nasforge status {self.directory}` lists each error)"
             )
+
+    def _record_executor(self, store: Store, executor: BaseExecutor) -> None:
+        """Records the executor's settings once it started (e.g. the address of the Ray
+        cluster it joined), so that a resume from the record runs on the same one."""
+        config = dict(store.config())
+        section = dict(config[self.kind])
+        if section.get("executor") != executor.spec():
+            section["executor"] = executor.spec()
+            store.set_config({**config, self.kind: section})
 
     def _elapsed(self) -> float:
         return self._elapsed0 + time.monotonic() - self._t0
@@ -533,6 +560,15 @@ class Experiment(BaseRunner):
             placement=result.placement,
         )
         self.store.set_meta("elapsed", repr(self._elapsed()))
+        if result.retries:
+            self.store.add_note(
+                "executor",
+                "retried",
+                f"trial {tid} ran {result.retries + 1} times: its worker or node died "
+                f"{result.retries} time(s) and {self.executor.name} ran it again",
+                trial=tid,
+                retries=result.retries,
+            )
         rec = self.store.trial(tid)
         self._records[tid] = rec
         self._n_trained += 1

@@ -3,8 +3,25 @@ or on a cluster given its address.
 
 The space and evaluator are put into Ray's object store once (cloudpickle, which sends classes
 and functions of the user's ``__main__`` by value, so nothing needs wrapping); if that fails the
-error is a ConfigError before the first trial. A task that raises inside Ray, whose worker dies,
-or that runs past the timeout (cancelled with force) is a failed trial.
+error is a ConfigError before the first trial. A task that runs past the timeout (cancelled with
+force) is a failed trial.
+
+    retries   a system failure (the task's worker process or its whole node died) is retried by
+              Ray itself (``max_retries`` of the task, default 3), on any live node; an
+              exception raised by the evaluator is never retried (``retry_exceptions=False``;
+              ``run_trial`` turns it into a failed result anyway). Each result carries Ray's own
+              attempt number as ``retries``; a trial still failing after ``max_retries``
+              retries is a failed trial. A retried trial ran more than once on the cluster but
+              its result reaches the engine, and the record, once.
+    address   None starts (or joins an already initialised) local Ray; ``"host:port"`` or
+              ``"auto"`` joins a running cluster, and :meth:`RayExecutor.spec` then records the
+              address it connected to; on resume, ``"auto"`` becomes that recorded address
+              (:meth:`RayExecutor.resume_from`), so the run goes on on the same cluster. A loopback
+              address (``127.0.0.1:port``) is kept as given: Ray 2.x rewrites it to the
+              machine's interface address (ray-project/ray#59110), where a cluster bound to
+              127.0.0.1 does not listen.
+    writer    workers never touch the run record: a task returns its result to the driver (the
+              process running the experiment), which alone writes the run directory.
 
 GPUs are Ray resources: each task asks for ``num_gpus=gpus_per_trial`` (a share like 0.5 lets
 two trials use one GPU); Ray picks them, sets ``CUDA_VISIBLE_DEVICES`` for the task, and the
@@ -14,9 +31,13 @@ any Ray node has is a ConfigError before the first trial.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from nasforge.engine.evaluator import BaseEvaluator
@@ -26,6 +47,25 @@ from nasforge.errors import ConfigError
 from nasforge.run.devices import Placement, check_gpu_amount, placed
 
 __all__ = ["RayExecutor"]
+
+log = logging.getLogger("nasforge.engine")
+
+
+#: Addresses Ray would rewrite to the machine's interface address (ray-project/ray#59110).
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+#: Seconds to wait for a cluster's head to accept a TCP connection before calling ray.init.
+_CONNECT_TIMEOUT = 5.0
+
+
+def _attempt_number() -> int:
+    """Returns Ray's attempt number of the running task (0: first run), or 0 if unknown."""
+    import ray
+
+    try:
+        worker = ray._private.worker.global_worker
+        return int(worker.core_worker.get_current_task_attempt_number())
+    except Exception:  # noqa: BLE001 - a Ray without it: retries are not counted
+        return 0
 
 
 def _ray_trial(
@@ -40,7 +80,9 @@ def _ray_trial(
     # Ray has set CUDA_VISIBLE_DEVICES to exactly these ids: torch numbers them 0..k-1 here
     where = Placement(ray.util.get_node_ip_address(), ids, gpus, tuple(range(len(ids))))
     with placed(where):
-        return run_trial(space, evaluator, task.without_timeout())
+        result = run_trial(space, evaluator, task.without_timeout())
+    result.retries = _attempt_number()
+    return result
 
 
 def _as_id(gpu: Any) -> Any:
@@ -53,12 +95,15 @@ def _as_id(gpu: Any) -> Any:
 class RayExecutor(BaseExecutor):
     """Returns results of trials run as Ray tasks, ``concurrency`` at a time.
 
-    ``address``: None starts (or joins an already initialised) local Ray; ``"auto"`` or
-    ``"ray://host:10001"`` joins a cluster. ``init_kwargs`` go to ``ray.init`` (for example
-    ``{"num_cpus": 2}``). Ray is shut down at the end only if this executor started it.
+    ``address``: None starts (or joins an already initialised) local Ray; ``"host:port"`` (the
+    head's GCS address), ``"auto"`` or ``"ray://host:10001"`` joins a cluster. ``max_retries``:
+    how many times Ray runs a trial again after its worker or node died (see the module
+    docstring). ``init_kwargs`` go to ``ray.init`` (for example ``{"num_cpus": 2}``). Ray is
+    shut down at the end only if this executor started it.
 
     Raises:
-        ConfigError: Ray is not installed, or the space/evaluator cannot be serialised.
+        ConfigError: a bad setting, Ray is not installed, the cluster at ``address`` does not
+            answer, or the space/evaluator cannot be serialised.
     """
 
     name = "ray"
@@ -70,11 +115,18 @@ class RayExecutor(BaseExecutor):
         cpus_per_trial: float = 1,
         threads_per_trial: int = 1,
         init_kwargs: dict[str, Any] | None = None,
+        max_retries: int = 3,
     ) -> None:
         if not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
+            raise ConfigError(
+                f"max_retries must be an int >= 0 (Ray's retries after a worker or node died), "
+                f"got {max_retries!r}"
+            )
         self.concurrency = concurrency
         self.address = address
+        self.max_retries = max_retries
         self.cpus_per_trial = cpus_per_trial
         self.threads_per_trial = threads_per_trial
         self.init_kwargs = dict(init_kwargs or {})
@@ -127,8 +179,13 @@ class RayExecutor(BaseExecutor):
             ) from exc
         self._ray = ray
         if not ray.is_initialized():
-            ray.init(address=self.address, **self.init_kwargs)
+            target = _bootstrap_address(ray, self.address)
+            _check_reachable(target)
+            with _keep_loopback(ray, target):
+                ray.init(address=target or self.address, **self.init_kwargs)
             self._owns_ray = True
+        if self.address is not None and not self.address.startswith("ray://"):
+            self.address = ray.get_runtime_context().gcs_address  # "auto" -> host:port
         if self.gpus_per_trial and not self._checked_gpus:
             try:
                 self._check_ray_gpus(ray)
@@ -145,8 +202,32 @@ class RayExecutor(BaseExecutor):
                 "executor='pool'"
             ) from exc
         self._remote = ray.remote(
-            num_cpus=self.cpus_per_trial, num_gpus=self.gpus_per_trial, max_retries=0
+            num_cpus=self.cpus_per_trial,
+            num_gpus=self.gpus_per_trial,
+            max_retries=self.max_retries,
+            retry_exceptions=False,
         )(_ray_trial)
+
+    def spec(self) -> dict[str, Any]:
+        """Returns the settings that rebuild this executor (after :meth:`start`: with the
+        address of the cluster it joined), as a run file's ``executor`` mapping."""
+        return {
+            "name": self.name,
+            "address": self.address,
+            "max_retries": self.max_retries,
+            "cpus_per_trial": self.cpus_per_trial,
+            "threads_per_trial": self.threads_per_trial,
+        }
+
+    def resume_from(self, spec: Any) -> None:
+        """On resume, an executor told to find its cluster (``address="auto"``) joins the one
+        the run's record names instead: the cluster the run started on."""
+        if self.address != "auto" or not isinstance(spec, Mapping) or spec.get("name") != "ray":
+            return
+        address = spec.get("address")
+        if isinstance(address, str) and address != "auto":
+            log.info("joining the Ray cluster at %s, where the run started (its record)", address)
+            self.address = address
 
     @property
     def n_running(self) -> int:
@@ -178,7 +259,8 @@ class RayExecutor(BaseExecutor):
             try:
                 out.append(ray.get(ref))
             except Exception as exc:  # noqa: BLE001 - a dead worker or a Ray error
-                out.append(failed_result(tid, f"the Ray task failed: {type(exc).__name__}: {exc}"))
+                why = f"the Ray task failed (after up to {self.max_retries} retries by Ray)"
+                out.append(failed_result(tid, f"{why}: {type(exc).__name__}: {exc}"))
         now = time.monotonic()
         for ref, (tid, deadline, limit) in list(self._running.items()):
             if deadline is not None and now >= deadline:
@@ -198,6 +280,66 @@ class RayExecutor(BaseExecutor):
         if self._owns_ray:
             ray.shutdown()
             self._owns_ray = False
+
+
+def _host_port(address: str | None) -> tuple[str, int] | None:
+    """Returns (host, port) of a ``host:port`` address, or None for None, ``auto``, ``local``,
+    ``ray://...`` and anything else Ray resolves itself."""
+    if not address or "://" in address or ":" not in address:
+        return None
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    return (host, int(port)) if host and port.isdigit() else None
+
+
+def _bootstrap_address(ray: Any, address: str | None) -> str | None:
+    """Returns the address Ray will join for ``address``: itself, or for None and ``"auto"``
+    the one Ray finds (``RAY_ADDRESS``, else the file of the last ``ray start``); None when
+    Ray will start a local instance (or for ``"auto"``, search running ones itself)."""
+    if address not in (None, "auto"):
+        return address
+    found = os.environ.get("RAY_ADDRESS")
+    if not found:
+        with contextlib.suppress(Exception):  # a Ray without this helper: Ray decides
+            found = ray._private.utils.read_ray_address()
+    return found or None
+
+
+def _check_reachable(address: str | None) -> None:
+    """Returns None if the head at a ``host:port`` address accepts a TCP connection.
+
+    Raises:
+        ConfigError: nothing answers there (a stopped cluster, a wrong address).
+    """
+    hp = _host_port(address)
+    if hp is None:
+        return
+    try:
+        socket.create_connection(hp, timeout=_CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        raise ConfigError(
+            f"no Ray cluster answers at {address!r} ({exc}); start it (`ray start --head ...`, "
+            "docs/cluster.md) or give the address of a running head, e.g. --set "
+            'executor=\'{"name": "ray", "address": "HOST:PORT"}\''
+        ) from exc
+
+
+@contextlib.contextmanager
+def _keep_loopback(ray: Any, address: str | None) -> Iterator[None]:
+    """Within the block, Ray keeps a loopback ``host:port`` address as given, and this driver
+    takes 127.0.0.1 as its node's address, instead of both being rewritten to the machine's
+    interface address (ray-project/ray#59110); any other address is left to Ray."""
+    hp = _host_port(address)
+    constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    if hp is None or hp[0] not in _LOOPBACK or not hasattr(constants, "ENABLE_RAY_CLUSTER"):
+        yield
+        return
+    before = constants.ENABLE_RAY_CLUSTER
+    constants.ENABLE_RAY_CLUSTER = False  # Ray then takes 127.0.0.1 as this node's address
+    try:
+        yield
+    finally:
+        constants.ENABLE_RAY_CLUSTER = before
 
 
 def _send_experiment_files_by_value(ray: Any, *objs: Any) -> None:

@@ -53,6 +53,7 @@ class TrialResult:
     duration: float | None = None
     checkpoint: str | None = None
     placement: dict[str, Any] | None = None  # where it ran: {"node", "devices"} (run/devices)
+    retries: int = 0  # times the executor ran it again after its worker or node died
 
 
 def failed_result(trial: int, error: str) -> TrialResult:

@@ -33,6 +33,91 @@ def _flaky(model, report):
     return {"default": float(width), "params": float(sum(p.numel() for p in model.parameters()))}
 
 
+# -- settings and connection, before the module's Ray instance starts (file order) ----------
+
+
+def test_run_file_executor_mapping_builds_a_ray_executor_and_round_trips():
+    """`executor: {name: ray, address, max_retries}` builds the executor; its spec rebuilds it."""
+    from nasforge.engine.executor import get_executor
+
+    ex = get_executor({"name": "ray", "address": "127.0.0.1:6379", "max_retries": 5}, 3)
+    assert isinstance(ex, RayExecutor)
+    assert (ex.concurrency, ex.address, ex.max_retries) == (3, "127.0.0.1:6379", 5)
+    again = get_executor(ex.spec(), 3)
+    assert again.spec() == ex.spec()
+    assert get_executor("pool").spec() == "pool"  # the other executors keep their plain name
+
+
+def test_bad_executor_settings_are_config_errors():
+    """An unknown setting or a negative max_retries is refused before anything starts."""
+    from nasforge.engine.executor import get_executor
+    from nasforge.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="does not take the settings"):
+        get_executor({"name": "ray", "adress": "127.0.0.1:6379"})
+    with pytest.raises(ConfigError, match="max_retries must be an int >= 0"):
+        RayExecutor(max_retries=-1)
+
+
+def test_a_cluster_that_does_not_answer_is_a_config_error_at_once(tmp_path):
+    """An address where nothing listens fails fast with the address and the fix, before Ray
+    spends minutes retrying."""
+    import socket
+
+    from nasforge.errors import ConfigError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again below: nothing listens there
+    ex = RayExecutor(address=f"127.0.0.1:{port}")
+    with pytest.raises(ConfigError, match=f"no Ray cluster answers at '127.0.0.1:{port}'"):
+        ex.start(kx.TinyNet(), _flaky)
+    assert not ray.is_initialized()
+
+
+def test_resume_joins_the_recorded_cluster_only_when_told_to_find_one():
+    """On resume, address 'auto' becomes the recorded address; an explicit one or None stays."""
+    recorded = {"name": "ray", "address": "127.0.0.1:41234", "max_retries": 3}
+    auto, explicit, local = RayExecutor(address="auto"), RayExecutor(address="h:1"), RayExecutor()
+    for ex in (auto, explicit, local):
+        ex.resume_from(recorded)
+    assert (auto.address, explicit.address, local.address) == ("127.0.0.1:41234", "h:1", None)
+    other = RayExecutor(address="auto")
+    other.resume_from("pool")  # a run recorded on another executor: nothing to join
+    assert other.address == "auto"
+
+
+def test_loopback_addresses_are_kept_and_the_switch_is_restored():
+    """Within `_keep_loopback` Ray resolves 127.0.0.1 to itself, not to the interface address;
+    outside it, and for other addresses, Ray's setting is untouched."""
+    from ray._private import ray_constants, services
+
+    from nasforge.engine.ray_executor import _bootstrap_address, _keep_loopback
+
+    before = ray_constants.ENABLE_RAY_CLUSTER
+    with _keep_loopback(ray, "127.0.0.1:6379"):
+        assert services.canonicalize_bootstrap_address("127.0.0.1:6379") == "127.0.0.1:6379"
+    with _keep_loopback(ray, "10.1.2.3:6379"):
+        assert ray_constants.ENABLE_RAY_CLUSTER == before
+    assert ray_constants.ENABLE_RAY_CLUSTER == before
+    assert _bootstrap_address(ray, "10.1.2.3:6379") == "10.1.2.3:6379"
+
+
+def test_the_experiment_records_the_executor_settings(tmp_path):
+    """The run's config holds the Ray executor's settings, so `nasforge resume` rebuilds it."""
+    exp = Experiment(
+        kx.TinyNet(),
+        _flaky,
+        "grid",
+        directory=tmp_path / "x",
+        executor={"name": "ray", "address": "127.0.0.1:6379", "max_retries": 2},
+        concurrency=3,
+    )
+    section = exp.section()
+    assert section["executor"]["address"] == "127.0.0.1:6379"
+    assert section["executor"]["max_retries"] == 2 and section["concurrency"] == 3
+
+
 @pytest.mark.slow
 def test_ray_runs_trials_and_records_failures(local_ray, tmp_path):
     """Trials run as Ray tasks; a raising trial is failed and the experiment goes on."""
