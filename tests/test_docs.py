@@ -146,12 +146,14 @@ ALL_BLOCKS = {p.name: parse_blocks(p) for p in DOC_FILES}
 
 
 def _cases(select, slow: bool = False) -> list:
-    """Returns one pytest param per documentation file that has a selected block."""
+    """Returns one pytest param per documentation file that has a selected block, marked
+    ``slow``: running a file's blocks is an end-to-end test (whole runs, servers, benchmarks),
+    so the default ``pytest`` leaves it to ``pytest -m slow``, which CI runs too. A block's own
+    ``slow`` mark puts it in the separate slow-blocks test of its file."""
     cases = []
     for name, blocks in ALL_BLOCKS.items():
         if any(select(b) and b.skip is None and b.slow == slow for b in blocks):
-            marks = [pytest.mark.slow] if slow else []
-            cases.append(pytest.param(name, marks=marks, id=name))
+            cases.append(pytest.param(name, marks=[pytest.mark.slow], id=name))
     return cases
 
 

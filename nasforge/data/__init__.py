@@ -2,6 +2,7 @@
 
 from nasforge.data.mnist import mnist_tensors
 from nasforge.data.splits import Splits, load_digits, split_dataset, to_tensors
+from nasforge.data.text import tinyshakespeare
 from nasforge.data.translation import Bpe, Pairs, bleu, load_pairs, split_pairs, token_batches
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "mnist_tensors",
     "split_dataset",
     "split_pairs",
+    "tinyshakespeare",
     "to_tensors",
     "token_batches",
 ]

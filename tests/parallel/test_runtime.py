@@ -88,6 +88,7 @@ def test_csp_two_stages_is_bitwise_sequential(sequential: dict) -> None:
     assert not _children()
 
 
+@pytest.mark.slow
 def test_bsp_and_asp_differ_from_sequential(sequential: dict) -> None:
     """BSP (bulk update) and ASP (no waits) change the result: the comparison can fail."""
     for policy in ("bsp", "asp"):
@@ -121,6 +122,7 @@ def test_subnet_with_missing_candidate_is_rejected() -> None:
     assert not _children()
 
 
+@pytest.mark.slow
 def test_dying_worker_stops_the_run_and_leaves_no_process() -> None:
     """A stage that dies mid-run gives WorkerError naming it; no stage process survives."""
     with pytest.raises(WorkerError, match="stage 1 .* exited with code 17"):
@@ -139,6 +141,7 @@ def test_nan_loss_stops_sequential_training() -> None:
     assert (info.value.step, info.value.subnet) == (12, [1, 2, 2, 2])
 
 
+@pytest.mark.slow
 def test_nan_loss_stops_every_pipeline_stage() -> None:
     """The last stage's NaN loss ends both stages and the parent raises DivergenceError."""
     with pytest.raises(
@@ -210,6 +213,7 @@ def test_two_node_torchrun_launch_is_bitwise_sequential(sequential: dict, tmp_pa
     _assert_same(state, losses, sequential)
 
 
+@pytest.mark.slow
 def test_csp_with_the_learning_evolution_sampler_is_bitwise_sequential(sequential: dict) -> None:
     """With the evolution sampler (losses fed back with the gradients, `feedback_lag` subnets
     late), 2-stage CSP draws the same subnets and ends with the same weights as sequential."""

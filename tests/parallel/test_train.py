@@ -38,6 +38,7 @@ def test_entry_point_rejects_bad_arguments() -> None:
         train_supernet(3)
 
 
+@pytest.mark.slow
 def test_cli_pipeline_flag_records_a_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """`nasforge train-supernet --pipeline 2` trains on two stages into a run directory that
     the shared commands read; a second run into it is refused unless --overwrite."""
@@ -53,6 +54,7 @@ def test_cli_pipeline_flag_records_a_run(tmp_path: Path, capsys: pytest.CaptureF
     assert main([*argv, "--overwrite"]) == 0
 
 
+@pytest.mark.slow
 def test_cli_mirror_flag_trains_what_one_process_trains(tmp_path: Path) -> None:
     """`train-supernet --pipeline 2 --mirror` (layer mirroring) records a run whose supernet
     equals the one-process run's bitwise; --mirror with bsp is refused."""
@@ -69,6 +71,7 @@ def test_cli_mirror_flag_trains_what_one_process_trains(tmp_path: Path) -> None:
     assert main(bad) == 2
 
 
+@pytest.mark.slow
 def test_cli_diverging_pipeline_exports_nothing(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from nasforge.cli import main
@@ -21,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import sys
 
+import pytest
 import torch
 
 from nasforge.data import load_digits
@@ -39,6 +41,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_export_of_a_space_built_with_arguments_loads_without_the_space(tmp_path: Path) -> None:
     """An architecture of DigitsCNN(widths=..., dropouts=(0.0, 0.5)) exports and loads with
     `load_model(folder)` alone: the export carries the constructor's arguments."""
@@ -58,6 +61,7 @@ def test_export_of_a_space_built_with_arguments_loads_without_the_space(tmp_path
         assert model(torch.zeros(2, 1, 8, 8)).shape == (2, 10)
 
 
+@pytest.mark.slow
 def test_a_run_started_from_python_resumes_from_the_command_line(tmp_path: Path, capsys) -> None:
     """A script's Experiment killed with SIGKILL is continued by `nasforge resume DIR`: the
     record finds the script's space and evaluator again; status first says how to resume."""

@@ -72,6 +72,7 @@ def _state(d: Path) -> dict:
         return torch.load(s.artifact("search_state"), weights_only=True)
 
 
+@pytest.mark.slow
 def test_run_records_progress_tokenizer_and_a_trained_trial(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
@@ -115,6 +116,7 @@ def test_run_records_progress_tokenizer_and_a_trained_trial(
     assert score == trial.metrics["bleu"]  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_export_without_retrain_is_the_supernet_s_frozen_architecture(tmp_path: Path) -> None:
     """Without a retrain the trial is `inherited`, ranked by validation loss; the exported
     model computes exactly what the frozen architecture with the supernet artifact's weights
@@ -147,6 +149,7 @@ class _StopAfterCheckpoint(Seq2SeqSearch):
             raise KeyboardInterrupt
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["darts", "nasb"])
 def test_interrupted_then_resumed_equals_uninterrupted_bitwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, algorithm: str
@@ -219,6 +222,7 @@ class _StopInRetrain(Seq2SeqSearch):
         return super()._retrain(arch, src, tgt)
 
 
+@pytest.mark.slow
 def test_a_run_stopped_in_its_retrain_retrains_on_resume(tmp_path: Path) -> None:
     """A run stopped during the retrain keeps its finished search: a resume retrains the same
     trial (no second one) and records what an uninterrupted run records."""
