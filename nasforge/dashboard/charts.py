@@ -33,6 +33,19 @@ def _scatter(n: int) -> type:
     return go.Scatter if n <= SVG_POINTS else go.Scattergl
 
 
+def _trial_points(
+    kind: type, points: Sequence[Mapping[str, Any]], x: str, y: str, **style: Any
+) -> go.Scatter | go.Scattergl:
+    """Returns a trace of ``points`` at their ``x`` and ``y`` values, each hovering as its
+    trial (``trial <id>``); ``style`` holds the trace's other settings (mode, name, marker)."""
+    return kind(
+        x=[p[x] for p in points],
+        y=[p[y] for p in points],
+        text=[f"trial {p['id']}" for p in points],
+        **style,
+    )
+
+
 def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
     fig.update_layout(
         title={"text": title, "font": {"size": 14}},
@@ -122,15 +135,7 @@ def rungs(data: Mapping[str, Any]) -> go.Figure:
     kind = _scatter(len(points))
     for status in sorted({p["status"] for p in points}):
         mine = [p for p in points if p["status"] == status]
-        fig.add_trace(
-            kind(
-                x=[p["resource"] for p in mine],
-                y=[p["value"] for p in mine],
-                mode="markers",
-                name=status,
-                text=[f"trial {p['id']}" for p in mine],
-            )
-        )
+        fig.add_trace(_trial_points(kind, mine, "resource", "value", mode="markers", name=status))
     per = ", ".join(f"{r}: {n}" for r, n in data["counts"].items())
     return _layout(fig, f"trials by resource reached ({per})", "reports", data["metric"])
 
@@ -150,24 +155,26 @@ def pareto(data: Mapping[str, Any], x: str, y: str) -> go.Figure:
     for g, members in groups.items():
         name = "trials" if g is None else f"{g:g}" if isinstance(g, float) else str(g)
         fig.add_trace(
-            kind(
-                x=[p["x"] for p in members],
-                y=[p["y"] for p in members],
+            _trial_points(
+                kind,
+                members,
+                "x",
+                "y",
                 mode="markers",
                 name=name,
                 marker={"size": 7, "opacity": 0.6},
-                text=[f"trial {p['id']}" for p in members],
             )
         )
         on = sorted((p for p in members if p["id"] in front), key=lambda p: (p["x"], p["y"]))
         fig.add_trace(
-            go.Scatter(
-                x=[p["x"] for p in on],
-                y=[p["y"] for p in on],
+            _trial_points(
+                go.Scatter,
+                on,
+                "x",
+                "y",
                 mode="lines+markers",
                 name=f"front {name}".replace(" trials", ""),
                 marker={"size": 11, "symbol": "diamond"},
-                text=[f"trial {p['id']}" for p in on],
             )
         )
     return _layout(fig, f"{y} against {x}: the front", x, y)

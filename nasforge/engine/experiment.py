@@ -21,6 +21,9 @@ store, tell the strategy; resume after a crash by replaying the recorded history
     merge    before the first trial, the cross-model plan (``nasforge.engine.crossmodel``)
              may put the trials on an executor that merges what they share; it records what
              it did in the run (``crossmodel=False`` turns it off).
+
+Building an experiment from a run file (or a stored section) and recording its evaluator live
+in ``nasforge.engine._experiment_section``; this module is the loop.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from nasforge.engine._experiment_section import evaluator_ref, experiment_arguments
 from nasforge.engine.checkpoints import CheckpointKeeper
 from nasforge.engine.crossmodel.plan import CrossModelPlan
 from nasforge.engine.evaluator import (
@@ -47,9 +51,8 @@ from nasforge.engine.trial import TrialResult, TrialTask
 from nasforge.errors import ConfigError, StoreError, TrialError
 from nasforge.run.preflight import require
 from nasforge.run.progress import Progress
-from nasforge.run.refs import materialize
 from nasforge.run.results import pareto_front, score
-from nasforge.run.runner import BaseRunner, Objective, find_ref, register_runner
+from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.status import failure_summary
 from nasforge.run.store import Store, TrialRecord
 from nasforge.run.threads import set_threads
@@ -226,51 +229,8 @@ class Experiment(BaseRunner):
         Raises:
             ConfigError: a missing space or evaluator, a bad reference or setting.
         """
-        s = {**dict(settings), **overrides}
-        if "search_space" in s:  # a stored section; one without the setting kept every file
-            s.setdefault("keep_checkpoints", None)
-        s.pop("search_space", None)  # stored for the resume check; the space rebuilds it
-        data = s.pop("data", None)
-        if isinstance(data, (str, dict, list)):
-            raise ConfigError(
-                f"`data` ({data!r:.80}) is not a setting of a multi-trial run: give the data "
-                "to the evaluator, e.g. evaluator: {type: classification, data: digits}"
-            )  # a Python run file's own `data` object is the script's business: ignored
-        bench = s.pop("benchmark", None)
-        if bench:
-            from nasforge.engine.tabular import NasBenchMacro
-
-            where = base or Path.cwd()
-            b = NasBenchMacro((where / bench["nas_bench_macro"]).resolve())
-            s["space"], s["evaluator"] = b.search_space(), b.evaluator()
-        evaluator = s.pop("evaluator", None) or s.pop("evaluate", None)
-        if "space" not in s or evaluator is None:
-            raise ConfigError(
-                "a multi-trial run needs `space` and `evaluator` (or a function `evaluate`, or "
-                "`benchmark`); see docs/engine.md. (Resuming a run started from Python whose "
-                "space could not be recorded by class and arguments? Resume it from Python.)"
-            )
-        space = materialize(s.pop("space"), base)
-        if isinstance(evaluator, dict) and "unrebuildable" in evaluator:
-            raise ConfigError(
-                f"this run was started from Python with an evaluator that cannot be found again "
-                f"({evaluator['unrebuildable']}); resume it from Python with the same "
-                "Experiment(...).resume(), or define the evaluator at module level of a file"
-            )
-        evaluator = _evaluator_from(materialize(evaluator, base))
-        strategy = s.pop("strategy", "evolution")
-        if isinstance(strategy, dict):
-            strategy = dict(strategy)
-            name = strategy.pop("name", None)
-            strategy = get_strategy(name, **strategy.pop("config", {}), **strategy)
-        objective = s.pop("objective", None)
-        if objective is not None:
-            s.setdefault("metric", objective.metric)
-            s.setdefault("mode", objective.mode)
-            s.setdefault("constraints", objective.constraints)
-            s.setdefault("second_objective", objective.second)
-        s["stopper"] = get_stopper(s.get("stopper"))  # a record without `rule`: the median
-        return cls(space, evaluator, strategy, **s)
+        space, evaluator, strategy, kwargs = experiment_arguments(settings, base, overrides)
+        return cls(space, evaluator, strategy, **kwargs)
 
     def compatible_keys(self) -> tuple[str, ...]:
         """Returns the settings a resume must keep: the space's decisions and the strategy."""
@@ -293,7 +253,7 @@ class Experiment(BaseRunner):
         return {
             "search_space": self.search_space.to_dict(),
             "strategy": {"name": self.strategy.name, "config": self.strategy.config()},
-            "evaluator": _evaluator_ref(self.evaluator),
+            "evaluator": evaluator_ref(self.evaluator),
             "n_trials": self.n_trials,
             "time_budget": self.time_budget,
             "executor": self.executor.spec(),
@@ -602,36 +562,6 @@ class Experiment(BaseRunner):
         return pareto_front(
             self.trials(), (self.metric, self.mode), self.second_objective, self.constraints
         )
-
-
-def _evaluator_from(spec: Any) -> Any:
-    """Returns an evaluator from a run file's value: an object or function passes through, a
-    mapping ``{type: classification, ...}`` builds the built-in classification evaluator."""
-    if isinstance(spec, dict):
-        spec = dict(spec)
-        kind = spec.pop("type", None)
-        if kind == "classification":
-            from nasforge.engine.classification import ClassificationEvaluator
-
-            return ClassificationEvaluator(**spec)
-        raise ConfigError(
-            f"evaluator type {kind!r} is unknown; use 'classification' or a 'module:function' "
-            "reference"
-        )
-    return spec
-
-
-def _evaluator_ref(evaluator: BaseEvaluator) -> Any:
-    """Returns what the record keeps of an evaluator: a reference that rebuilds it when one
-    exists (a module-level function, a script's global, a built-in evaluator's settings), else
-    its description (a run started from Python with such an evaluator cannot be resumed from
-    the command line)."""
-    target = evaluator.fn if isinstance(evaluator, FunctionEvaluator) else evaluator
-    described = evaluator.config()
-    if described.get("type") == "classification" and described.get("rebuildable"):
-        return {k: v for k, v in described.items() if k != "rebuildable"}
-    ref = find_ref(target)
-    return ref if ref is not None else {"unrebuildable": described}
 
 
 def _named_metrics(objective: Objective) -> dict[str, str]:

@@ -66,8 +66,47 @@ def _is_rung(r: int, min_resource: int, eta: int, max_resource: int | None) -> b
     return r in rungs(min_resource, eta, max_resource, r)
 
 
+class _RungSettings(BaseStopper):
+    """Returns stop decisions by a rule with ASHA's four settings (``min_resource``, ``eta``,
+    ``max_resource``, ``min_trials``), which ASHA and Hyperband share: they are checked here,
+    and :meth:`config` returns them; a subclass adds its state, snapshot and decision.
+
+    Raises:
+        ConfigError: ``min_resource`` < 1, ``eta`` < 2, ``max_resource`` <= ``min_resource``
+            (or missing where ``max_required``), ``min_trials`` < 1.
+    """
+
+    def __init__(
+        self,
+        min_resource: int,
+        eta: int,
+        max_resource: int | None,
+        min_trials: int,
+        *,
+        max_required: bool,
+    ) -> None:
+        _check("min_resource", min_resource, 1)
+        _check("eta", eta, 2)
+        _check("max_resource", max_resource, min_resource + 1, allow_none=not max_required)
+        _check("min_trials", min_trials, 1)
+        self.min_resource, self.eta = min_resource, eta
+        self.max_resource, self.min_trials = max_resource, min_trials
+
+    def _settings(self) -> dict[str, Any]:
+        return {
+            "min_resource": self.min_resource,
+            "eta": self.eta,
+            "max_resource": self.max_resource,
+            "min_trials": self.min_trials,
+        }
+
+    def config(self) -> dict[str, Any]:
+        """Returns the constructor arguments as plain data."""
+        return {"rule": self.rule, **self._settings()}
+
+
 @register_stopper
-class ASHAStopper(BaseStopper):
+class ASHAStopper(_RungSettings):
     """Returns stop decisions by asynchronous successive halving (module docstring).
 
     Invariants: a trial is never stopped between rungs, nor at or past ``max_resource``; the
@@ -89,23 +128,8 @@ class ASHAStopper(BaseStopper):
         max_resource: int | None = None,
         min_trials: int = 1,
     ) -> None:
-        _check("min_resource", min_resource, 1)
-        _check("eta", eta, 2)
-        _check("max_resource", max_resource, min_resource + 1, allow_none=True)
-        _check("min_trials", min_trials, 1)
-        self.min_resource, self.eta = min_resource, eta
-        self.max_resource, self.min_trials = max_resource, min_trials
+        super().__init__(min_resource, eta, max_resource, min_trials, max_required=False)
         self._values: dict[int, list[float]] = {}
-
-    def config(self) -> dict[str, Any]:
-        """Returns the constructor arguments as plain data."""
-        return {
-            "rule": self.rule,
-            "min_resource": self.min_resource,
-            "eta": self.eta,
-            "max_resource": self.max_resource,
-            "min_trials": self.min_trials,
-        }
 
     def reset(self) -> None:
         """Forgets every recorded rung value."""
@@ -123,10 +147,7 @@ class ASHAStopper(BaseStopper):
         return {
             "rule": "asha",
             "status": self.stopped_status,
-            "min_resource": self.min_resource,
-            "eta": self.eta,
-            "max_resource": self.max_resource,
-            "min_trials": self.min_trials,
+            **self._settings(),
             "rungs": {r: sorted(v, reverse=True) for r, v in sorted(self._values.items())},
         }
 
@@ -155,7 +176,7 @@ def hyperband_brackets(min_resource: int, eta: int, max_resource: int) -> list[i
 
 
 @register_stopper
-class HyperbandStopper(BaseStopper):
+class HyperbandStopper(_RungSettings):
     """Returns stop decisions by asynchronous Hyperband: brackets of ASHA with minimum
     resources min_resource * eta**b, a trial's bracket fixed by its id (module docstring).
 
@@ -172,24 +193,9 @@ class HyperbandStopper(BaseStopper):
     def __init__(
         self, min_resource: int = 1, eta: int = 3, max_resource: int = 9, min_trials: int = 1
     ) -> None:
-        _check("min_resource", min_resource, 1)
-        _check("eta", eta, 2)
-        _check("max_resource", max_resource, min_resource + 1)
-        _check("min_trials", min_trials, 1)
-        self.min_resource, self.eta = min_resource, eta
-        self.max_resource, self.min_trials = max_resource, min_trials
+        super().__init__(min_resource, eta, max_resource, min_trials, max_required=True)
         self.cycle = hyperband_brackets(min_resource, eta, max_resource)
         self.reset()
-
-    def config(self) -> dict[str, Any]:
-        """Returns the constructor arguments as plain data."""
-        return {
-            "rule": self.rule,
-            "min_resource": self.min_resource,
-            "eta": self.eta,
-            "max_resource": self.max_resource,
-            "min_trials": self.min_trials,
-        }
 
     def bracket(self, trial: int) -> int:
         """Returns the bracket of trial ``trial`` (a pure function of the id)."""

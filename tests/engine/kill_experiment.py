@@ -1,16 +1,23 @@
-"""An experiment used by the kill-and-resume test: run as a script it searches into argv[1]
+"""An experiment used by the kill-and-resume tests: run as a script it searches into argv[1]
 (argv[2] executor, default inprocess; $NF_TEST_KEEP keep_checkpoints, default 5); imported,
-it gives the same definitions."""
+it gives the same definitions, and :func:`kill_after` runs the script and SIGKILLs it."""
 
 import os
+import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch.nn as nn
 
 import nasforge as nf
 from nasforge.engine import Experiment
+from nasforge.errors import StoreError
+from nasforge.run.store import DB_NAME, Store
 from nasforge.strategy import get_strategy
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class TinyNet(nf.ModelSpace):
@@ -45,6 +52,41 @@ def make(directory, executor="inprocess", n_trials=14, keep_checkpoints=5):
         progress="off",
         keep_checkpoints=keep_checkpoints,
     )
+
+
+def n_finished(directory):
+    """Returns how many trials of the run in ``directory`` have finished (0 before its
+    database exists or while its tables are being created)."""
+    if not (Path(directory) / DB_NAME).exists():
+        return 0
+    try:
+        with Store.open(directory) as s:
+            return sum(t.status != "running" for t in s.trials())
+    except StoreError:
+        return 0
+
+
+def kill_after(directory, n_done, executor="inprocess", keep=None, timeout=60.0):
+    """Returns the trials recorded by this script, run into ``directory``, once it was killed
+    with SIGKILL after ``n_done`` trials finished (``keep``: its keep_checkpoints)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if keep is not None:
+        env["NF_TEST_KEEP"] = str(keep)
+    proc = subprocess.Popen([sys.executable, __file__, str(directory), executor], env=env, cwd=ROOT)
+    try:
+        end = time.monotonic() + timeout
+        while n_finished(directory) < n_done and time.monotonic() < end:
+            time.sleep(0.05)
+        assert n_finished(directory) >= n_done, "the run made no progress"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    with Store.open(directory) as s:
+        return s.trials()
 
 
 if __name__ == "__main__":

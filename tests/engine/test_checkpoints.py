@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +17,6 @@ from nasforge.run.files import rebuild_runner
 from nasforge.run.results import rank_trials
 
 HERE = Path(__file__).parent
-ROOT = HERE.parent.parent
 _spec = importlib.util.spec_from_file_location("kill_experiment", HERE / "kill_experiment.py")
 kx = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(kx)
@@ -138,34 +132,12 @@ def test_a_stored_run_without_the_setting_keeps_every_file_on_resume(tmp_path):
     assert len(named) == 4 and _files(d) == named  # the orphan file is gone, no other
 
 
-def _n_finished(directory):
-    try:
-        with Store.open(directory) as s:
-            return sum(t.status != "running" for t in s.trials())
-    except StoreError:
-        return 0
-
-
 @pytest.mark.parametrize("executor", ["inprocess", "pool"])
 def test_sigkill_then_resume_keeps_the_invariant(tmp_path, executor):
     """A run killed with SIGKILL mid-way names only existing files, at most 3; resumed, it
     ends with exactly the files of its 3 best trials."""
     d = tmp_path / "run"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), NF_TEST_KEEP="3")
-    proc = subprocess.Popen([sys.executable, str(HERE / "kill_experiment.py"), str(d), executor],
-                            env=env, cwd=ROOT)  # fmt: skip
-    try:
-        end = time.monotonic() + 120
-        while _n_finished(d) < 7 and time.monotonic() < end:
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    with Store.open(d) as store:
-        before = store.trials()
+    before = kx.kill_after(d, n_done=7, executor=executor, keep=3, timeout=120.0)
     assert 7 <= sum(t.status != "running" for t in before) < 14
     named = {t.checkpoint for t in before if t.checkpoint and t.status != "running"}
     assert len(named) <= 3 and all((d / c).exists() for c in named)

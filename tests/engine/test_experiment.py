@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import torch.nn as nn
 import nasforge as nf
 from nasforge.engine import Experiment, Store
 from nasforge.errors import ConfigError, StoreError, TrialError
-from nasforge.run.store import DB_NAME, FINISHED
+from nasforge.run.store import FINISHED
 from nasforge.space.search_space import Decision, SearchSpace
 from nasforge.strategy import MedianStopper
 
@@ -32,57 +31,10 @@ def _summary(trials):
     return [(t.id, t.arch, t.status, t.metrics, t.cached_from) for t in trials]
 
 
-def _wait_for(pred, timeout=60.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def _n_finished(directory):
-    db = Path(directory) / DB_NAME
-    if not db.exists():
-        return 0
-    try:
-        s = Store.open(directory)
-        try:
-            return sum(t.status != "running" for t in s.trials())
-        finally:
-            s.close()
-    except StoreError:
-        return 0
-
-
-def _kill_after(directory, n_done, executor="inprocess"):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "kill_experiment.py"), str(directory), executor],
-        env=env,
-        cwd=ROOT,
-    )
-    try:
-        assert _wait_for(lambda: _n_finished(directory) >= n_done), "the run made no progress"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-    s = Store.open(directory)
-    try:
-        before = s.trials()
-    finally:
-        s.close()
-    return before
-
-
 def test_sigkill_then_resume_equals_uninterrupted_run(tmp_path):
     """A real SIGKILL mid-run, then resume, gives the trial list of an uninterrupted run."""
     reference = kx.make(tmp_path / "ref").run()
-    before = _kill_after(tmp_path / "killed", n_done=5)
+    before = kx.kill_after(tmp_path / "killed", n_done=5)
     assert 5 <= sum(t.status in FINISHED for t in before) < 14
     resumed = kx.make(tmp_path / "killed").resume()
     after = resumed.trials()
@@ -94,7 +46,7 @@ def test_sigkill_then_resume_equals_uninterrupted_run(tmp_path):
 
 def test_sigkill_of_pool_run_then_resume_finishes_budget(tmp_path):
     """Killing a process-pool run leaves no worker behind; resume completes the budget."""
-    before = _kill_after(tmp_path / "pool", n_done=4, executor="pool")
+    before = kx.kill_after(tmp_path / "pool", n_done=4, executor="pool")
     resumed = kx.make(tmp_path / "pool", executor="pool").resume()
     after = resumed.trials()
     trained = [t for t in after if t.status not in ("cached",)]

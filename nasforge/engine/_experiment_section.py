@@ -1,0 +1,114 @@
+"""The run-file side of :class:`~nasforge.engine.experiment.Experiment`: the arguments it is
+built from (a run file's settings or a stored config section), and what its record keeps of
+the evaluator so that a resume can rebuild it.
+
+    settings   a run file's mapping (``space`` and ``evaluator`` or ``evaluate``, or
+               ``benchmark: {nas_bench_macro: path}``; ``strategy`` a name, mapping or object;
+               any other ``Experiment`` argument) or a stored section (it also holds
+               ``search_space``, kept for the resume check)
+    evaluator  in a run file: an object, a function, or ``{type: classification, ...}``; in
+               the record: a reference that rebuilds it, else ``{unrebuildable: description}``
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nasforge.engine.evaluator import BaseEvaluator, FunctionEvaluator
+from nasforge.errors import ConfigError
+from nasforge.run.refs import materialize
+from nasforge.run.runner import find_ref
+from nasforge.strategy import get_stopper, get_strategy
+
+__all__ = []  # internal: used by nasforge.engine.experiment
+
+
+def experiment_arguments(
+    settings: Any, base: Path | None, overrides: dict[str, Any]
+) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """Returns ``(space, evaluator, strategy, keyword arguments)`` for ``Experiment`` from a
+    run file's settings or a stored section, with ``overrides`` replacing settings.
+
+    Raises:
+        ConfigError: a missing space or evaluator, a bad reference or setting.
+    """
+    s = {**dict(settings), **overrides}
+    if "search_space" in s:  # a stored section; one without the setting kept every file
+        s.setdefault("keep_checkpoints", None)
+    s.pop("search_space", None)  # stored for the resume check; the space rebuilds it
+    data = s.pop("data", None)
+    if isinstance(data, (str, dict, list)):
+        raise ConfigError(
+            f"`data` ({data!r:.80}) is not a setting of a multi-trial run: give the data "
+            "to the evaluator, e.g. evaluator: {type: classification, data: digits}"
+        )  # a Python run file's own `data` object is the script's business: ignored
+    bench = s.pop("benchmark", None)
+    if bench:
+        from nasforge.engine.tabular import NasBenchMacro
+
+        where = base or Path.cwd()
+        b = NasBenchMacro((where / bench["nas_bench_macro"]).resolve())
+        s["space"], s["evaluator"] = b.search_space(), b.evaluator()
+    evaluator = s.pop("evaluator", None) or s.pop("evaluate", None)
+    if "space" not in s or evaluator is None:
+        raise ConfigError(
+            "a multi-trial run needs `space` and `evaluator` (or a function `evaluate`, or "
+            "`benchmark`); see docs/engine.md. (Resuming a run started from Python whose "
+            "space could not be recorded by class and arguments? Resume it from Python.)"
+        )
+    space = materialize(s.pop("space"), base)
+    if isinstance(evaluator, dict) and "unrebuildable" in evaluator:
+        raise ConfigError(
+            f"this run was started from Python with an evaluator that cannot be found again "
+            f"({evaluator['unrebuildable']}); resume it from Python with the same "
+            "Experiment(...).resume(), or define the evaluator at module level of a file"
+        )
+    evaluator = evaluator_from(materialize(evaluator, base))
+    strategy = s.pop("strategy", "evolution")
+    if isinstance(strategy, dict):
+        strategy = dict(strategy)
+        name = strategy.pop("name", None)
+        strategy = get_strategy(name, **strategy.pop("config", {}), **strategy)
+    objective = s.pop("objective", None)
+    if objective is not None:
+        s.setdefault("metric", objective.metric)
+        s.setdefault("mode", objective.mode)
+        s.setdefault("constraints", objective.constraints)
+        s.setdefault("second_objective", objective.second)
+    s["stopper"] = get_stopper(s.get("stopper"))  # a record without `rule`: the median
+    return space, evaluator, strategy, s
+
+
+def evaluator_from(spec: Any) -> Any:
+    """Returns an evaluator from a run file's value: an object or function passes through, a
+    mapping ``{type: classification, ...}`` builds the built-in classification evaluator.
+
+    Raises:
+        ConfigError: a mapping whose ``type`` is not ``classification``.
+    """
+    if isinstance(spec, dict):
+        spec = dict(spec)
+        kind = spec.pop("type", None)
+        if kind == "classification":
+            from nasforge.engine.classification import ClassificationEvaluator
+
+            return ClassificationEvaluator(**spec)
+        raise ConfigError(
+            f"evaluator type {kind!r} is unknown; use 'classification' or a 'module:function' "
+            "reference"
+        )
+    return spec
+
+
+def evaluator_ref(evaluator: BaseEvaluator) -> Any:
+    """Returns what the record keeps of an evaluator: a reference that rebuilds it when one
+    exists (a module-level function, a script's global, a built-in evaluator's settings), else
+    its description (a run started from Python with such an evaluator cannot be resumed from
+    the command line)."""
+    target = evaluator.fn if isinstance(evaluator, FunctionEvaluator) else evaluator
+    described = evaluator.config()
+    if described.get("type") == "classification" and described.get("rebuildable"):
+        return {k: v for k, v in described.items() if k != "rebuildable"}
+    ref = find_ref(target)
+    return ref if ref is not None else {"unrebuildable": described}
