@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from nasforge import runners
+from nasforge._version import __version__
 from nasforge.dashboard import cli as dashboard_cli
 from nasforge.errors import NasforgeError
 from nasforge.ofa import cli as ofa_cli
@@ -30,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="nasforge", description="Neural architecture search on PyTorch."
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+    parser.add_argument(
+        "--version", action="version", version=f"nasforge {__version__}", help="show the version"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     run_cli.register(sub, load_runners=runners.load)
     parallel_cli.register(sub)

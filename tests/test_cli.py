@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from nasforge.run.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,3 +36,24 @@ def test_a_closed_stdout_ends_quietly(tmp_path: Path) -> None:
     assert proc.wait(60) == 141
     assert first.startswith(str(tmp_path / "run").encode())
     assert err == "", err
+
+
+def test_version_is_the_package_version_and_pyproject_reads_it(capsys) -> None:
+    """`nasforge --version` prints nasforge.__version__, and pyproject takes the version from
+    nasforge/_version.py (one source), not from a number of its own."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: nasforge depends on tomli there
+        import tomli as tomllib
+
+    import nasforge
+    from nasforge.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"nasforge {nasforge.__version__}"
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    attr = project["tool"]["setuptools"]["dynamic"]["version"]["attr"]
+    assert attr == "nasforge._version.__version__"

@@ -8,7 +8,10 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / "nasforge"
 FAMILIES = {"engine", "oneshot", "ofa", "parallel"}
 #: the floor, the readers of its record, and what each may import
-FLOOR = {"run": {"errors", "space", "strategy"}, "dashboard": {"errors", "run", "space"}}
+FLOOR = {
+    "run": {"_version", "errors", "space", "strategy"},
+    "dashboard": {"_version", "errors", "run", "space"},
+}
 #: modules above everything, which may import any family
 TOP = {"cli", "runners", "__init__"}
 

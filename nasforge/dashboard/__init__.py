@@ -6,7 +6,8 @@ the path check), :mod:`~nasforge.dashboard.data` and :mod:`~nasforge.dashboard.s
 data access layer), :mod:`~nasforge.dashboard.importance` (decision importance),
 :mod:`~nasforge.dashboard.charts` (figures), :mod:`~nasforge.dashboard.layout` (pages),
 :mod:`~nasforge.dashboard.callbacks` (what fills them), :mod:`~nasforge.dashboard.app` (the
-Dash app), :mod:`~nasforge.dashboard.cli` (the command).
+Dash app and its server), :mod:`~nasforge.dashboard.auth` (the token asked beyond 127.0.0.1),
+:mod:`~nasforge.dashboard.cli` (the command).
 
 Importing this package imports no web framework.
 """

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 
+from nasforge.dashboard.auth import TOKEN_ENV
 from nasforge.errors import ConfigError
 
 __all__ = ["register"]
@@ -23,14 +25,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Serve a web dashboard over run directories, or folders that hold them: an "
             "overview of runs, and per run its trials, charts, Pareto front, architectures, "
             "decision importance, progress and config, updated live. Read-only; listens on "
-            "127.0.0.1 unless --host says otherwise."
+            "127.0.0.1 unless --host says otherwise, and then asks every request for a token."
         ),
     )
     p.add_argument("dirs", nargs="+", metavar="DIR", help="a run directory or a folder of runs")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help=(
+            "address to listen on (default 127.0.0.1); any address but 127.0.0.1, localhost "
+            "and ::1 is served by waitress and needs a token"
+        ),
+    )
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
     p.add_argument(
         "--interval", type=float, default=2.0, help="seconds between live updates (default 2)"
+    )
+    p.add_argument(
+        "--token",
+        default=None,
+        help=(
+            f"the token every request must carry (default: ${TOKEN_ENV}, else one made and "
+            "printed at start when the address needs one); giving one requires it on "
+            "127.0.0.1 too"
+        ),
     )
     p.set_defaults(func=_serve)
 
@@ -41,9 +59,39 @@ def _serve(args: argparse.Namespace) -> int:
             "nasforge serve needs the dashboard extra (Dash), which is not installed; install "
             "it with: pip install 'nasforge[dashboard]'"
         )
-    from nasforge.dashboard.app import serve
+    from nasforge.dashboard import auth
+    from nasforge.dashboard.app import serve  # imports Dash
 
     if args.interval <= 0:
         raise ConfigError(f"--interval {args.interval} must be a positive number of seconds")
-    serve(args.dirs, host=args.host, port=args.port, interval_s=args.interval)
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+    made = token is None and auth.needs_token(args.host)
+    if made:
+        token = auth.make_token()
+
+    def announce(url: str) -> None:
+        if token is None:
+            print(f"nasforge dashboard on {url} (Ctrl-C stops it)", flush=True)
+        elif made:
+            print(
+                f"nasforge dashboard on {url}\n  (its token is shown only here: anyone with "
+                "this address can read the served runs; Ctrl-C stops it)",
+                flush=True,
+            )
+        else:
+            bare = url.split("?", 1)[0]
+            print(
+                f"nasforge dashboard on {bare} (open {bare}?token=YOUR_TOKEN once, or send "
+                "'Authorization: Bearer YOUR_TOKEN'; Ctrl-C stops it)",
+                flush=True,
+            )
+
+    serve(
+        args.dirs,
+        host=args.host,
+        port=args.port,
+        interval_s=args.interval,
+        token=token,
+        announce=announce,
+    )
     return 0

@@ -8,9 +8,16 @@ Contracts
     layout      ``<dir>/run.db`` (this database), ``<dir>/.writer.lock`` (held by the writer),
                 ``<dir>/artifacts/`` and ``<dir>/checkpoints/`` (tensor files the record names,
                 by paths relative to ``<dir>``, so a run can be moved or copied)
-    format      table ``meta`` names the format (``nasforge-run``) and its version; a database
-                without it, of another format or version, or unreadable, raises StoreError and
-                is never written to
+    format      table ``meta`` names the format (``nasforge-run``), its version
+                (:data:`FORMAT_VERSION`) and the nasforge that wrote it; a database without
+                them, of another format, or unreadable, raises StoreError and is never written
+                to. Versions: a record of a NEWER format is refused, naming the nasforge that
+                wrote it and asking to upgrade; one of an OLDER format is refused too, naming
+                its version and the nasforge to open it with (format 1, ``experiment.db`` of
+                nasforge 0.1, is the only older one; nothing converts it). Neither is changed
+                by the attempt. Within one format version a record only gains: a writer adds
+                what an earlier build of the same format lacked (an empty ``placement``
+                column), and readers of either read both
     one writer  a writer holds an OS file lock on ``.writer.lock`` for its whole life
                 (:mod:`nasforge.run.lock`); a second writer is refused at once with a LockError
                 naming the holder; the OS drops the lock when the holder dies, even by kill -9
@@ -24,7 +31,10 @@ Contracts
                 the run, the table and the row; nothing else escapes a read
 
 Tables
-    meta        format, version, created, ``kind``, ``config`` (JSON, see below), ``state``
+    meta        format, version, ``nasforge_version`` (the nasforge that last wrote the run;
+                a writer sets it on opening), ``created_by`` (the nasforge that created it;
+                both absent in records made before 0.2.0), created, ``kind``, ``config``
+                (JSON, see below), ``state``
                 (``running`` while a writer works, then ``finished`` or ``failed``; a run whose
                 state says ``running`` but whose lock is free was interrupted; a writer that
                 ends without :meth:`Store.finish` or :meth:`Store.end`, such as a deployment
@@ -75,6 +85,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from nasforge._version import __version__
 from nasforge.errors import NasforgeError, StoreError
 from nasforge.run.lock import WriterLock
 from nasforge.run.preflight import check_folder, make_folder
@@ -150,6 +161,34 @@ def _dumps(what: str, data: Any) -> str:
         return json.dumps(_finite_or_none(data), sort_keys=True)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"{what} must be JSON-able plain data: {exc}") from exc
+
+
+def _version_problem(meta: Mapping[str, str]) -> str:
+    """Returns why a record with this ``meta`` cannot be opened by this nasforge (its store
+    format version is newer, older or not a number), or '' when it can."""
+    version = meta.get("version")
+    writer = meta.get("nasforge_version")
+    by = f"nasforge {writer}" if writer else "a nasforge before 0.2.0"
+    try:
+        number = int(version or "")
+    except ValueError:
+        return (
+            f"has store format version {version!r}, not a number; this nasforge {__version__} "
+            f"reads version {FORMAT_VERSION}; the record is damaged or not nasforge's"
+        )
+    if number > FORMAT_VERSION:
+        return (
+            f"was written by {by} in store format version {number}; this nasforge "
+            f"{__version__} reads version {FORMAT_VERSION} and older; upgrade nasforge "
+            f"(pip install -U 'nasforge>={writer or __version__}') to open it"
+        )
+    if number < FORMAT_VERSION:
+        return (
+            f"was written by {by} in store format version {number}; this nasforge "
+            f"{__version__} reads version {FORMAT_VERSION}; open it with the nasforge that "
+            "wrote it, or run the search again into a new directory"
+        )
+    return ""
 
 
 def is_run(directory: str | Path) -> bool:
@@ -230,6 +269,8 @@ class Store:
                     [
                         ("format", FORMAT),
                         ("version", str(FORMAT_VERSION)),
+                        ("nasforge_version", __version__),
+                        ("created_by", __version__),
                         ("created", repr(time.time())),
                         ("kind", kind),
                         ("config", config_json),
@@ -289,6 +330,7 @@ class Store:
                 store.get_meta("error", "") or "",
             )
             store._migrate()
+            store.set_meta("nasforge_version", __version__)
             store.set_meta("state", "running")
             store.set_meta("error", "")
         return store
@@ -327,12 +369,10 @@ class Store:
         if meta.get("format") != FORMAT:
             conn.close()
             raise StoreError(f"{path} has format {meta.get('format')!r}, expected {FORMAT!r}")
-        if meta.get("version") != str(FORMAT_VERSION):
+        problem = _version_problem(meta)
+        if problem:
             conn.close()
-            raise StoreError(
-                f"{path} has store format version {meta.get('version')!r}; this nasforge reads "
-                f"version {FORMAT_VERSION}; open it with the nasforge that wrote it"
-            )
+            raise StoreError(f"{path} {problem} (the record was not changed)")
 
     def _columns(self) -> set[str]:
         """Returns the names of the trials table's columns (older records lack some)."""

@@ -8,6 +8,7 @@ visit (that is how the screenshots of docs/dashboard.md are made).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -16,7 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,20 +124,33 @@ def make_runs(base: Path) -> Path:
     return runs
 
 
-def free_port() -> int:
-    """Returns a TCP port free on 127.0.0.1 now."""
+def free_port(host: str = "127.0.0.1") -> int:
+    """Returns a TCP port free on ``host`` (a loopback address) now."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
-class Server:
-    """A running ``nasforge serve`` process and its base URL."""
+#: the address ``nasforge serve`` prints (with its token, when it asks for one)
+PRINTED_URL = re.compile(r"http://\S+")
 
-    def __init__(self, dirs: list[Path], cwd: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = cwd / f"serve-{self.port}.log"
+
+class Server:
+    """A running ``nasforge serve`` process: its base URL and, when it asks for one, the
+    token it printed (or was given)."""
+
+    def __init__(
+        self,
+        dirs: list[Path],
+        cwd: Path,
+        host: str = "127.0.0.1",
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.port = free_port(host)
+        self.url = f"http://{host}:{self.port}"
+        self.log = cwd / f"serve-{host}-{self.port}.log"
+        self.token: str | None = None
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
                 [
@@ -145,13 +159,16 @@ class Server:
                     "nasforge.cli",
                     "serve",
                     *map(str, dirs),
+                    "--host",
+                    host,
                     "--port",
                     str(self.port),
                     "--interval",
                     "0.5",
+                    *args,
                 ],
                 cwd=cwd,
-                env=_env(),
+                env={**_env(), **(env or {})},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -159,15 +176,27 @@ class Server:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise AssertionError(f"nasforge serve exited:\n{self.log.read_text()[-3000:]}")
+                raise AssertionError(f"nasforge serve exited:\n{self.output[-3000:]}")
+            printed = PRINTED_URL.search(self.output)
+            if printed and "?token=" in printed.group(0):
+                self.token = printed.group(0).split("?token=", 1)[1]
+            given = list(args)[list(args).index("--token") + 1] if "--token" in args else None
+            token = self.token or given or (env or {}).get("NASFORGE_TOKEN")
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
             try:
-                with urllib.request.urlopen(self.url + "/", timeout=2) as r:
+                req = urllib.request.Request(self.url + "/", headers=headers)
+                with urllib.request.urlopen(req, timeout=2) as r:
                     if r.status == 200:
                         return
             except (urllib.error.URLError, OSError):
                 time.sleep(0.2)
         self.stop()
-        raise AssertionError(f"nasforge serve did not answer:\n{self.log.read_text()[-3000:]}")
+        raise AssertionError(f"nasforge serve did not answer:\n{self.output[-3000:]}")
+
+    @property
+    def output(self) -> str:
+        """Returns what the server printed so far (standard output and error)."""
+        return self.log.read_text(errors="replace")
 
     def stop(self) -> None:
         """Stops the server process (and its group); returns when it is gone."""

@@ -42,11 +42,12 @@ def test_serve_refuses_a_missing_directory(tmp_path, caplog: pytest.LogCaptureFi
 
 
 def test_the_command_line_imports_no_web_framework() -> None:
-    """Building the parser (so `nasforge --help`) imports neither Dash nor Flask: the
+    """Building the parser (so `nasforge --help`) imports neither Dash, Flask nor waitress: the
     command line works without the dashboard extra."""
     code = (
         "import sys, nasforge.cli as c; c.build_parser(); "
-        "print(any(m.split('.')[0] in ('dash', 'flask', 'plotly') for m in sys.modules))"
+        "web = ('dash', 'flask', 'plotly', 'waitress'); "
+        "print(any(m.split('.')[0] in web for m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],

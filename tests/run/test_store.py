@@ -83,15 +83,85 @@ def test_foreign_sqlite_database(tmp_path):
         Store.open(tmp_path)
 
 
-def test_other_format_version(tmp_path):
-    """A store of another format version is refused with both versions named."""
-    Store.create(tmp_path, {}).close()
-    conn = sqlite3.connect(tmp_path / DB_NAME)
-    conn.execute("UPDATE meta SET value='0' WHERE key='version'")
+def _set_meta(directory, **values):
+    """Rewrites meta keys of a closed record, as another nasforge would have written them."""
+    conn = sqlite3.connect(directory / DB_NAME)
+    for key, value in values.items():
+        if value is None:
+            conn.execute("DELETE FROM meta WHERE key=?", (key,))
+        else:
+            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
     conn.commit()
     conn.close()
-    with pytest.raises(StoreError, match=f"version '0'.*reads version {FORMAT_VERSION}"):
-        Store.open(tmp_path)
+
+
+def test_a_record_names_the_nasforge_that_created_and_last_wrote_it(tmp_path):
+    """A new record stores this nasforge's version beside the format version; a writer that
+    opens a record an earlier nasforge wrote sets nasforge_version and keeps created_by."""
+    from nasforge import __version__
+
+    Store.create(tmp_path, {}).close()
+    with Store.open(tmp_path) as r:
+        assert r.get_meta("version") == str(FORMAT_VERSION)
+        assert r.get_meta("nasforge_version") == r.get_meta("created_by") == __version__
+    _set_meta(tmp_path, nasforge_version="0.1.9", created_by="0.1.9")
+    Store.open(tmp_path, readonly=False).close()
+    with Store.open(tmp_path) as r:
+        assert (r.get_meta("nasforge_version"), r.get_meta("created_by")) == (__version__, "0.1.9")
+
+
+def test_a_newer_format_is_refused_naming_its_nasforge_and_unchanged(tmp_path):
+    """A record of a newer format version is refused, to readers and writers, with the
+    nasforge that wrote it and the advice to upgrade; its bytes stay as they were."""
+    Store.create(tmp_path, {}).close()
+    _set_meta(tmp_path, version=str(FORMAT_VERSION + 1), nasforge_version="9.1.0")
+    before = (tmp_path / DB_NAME).read_bytes()
+    for readonly in (True, False):
+        with pytest.raises(StoreError, match=r"written by nasforge 9\.1\.0.*upgrade nasforge"):
+            Store.open(tmp_path, readonly=readonly)
+    assert (tmp_path / DB_NAME).read_bytes() == before
+
+
+def test_an_older_or_unnumbered_format_is_refused_and_unchanged(tmp_path):
+    """A run.db of an older format version (or a version that is no number) is refused with
+    both versions named; nothing is migrated in place."""
+    Store.create(tmp_path, {}).close()
+    for version, match in (
+        ("1", "version 1.*reads version 2.*nasforge that wrote it"),
+        ("x", "'x', not a number"),
+    ):
+        _set_meta(tmp_path, version=version, nasforge_version=None)
+        before = (tmp_path / DB_NAME).read_bytes()
+        for readonly in (True, False):
+            with pytest.raises(StoreError, match=match):
+                Store.open(tmp_path, readonly=readonly)
+        assert (tmp_path / DB_NAME).read_bytes() == before
+
+
+def test_format_1_of_nasforge_0_1_is_refused_and_unchanged(tmp_path):
+    """A directory holding format 1 (experiment.db of nasforge 0.1) is refused with what it
+    is and what to do; the file is untouched and no run.db appears."""
+    old = tmp_path / "experiment.db"
+    old.write_bytes(b"SQLite format 3\x00 as nasforge 0.1 left it")
+    with pytest.raises(StoreError, match="nasforge 0.1.*format 1"):
+        Store.open(tmp_path, readonly=False)
+    assert old.read_bytes() == b"SQLite format 3\x00 as nasforge 0.1 left it"
+    assert not (tmp_path / DB_NAME).exists()
+
+
+def test_a_format_2_record_from_before_0_2_0_is_read_unchanged(tmp_path):
+    """A format-2 record made before versions were stored (no nasforge_version, created_by)
+    is read as it is, and a reader changes no byte of it."""
+    s = Store.create(tmp_path, {"kind": "x"})
+    s.finish_trial(s.add_trial("a" * 16, {"a": 1}), "done", {"m": 1.0})
+    s.finish()
+    s.close()
+    _set_meta(tmp_path, nasforge_version=None, created_by=None)
+    before = (tmp_path / DB_NAME).read_bytes()
+    with Store.open(tmp_path) as r:
+        assert r.get_meta("nasforge_version") is None
+        assert [t.metrics for t in r.trials()] == [{"m": 1.0}]
+    assert (tmp_path / DB_NAME).read_bytes() == before
 
 
 def test_progress_rows_replace_by_step_and_artifacts_round_trip(tmp_path):
