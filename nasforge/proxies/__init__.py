@@ -18,7 +18,7 @@ from nasforge.proxies.scores import (
     snip,
     synflow,
 )
-from nasforge.proxies.select import rank_by_proxy, score_arch
+from nasforge.proxies.select import rank_by_proxy, score_arch, top_by_proxy
 
 __all__ = [
     "Proxy",
@@ -33,4 +33,5 @@ __all__ = [
     "score_arch",
     "snip",
     "synflow",
+    "top_by_proxy",
 ]

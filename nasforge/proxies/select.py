@@ -2,9 +2,9 @@
 sampled architectures by a proxy.
 
 The strategies stay pure: what they get from here is plain data. A *filter* is
-``rank_by_proxy(...)`` followed by the ``given`` strategy over the kept architectures (sample
-K, keep the best ``n`` by proxy, train those); a *warm start* passes the kept architectures to
-``RegularizedEvolution(initial_population=...)``. ``ProxyEvaluator``
+``top_by_proxy(...)`` (sample K, keep the best ``n`` by proxy) handed to
+``RandomStrategy(initial=...)`` with ``n_trials=n`` (train those); a *warm start* hands them
+to ``RegularizedEvolution(initial=...)``. ``ProxyEvaluator``
 (:mod:`nasforge.engine.proxy_evaluator`) records the proxy value with each trial.
 
 Invariants: the same space, architecture, batch and seed give the same score; scoring leaves
@@ -24,7 +24,7 @@ from nasforge.proxies.scores import Proxy, get_proxy
 from nasforge.space import freeze
 from nasforge.space.search_space import Arch, arch_id
 
-__all__ = ["score_arch", "rank_by_proxy"]
+__all__ = ["score_arch", "rank_by_proxy", "top_by_proxy"]
 
 
 def score_arch(
@@ -76,3 +76,25 @@ def rank_by_proxy(
         drawn.setdefault(arch_id(arch), arch)
     scored = [(a, score_arch(space, a, proxy, inputs, targets, seed)) for a in drawn.values()]
     return sorted(scored, key=lambda s: -s[1] if math.isfinite(s[1]) else math.inf)
+
+
+def top_by_proxy(
+    space: Any,
+    proxy: str | Proxy,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    n_samples: int,
+    keep: int,
+    seed: int = 0,
+) -> list[Arch]:
+    """Returns the ``keep`` best of ``n_samples`` uniformly drawn architectures by ``proxy``:
+    the proxy filter's choice, or evolution's warm start (``initial=``).
+
+    Raises:
+        ConfigError: ``keep`` is not an int in [1, n_samples].
+    """
+    if not isinstance(keep, int) or isinstance(keep, bool) or not 1 <= keep <= n_samples:
+        raise ConfigError(f"keep must be an int in [1, n_samples={n_samples}], got {keep!r}")
+    return [
+        arch for arch, _ in rank_by_proxy(space, proxy, inputs, targets, n_samples, seed)[:keep]
+    ]
