@@ -2,10 +2,11 @@
 stand-alone on MNIST: the ground truth of "does the supernet rank?" (issue 27).
 
 A cell is a DAG of 4 nodes; node ``j`` sums one edge from every earlier node ``i`` (6 edges),
-each edge one of ``none`` (zeros), ``skip`` (identity), ``pool`` (3×3 average) or ``conv``
-(ReLU → 3×3 conv → BN); the cell's output is node 3. So 4^6 = 4,096 architectures, and, unlike
-the DARTS cells of ``digits_cell_space``, they differ a lot: a cell whose every path to node 3
-holds a ``none`` passes nothing, one without a ``conv`` learns nothing but the stem and head.
+each edge one of ``none`` (zeros), ``skip_connect`` (identity; not named ``skip``, an attribute
+of SPOS's mixed op), ``pool`` (3×3 average) or ``conv`` (ReLU → 3×3 conv → BN); the cell's
+output is node 3. So 4^6 = 4,096 architectures, and, unlike the DARTS cells of
+``digits_cell_space``, they differ a lot: a cell whose every path to node 3 holds a ``none``
+passes nothing, one without a ``conv`` learns nothing but the stem and head.
 
 Labels are ``e{j}_{i}`` (the edge from node i into node j), shared by every cell, so one
 architecture fits a network of any depth and width.
@@ -29,7 +30,7 @@ import nasforge as nf
 __all__ = ["BenchCellSpace", "BENCH_OPS", "EDGES", "Zero"]
 
 #: Candidate operations of an edge, in the order of the space's values.
-BENCH_OPS: tuple[str, ...] = ("none", "skip", "pool", "conv")
+BENCH_OPS: tuple[str, ...] = ("none", "skip_connect", "pool", "conv")
 #: The edges of a cell as (into node j, from node i), in label order.
 EDGES: tuple[tuple[int, int], ...] = tuple((j, i) for j in range(1, 4) for i in range(j))
 
@@ -52,7 +53,7 @@ def _reluconvbn(c_in: int, c_out: int, stride: int = 1) -> nn.Sequential:
 def _op(name: str, c: int):  # -> a zero-argument factory, built only when chosen
     table = {
         "none": Zero,
-        "skip": nn.Identity,
+        "skip_connect": nn.Identity,
         "pool": lambda: nn.AvgPool2d(3, 1, padding=1, count_include_pad=False),
         "conv": lambda: _reluconvbn(c, c),
     }

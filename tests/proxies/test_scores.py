@@ -41,7 +41,7 @@ def test_registry_names_the_five_and_rejects_unknown_names() -> None:
 def test_a_proxy_leaves_the_model_untouched_and_is_deterministic(name: str) -> None:
     """Weights, buffers, gradients and mode are as before; the same input gives the same value."""
     space = BenchCellSpace(channels=4)
-    arch = dict.fromkeys(LABELS, "conv") | {"e2_1": "pool", "e3_0": "skip"}
+    arch = dict.fromkeys(LABELS, "conv") | {"e2_1": "pool", "e3_0": "skip_connect"}
     model = _freeze(space, arch)
     model.train()
     x, y = _batch()
