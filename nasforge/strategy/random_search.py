@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
+from nasforge.errors import ConfigError
 from nasforge.space.search_space import Arch
 from nasforge.strategy.base import BaseStrategy, register_strategy
 
@@ -13,15 +15,44 @@ __all__ = ["RandomStrategy", "GridStrategy"]
 
 @register_strategy("random", "random_search")
 class RandomStrategy(BaseStrategy):
-    """Returns architectures drawn uniformly at random from the space.
+    """Returns the architectures of ``initial`` in order, then ones drawn uniformly at random
+    from the space. With ``initial`` the best of K sampled architectures by a zero-cost proxy
+    (``nasforge.proxies.top_by_proxy``) and ``n_trials = len(initial)``, this is the proxy
+    filter: sample K, keep the best by proxy, train those.
 
-    Invariants: the same seed gives the same sequence; metrics are ignored.
+    Invariants: the same seed gives the same sequence; metrics are ignored; the random draws
+    do not depend on ``initial``.
+
+    Raises:
+        ConfigError: ``initial`` is not a list of architecture dicts.
+        ArchitectureError: (at ``setup``) an ``initial`` architecture outside the space.
     """
+
+    def __init__(self, seed: int = 0, initial: Sequence[Mapping[str, Any]] = ()) -> None:
+        super().__init__(seed)
+        if isinstance(initial, (str, Mapping)) or not all(isinstance(a, Mapping) for a in initial):
+            raise ConfigError(
+                f"initial must be a list of architecture dicts, got {initial!r}; e.g. "
+                "nasforge.proxies.top_by_proxy(...)"
+            )
+        self.initial = [dict(a) for a in initial]
+
+    def config(self) -> dict[str, Any]:
+        """Returns the constructor arguments as plain JSON-able data."""
+        out: dict[str, Any] = {"seed": self.seed}
+        if self.initial:  # left out when empty: records of earlier runs compare equal
+            out["initial"] = [dict(a) for a in self.initial]
+        return out
 
     def _reset(self) -> None:
         self._rng = random.Random(self.seed)
+        self._first = [self.space.validate(a) for a in self.initial]
+        self._n_first = 0
 
     def _ask(self) -> Arch:
+        if self._n_first < len(self._first):
+            self._n_first += 1
+            return dict(self._first[self._n_first - 1])
         return self.space.sample(self._rng)
 
     def _tell(self, arch: Arch, metric: float | None) -> None:

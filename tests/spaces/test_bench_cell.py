@@ -1,0 +1,20 @@
+"""The benchmark cell space: its decisions, and that its architectures really differ."""
+
+import torch
+
+import nasforge as nf
+from nasforge.spaces.bench_cell import BENCH_OPS, BenchCellSpace
+
+
+def test_six_edges_of_four_ops_and_the_all_none_cell_ignores_its_input() -> None:
+    """4^6 architectures; all-none gives one output for every input, all-conv does not."""
+    space = BenchCellSpace(channels=4, n_cells=2)
+    search = space.search_space()
+    assert search.size == 4**6
+    assert [d.values for d in search.decisions] == [BENCH_OPS] * 6
+    x = torch.randn(3, 1, 12, 12)
+    none = nf.freeze(space, dict.fromkeys([d.label for d in search.decisions], "none")).eval()
+    conv = nf.freeze(space, dict.fromkeys([d.label for d in search.decisions], "conv")).eval()
+    assert torch.allclose(none(x)[0], none(x)[1])
+    assert not torch.allclose(conv(x)[0], conv(x)[1])
+    assert conv(x).shape == (3, 10)
