@@ -87,6 +87,11 @@ from typing import Any
 
 from nasforge._version import __version__
 from nasforge.errors import NasforgeError, StoreError
+
+# the heavy steps behind Store: _schema (format names, SQL schema, format and version checks,
+# migrations)
+from nasforge.run import _schema
+from nasforge.run._schema import DB_NAME, FORMAT, FORMAT_VERSION, OLD_DB_NAME
 from nasforge.run.lock import WriterLock
 from nasforge.run.preflight import check_folder, make_folder
 from nasforge.run.records import (
@@ -112,39 +117,6 @@ __all__ = [
     "is_run",
 ]
 
-FORMAT = "nasforge-run"
-FORMAT_VERSION = 2
-DB_NAME = "run.db"
-OLD_DB_NAME = "experiment.db"  # format 1 (nasforge 0.1): refused with a clear message
-
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE progress (step INTEGER PRIMARY KEY, time REAL NOT NULL, data TEXT NOT NULL);
-CREATE TABLE trials (
-    id INTEGER PRIMARY KEY,
-    arch_id TEXT NOT NULL,
-    arch TEXT NOT NULL,
-    status TEXT NOT NULL,
-    metrics TEXT,
-    intermediates TEXT NOT NULL DEFAULT '[]',
-    error TEXT,
-    started REAL,
-    finished REAL,
-    duration REAL,
-    checkpoint TEXT,
-    cached_from INTEGER,
-    evaluation TEXT NOT NULL DEFAULT 'trained',
-    placement TEXT
-);
-CREATE INDEX trials_arch ON trials (arch_id);
-CREATE INDEX trials_status ON trials (status);
-CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,
-                     trial INTEGER NOT NULL);
-CREATE TABLE artifacts (name TEXT PRIMARY KEY, path TEXT NOT NULL, kind TEXT NOT NULL,
-                        time REAL NOT NULL, meta TEXT NOT NULL DEFAULT '{}');
-"""
-_TABLES = {"meta", "progress", "trials", "events", "artifacts"}
-
 
 def _finite_or_none(x: Any) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
@@ -161,34 +133,6 @@ def _dumps(what: str, data: Any) -> str:
         return json.dumps(_finite_or_none(data), sort_keys=True)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"{what} must be JSON-able plain data: {exc}") from exc
-
-
-def _version_problem(meta: Mapping[str, str]) -> str:
-    """Returns why a record with this ``meta`` cannot be opened by this nasforge (its store
-    format version is newer, older or not a number), or '' when it can."""
-    version = meta.get("version")
-    writer = meta.get("nasforge_version")
-    by = f"nasforge {writer}" if writer else "a nasforge before 0.2.0"
-    try:
-        number = int(version or "")
-    except ValueError:
-        return (
-            f"has store format version {version!r}, not a number; this nasforge {__version__} "
-            f"reads version {FORMAT_VERSION}; the record is damaged or not nasforge's"
-        )
-    if number > FORMAT_VERSION:
-        return (
-            f"was written by {by} in store format version {number}; this nasforge "
-            f"{__version__} reads version {FORMAT_VERSION} and older; upgrade nasforge "
-            f"(pip install -U 'nasforge>={writer or __version__}') to open it"
-        )
-    if number < FORMAT_VERSION:
-        return (
-            f"was written by {by} in store format version {number}; this nasforge "
-            f"{__version__} reads version {FORMAT_VERSION}; open it with the nasforge that "
-            "wrote it, or run the search again into a new directory"
-        )
-    return ""
 
 
 def is_run(directory: str | Path) -> bool:
@@ -257,27 +201,7 @@ class Store:
         try:
             path = directory / DB_NAME
             cls.check_new(directory)  # again, holding the lock: no run was made meanwhile
-            conn = sqlite3.connect(str(path), timeout=30)
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)
-            kind = str(config.get("kind", ""))
-            with conn:
-                conn.executemany(
-                    "INSERT INTO meta VALUES (?, ?)",
-                    [
-                        ("format", FORMAT),
-                        ("version", str(FORMAT_VERSION)),
-                        ("nasforge_version", __version__),
-                        ("created_by", __version__),
-                        ("created", repr(time.time())),
-                        ("kind", kind),
-                        ("config", config_json),
-                        ("state", "running"),
-                        ("elapsed", "0.0"),
-                    ],
-                )
+            conn = _schema.create(path, str(config.get("kind", "")), config_json)
         except BaseException:
             lock.release()
             raise
@@ -312,8 +236,8 @@ class Store:
             raise StoreError(f"no run record at {path}; start one with `nasforge run FILE`")
         lock = None if readonly else WriterLock(directory, holder)
         try:
-            conn = cls._connect(path, readonly)
-            cls._check(path, conn)
+            conn = _schema.connect(path, readonly)
+            _schema.check(path, conn)
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -335,45 +259,6 @@ class Store:
             store.set_meta("error", "")
         return store
 
-    @staticmethod
-    def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
-        try:
-            if readonly:
-                conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-            else:
-                conn = sqlite3.connect(str(path), timeout=30)
-        except sqlite3.Error as exc:
-            raise StoreError(f"{path} cannot be opened: {exc}") from exc
-        conn.row_factory = sqlite3.Row
-        return conn
-
-    @staticmethod
-    def _check(path: Path, conn: sqlite3.Connection) -> None:
-        try:
-            ok = conn.execute("PRAGMA quick_check").fetchone()[0]
-            if ok != "ok":
-                raise StoreError(f"{path} is corrupted (sqlite quick_check: {ok}); restore a copy")
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            if not _TABLES <= tables:
-                raise StoreError(
-                    f"{path} is an SQLite database but not a nasforge run (tables "
-                    f"{sorted(tables)}); point to the directory `nasforge run` created"
-                )
-            meta = {r[0]: r[1] for r in conn.execute("SELECT key, value FROM meta")}
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise StoreError(f"{path} is not a readable run record: {exc}") from exc
-        except StoreError:
-            conn.close()
-            raise
-        if meta.get("format") != FORMAT:
-            conn.close()
-            raise StoreError(f"{path} has format {meta.get('format')!r}, expected {FORMAT!r}")
-        problem = _version_problem(meta)
-        if problem:
-            conn.close()
-            raise StoreError(f"{path} {problem} (the record was not changed)")
-
     def _columns(self) -> set[str]:
         """Returns the names of the trials table's columns (older records lack some)."""
         if self._trial_columns is None:
@@ -383,9 +268,7 @@ class Store:
 
     def _migrate(self) -> None:
         """Adds the columns a record made by an earlier nasforge lacks (empty), as writer."""
-        if "placement" not in self._columns():
-            with self._write() as conn:
-                conn.execute("ALTER TABLE trials ADD COLUMN placement TEXT")
+        if _schema.migrate(self._write(), self._columns()):
             self._trial_columns = None
 
     def close(self) -> None:
