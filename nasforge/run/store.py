@@ -78,7 +78,6 @@ restarts it); the writer gets the stored ``running``.
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 import time
 from collections.abc import Mapping
@@ -89,8 +88,9 @@ from nasforge._version import __version__
 from nasforge.errors import NasforgeError, StoreError
 
 # the heavy steps behind Store: _schema (format names, SQL schema, format and version checks,
-# migrations)
-from nasforge.run import _schema
+# migrations) and _rows (JSON rows, checked decoding, trial rows and queries)
+from nasforge.run import _rows, _schema
+from nasforge.run._rows import dumps as _dumps
 from nasforge.run._schema import DB_NAME, FORMAT, FORMAT_VERSION, OLD_DB_NAME
 from nasforge.run.lock import WriterLock
 from nasforge.run.preflight import check_folder, make_folder
@@ -116,23 +116,6 @@ __all__ = [
     "EVALUATIONS",
     "is_run",
 ]
-
-
-def _finite_or_none(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, Mapping):
-        return {k: _finite_or_none(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite_or_none(v) for v in x]
-    return x
-
-
-def _dumps(what: str, data: Any) -> str:
-    try:
-        return json.dumps(_finite_or_none(data), sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"{what} must be JSON-able plain data: {exc}") from exc
 
 
 def is_run(directory: str | Path) -> bool:
@@ -313,19 +296,7 @@ class Store:
             raise StoreError(f"{self.path}: reading failed ({exc}); the file is damaged") from exc
 
     def _decode(self, text: Any, table: str, row: Any, want: type | tuple[type, ...]) -> Any:
-        try:
-            value = json.loads(text)
-        except (TypeError, ValueError) as exc:
-            raise StoreError(
-                f"{self.directory}: {table} row {row} does not decode ({exc}); the record is "
-                "damaged there: restore a copy, or delete that row"
-            ) from exc
-        if not isinstance(value, want):
-            raise StoreError(
-                f"{self.directory}: {table} row {row} holds {type(value).__name__}, expected "
-                f"{want}; the record is damaged there"
-            )
-        return value
+        return _rows.decode(self.directory, text, table, row, want)
 
     # -- meta ----------------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -348,27 +319,7 @@ class Store:
         Raises:
             StoreError: the config has no well-formed objective.
         """
-        obj = self.config().get("objective")
-        ok = (
-            isinstance(obj, dict)
-            and isinstance(obj.get("metric"), str)
-            and obj.get("mode") in ("max", "min")
-            and isinstance(obj.get("constraints", {}), dict)
-            and all(
-                isinstance(v, list) and len(v) == 2 for v in obj.get("constraints", {}).values()
-            )
-            and (
-                obj.get("second") is None
-                or (isinstance(obj["second"], list) and len(obj["second"]) == 2)
-            )
-        )
-        if not ok:
-            raise StoreError(
-                f"{self.directory}: the config's objective is missing or malformed ({obj!r:.200}); "
-                "the record is damaged there"
-            )
-        return {"metric": obj["metric"], "mode": obj["mode"],
-                "constraints": obj.get("constraints", {}), "second": obj.get("second")}  # fmt: skip
+        return _rows.objective(self.directory, self.config().get("objective"))
 
     @property
     def kind(self) -> str:
@@ -406,15 +357,7 @@ class Store:
         return [r for r in rows if source is None or r.get("source") == source]
 
     def _decode_notes(self, text: str | None) -> list[dict[str, Any]]:
-        if not text:
-            return []
-        try:
-            rows = json.loads(text)
-        except ValueError:
-            rows = None
-        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-            raise StoreError(f"{self.directory}: meta 'notes' is not a JSON list of objects")
-        return rows
+        return _rows.decode_notes(self.directory, text)
 
     def set_config(self, config: Mapping[str, Any]) -> None:
         """Replaces the stored config (a resume that extends a budget records the new one)."""
@@ -573,39 +516,8 @@ class Store:
         self.finish_trial(tid, status, metrics, evaluation=evaluation, event=False, **fields)
         return tid
 
-    def _abandoned(self, statuses: Any) -> bool:
-        """Returns whether the trials stored ``running`` among ``statuses`` run nowhere: this
-        store is a reader and no writer works on the run (it was interrupted, or it finished
-        or failed). Asked only when one is there; a lock that cannot be probed (a read-only
-        copy of a run) leaves them as stored."""
-        if not self.readonly or "running" not in statuses:
-            return False
-        try:
-            return self.state() != "running"
-        except OSError:
-            return False
-
     def _row(self, r: sqlite3.Row, light: bool = False, abandoned: bool = False) -> TrialRecord:
-        tid = r["id"]
-        metrics = r["metrics"]
-        where = r["placement"] if "placement" in r.keys() else None
-        status = r["status"]
-        return TrialRecord(
-            id=tid,
-            arch_id=r["arch_id"],
-            arch={} if light else self._decode(r["arch"], "trials", tid, dict),
-            status=INTERRUPTED if abandoned and status == "running" else status,
-            metrics=None if metrics is None else self._decode(metrics, "trials", tid, dict),
-            intermediates=[] if light else self._decode(r["intermediates"], "trials", tid, list),
-            error=r["error"],
-            started=r["started"],
-            finished=r["finished"],
-            duration=r["duration"],
-            checkpoint=r["checkpoint"],
-            cached_from=r["cached_from"],
-            evaluation=r["evaluation"],
-            placement=None if where is None else self._decode(where, "trials", tid, dict),
-        )
+        return _rows.trial(self.directory, r, light, abandoned)
 
     def trials(self, status: str | None = None, light: bool = False) -> list[TrialRecord]:
         """Returns the trials in id order, optionally only those with ``status``; ``light``
@@ -616,20 +528,7 @@ class Store:
         Raises:
             StoreError: a row does not decode.
         """
-        cols = "id, arch_id, status, metrics, error, started, finished, duration, checkpoint, "
-        cols += "cached_from, evaluation" + ("" if light else ", arch, intermediates")
-        cols += ", placement" if "placement" in self._columns() else ""
-        if status is None:
-            rows = self._query(f"SELECT {cols} FROM trials ORDER BY id")
-            abandoned = self._abandoned({r["status"] for r in rows})
-        else:
-            if status in ("running", INTERRUPTED) and self._abandoned({"running"}):
-                status = "" if status == "running" else "running"
-            elif status == INTERRUPTED:  # a writer works on it: no trial is interrupted
-                status = ""
-            rows = self._query(f"SELECT {cols} FROM trials WHERE status=? ORDER BY id", (status,))
-            abandoned = status == "running" and self._abandoned({"running"})
-        return [self._row(r, light, abandoned) for r in rows]
+        return _rows.trials(self, status, light)
 
     def trial(self, trial_id: int) -> TrialRecord:
         """Returns one trial.
@@ -640,14 +539,12 @@ class Store:
         rows = self._query("SELECT * FROM trials WHERE id=?", (trial_id,))
         if not rows:
             raise StoreError(f"no trial {trial_id} in {self.directory}")
-        return self._row(rows[0], abandoned=self._abandoned({rows[0]["status"]}))
+        return self._row(rows[0], abandoned=_rows.abandoned(self, {rows[0]["status"]}))
 
     def counts(self) -> dict[str, int]:
         """Returns the number of trials per status (one aggregate query), with the trials
         :meth:`trials` shows ``interrupted`` counted so."""
-        rows = self._query("SELECT status, COUNT(*) FROM trials GROUP BY status")
-        abandoned = self._abandoned({r[0] for r in rows})
-        return {INTERRUPTED if abandoned and r[0] == "running" else r[0]: int(r[1]) for r in rows}
+        return _rows.counts(self)
 
     def events(self) -> list[tuple[str, int]]:
         """Returns every (kind, trial id) event in happening order."""
