@@ -78,7 +78,6 @@ restarts it); the writer gets the stored ``running``.
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 import time
 from collections.abc import Mapping
@@ -87,6 +86,12 @@ from typing import Any
 
 from nasforge._version import __version__
 from nasforge.errors import NasforgeError, StoreError
+
+# the heavy steps behind Store: _schema (format names, SQL schema, format and version checks,
+# migrations) and _rows (JSON rows, checked decoding, trial rows and queries)
+from nasforge.run import _rows, _schema
+from nasforge.run._rows import dumps as _dumps
+from nasforge.run._schema import DB_NAME, FORMAT, FORMAT_VERSION, OLD_DB_NAME
 from nasforge.run.lock import WriterLock
 from nasforge.run.preflight import check_folder, make_folder
 from nasforge.run.records import (
@@ -111,84 +116,6 @@ __all__ = [
     "EVALUATIONS",
     "is_run",
 ]
-
-FORMAT = "nasforge-run"
-FORMAT_VERSION = 2
-DB_NAME = "run.db"
-OLD_DB_NAME = "experiment.db"  # format 1 (nasforge 0.1): refused with a clear message
-
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE progress (step INTEGER PRIMARY KEY, time REAL NOT NULL, data TEXT NOT NULL);
-CREATE TABLE trials (
-    id INTEGER PRIMARY KEY,
-    arch_id TEXT NOT NULL,
-    arch TEXT NOT NULL,
-    status TEXT NOT NULL,
-    metrics TEXT,
-    intermediates TEXT NOT NULL DEFAULT '[]',
-    error TEXT,
-    started REAL,
-    finished REAL,
-    duration REAL,
-    checkpoint TEXT,
-    cached_from INTEGER,
-    evaluation TEXT NOT NULL DEFAULT 'trained',
-    placement TEXT
-);
-CREATE INDEX trials_arch ON trials (arch_id);
-CREATE INDEX trials_status ON trials (status);
-CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,
-                     trial INTEGER NOT NULL);
-CREATE TABLE artifacts (name TEXT PRIMARY KEY, path TEXT NOT NULL, kind TEXT NOT NULL,
-                        time REAL NOT NULL, meta TEXT NOT NULL DEFAULT '{}');
-"""
-_TABLES = {"meta", "progress", "trials", "events", "artifacts"}
-
-
-def _finite_or_none(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, Mapping):
-        return {k: _finite_or_none(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite_or_none(v) for v in x]
-    return x
-
-
-def _dumps(what: str, data: Any) -> str:
-    try:
-        return json.dumps(_finite_or_none(data), sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"{what} must be JSON-able plain data: {exc}") from exc
-
-
-def _version_problem(meta: Mapping[str, str]) -> str:
-    """Returns why a record with this ``meta`` cannot be opened by this nasforge (its store
-    format version is newer, older or not a number), or '' when it can."""
-    version = meta.get("version")
-    writer = meta.get("nasforge_version")
-    by = f"nasforge {writer}" if writer else "a nasforge before 0.2.0"
-    try:
-        number = int(version or "")
-    except ValueError:
-        return (
-            f"has store format version {version!r}, not a number; this nasforge {__version__} "
-            f"reads version {FORMAT_VERSION}; the record is damaged or not nasforge's"
-        )
-    if number > FORMAT_VERSION:
-        return (
-            f"was written by {by} in store format version {number}; this nasforge "
-            f"{__version__} reads version {FORMAT_VERSION} and older; upgrade nasforge "
-            f"(pip install -U 'nasforge>={writer or __version__}') to open it"
-        )
-    if number < FORMAT_VERSION:
-        return (
-            f"was written by {by} in store format version {number}; this nasforge "
-            f"{__version__} reads version {FORMAT_VERSION}; open it with the nasforge that "
-            "wrote it, or run the search again into a new directory"
-        )
-    return ""
 
 
 def is_run(directory: str | Path) -> bool:
@@ -257,27 +184,7 @@ class Store:
         try:
             path = directory / DB_NAME
             cls.check_new(directory)  # again, holding the lock: no run was made meanwhile
-            conn = sqlite3.connect(str(path), timeout=30)
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)
-            kind = str(config.get("kind", ""))
-            with conn:
-                conn.executemany(
-                    "INSERT INTO meta VALUES (?, ?)",
-                    [
-                        ("format", FORMAT),
-                        ("version", str(FORMAT_VERSION)),
-                        ("nasforge_version", __version__),
-                        ("created_by", __version__),
-                        ("created", repr(time.time())),
-                        ("kind", kind),
-                        ("config", config_json),
-                        ("state", "running"),
-                        ("elapsed", "0.0"),
-                    ],
-                )
+            conn = _schema.create(path, str(config.get("kind", "")), config_json)
         except BaseException:
             lock.release()
             raise
@@ -312,8 +219,8 @@ class Store:
             raise StoreError(f"no run record at {path}; start one with `nasforge run FILE`")
         lock = None if readonly else WriterLock(directory, holder)
         try:
-            conn = cls._connect(path, readonly)
-            cls._check(path, conn)
+            conn = _schema.connect(path, readonly)
+            _schema.check(path, conn)
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -335,45 +242,6 @@ class Store:
             store.set_meta("error", "")
         return store
 
-    @staticmethod
-    def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
-        try:
-            if readonly:
-                conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-            else:
-                conn = sqlite3.connect(str(path), timeout=30)
-        except sqlite3.Error as exc:
-            raise StoreError(f"{path} cannot be opened: {exc}") from exc
-        conn.row_factory = sqlite3.Row
-        return conn
-
-    @staticmethod
-    def _check(path: Path, conn: sqlite3.Connection) -> None:
-        try:
-            ok = conn.execute("PRAGMA quick_check").fetchone()[0]
-            if ok != "ok":
-                raise StoreError(f"{path} is corrupted (sqlite quick_check: {ok}); restore a copy")
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            if not _TABLES <= tables:
-                raise StoreError(
-                    f"{path} is an SQLite database but not a nasforge run (tables "
-                    f"{sorted(tables)}); point to the directory `nasforge run` created"
-                )
-            meta = {r[0]: r[1] for r in conn.execute("SELECT key, value FROM meta")}
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise StoreError(f"{path} is not a readable run record: {exc}") from exc
-        except StoreError:
-            conn.close()
-            raise
-        if meta.get("format") != FORMAT:
-            conn.close()
-            raise StoreError(f"{path} has format {meta.get('format')!r}, expected {FORMAT!r}")
-        problem = _version_problem(meta)
-        if problem:
-            conn.close()
-            raise StoreError(f"{path} {problem} (the record was not changed)")
-
     def _columns(self) -> set[str]:
         """Returns the names of the trials table's columns (older records lack some)."""
         if self._trial_columns is None:
@@ -383,9 +251,7 @@ class Store:
 
     def _migrate(self) -> None:
         """Adds the columns a record made by an earlier nasforge lacks (empty), as writer."""
-        if "placement" not in self._columns():
-            with self._write() as conn:
-                conn.execute("ALTER TABLE trials ADD COLUMN placement TEXT")
+        if _schema.migrate(self._write(), self._columns()):
             self._trial_columns = None
 
     def close(self) -> None:
@@ -430,19 +296,7 @@ class Store:
             raise StoreError(f"{self.path}: reading failed ({exc}); the file is damaged") from exc
 
     def _decode(self, text: Any, table: str, row: Any, want: type | tuple[type, ...]) -> Any:
-        try:
-            value = json.loads(text)
-        except (TypeError, ValueError) as exc:
-            raise StoreError(
-                f"{self.directory}: {table} row {row} does not decode ({exc}); the record is "
-                "damaged there: restore a copy, or delete that row"
-            ) from exc
-        if not isinstance(value, want):
-            raise StoreError(
-                f"{self.directory}: {table} row {row} holds {type(value).__name__}, expected "
-                f"{want}; the record is damaged there"
-            )
-        return value
+        return _rows.decode(self.directory, text, table, row, want)
 
     # -- meta ----------------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -465,27 +319,7 @@ class Store:
         Raises:
             StoreError: the config has no well-formed objective.
         """
-        obj = self.config().get("objective")
-        ok = (
-            isinstance(obj, dict)
-            and isinstance(obj.get("metric"), str)
-            and obj.get("mode") in ("max", "min")
-            and isinstance(obj.get("constraints", {}), dict)
-            and all(
-                isinstance(v, list) and len(v) == 2 for v in obj.get("constraints", {}).values()
-            )
-            and (
-                obj.get("second") is None
-                or (isinstance(obj["second"], list) and len(obj["second"]) == 2)
-            )
-        )
-        if not ok:
-            raise StoreError(
-                f"{self.directory}: the config's objective is missing or malformed ({obj!r:.200}); "
-                "the record is damaged there"
-            )
-        return {"metric": obj["metric"], "mode": obj["mode"],
-                "constraints": obj.get("constraints", {}), "second": obj.get("second")}  # fmt: skip
+        return _rows.objective(self.directory, self.config().get("objective"))
 
     @property
     def kind(self) -> str:
@@ -523,15 +357,7 @@ class Store:
         return [r for r in rows if source is None or r.get("source") == source]
 
     def _decode_notes(self, text: str | None) -> list[dict[str, Any]]:
-        if not text:
-            return []
-        try:
-            rows = json.loads(text)
-        except ValueError:
-            rows = None
-        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-            raise StoreError(f"{self.directory}: meta 'notes' is not a JSON list of objects")
-        return rows
+        return _rows.decode_notes(self.directory, text)
 
     def set_config(self, config: Mapping[str, Any]) -> None:
         """Replaces the stored config (a resume that extends a budget records the new one)."""
@@ -690,39 +516,8 @@ class Store:
         self.finish_trial(tid, status, metrics, evaluation=evaluation, event=False, **fields)
         return tid
 
-    def _abandoned(self, statuses: Any) -> bool:
-        """Returns whether the trials stored ``running`` among ``statuses`` run nowhere: this
-        store is a reader and no writer works on the run (it was interrupted, or it finished
-        or failed). Asked only when one is there; a lock that cannot be probed (a read-only
-        copy of a run) leaves them as stored."""
-        if not self.readonly or "running" not in statuses:
-            return False
-        try:
-            return self.state() != "running"
-        except OSError:
-            return False
-
     def _row(self, r: sqlite3.Row, light: bool = False, abandoned: bool = False) -> TrialRecord:
-        tid = r["id"]
-        metrics = r["metrics"]
-        where = r["placement"] if "placement" in r.keys() else None
-        status = r["status"]
-        return TrialRecord(
-            id=tid,
-            arch_id=r["arch_id"],
-            arch={} if light else self._decode(r["arch"], "trials", tid, dict),
-            status=INTERRUPTED if abandoned and status == "running" else status,
-            metrics=None if metrics is None else self._decode(metrics, "trials", tid, dict),
-            intermediates=[] if light else self._decode(r["intermediates"], "trials", tid, list),
-            error=r["error"],
-            started=r["started"],
-            finished=r["finished"],
-            duration=r["duration"],
-            checkpoint=r["checkpoint"],
-            cached_from=r["cached_from"],
-            evaluation=r["evaluation"],
-            placement=None if where is None else self._decode(where, "trials", tid, dict),
-        )
+        return _rows.trial(self.directory, r, light, abandoned)
 
     def trials(self, status: str | None = None, light: bool = False) -> list[TrialRecord]:
         """Returns the trials in id order, optionally only those with ``status``; ``light``
@@ -733,20 +528,7 @@ class Store:
         Raises:
             StoreError: a row does not decode.
         """
-        cols = "id, arch_id, status, metrics, error, started, finished, duration, checkpoint, "
-        cols += "cached_from, evaluation" + ("" if light else ", arch, intermediates")
-        cols += ", placement" if "placement" in self._columns() else ""
-        if status is None:
-            rows = self._query(f"SELECT {cols} FROM trials ORDER BY id")
-            abandoned = self._abandoned({r["status"] for r in rows})
-        else:
-            if status in ("running", INTERRUPTED) and self._abandoned({"running"}):
-                status = "" if status == "running" else "running"
-            elif status == INTERRUPTED:  # a writer works on it: no trial is interrupted
-                status = ""
-            rows = self._query(f"SELECT {cols} FROM trials WHERE status=? ORDER BY id", (status,))
-            abandoned = status == "running" and self._abandoned({"running"})
-        return [self._row(r, light, abandoned) for r in rows]
+        return _rows.trials(self, status, light)
 
     def trial(self, trial_id: int) -> TrialRecord:
         """Returns one trial.
@@ -757,14 +539,12 @@ class Store:
         rows = self._query("SELECT * FROM trials WHERE id=?", (trial_id,))
         if not rows:
             raise StoreError(f"no trial {trial_id} in {self.directory}")
-        return self._row(rows[0], abandoned=self._abandoned({rows[0]["status"]}))
+        return self._row(rows[0], abandoned=_rows.abandoned(self, {rows[0]["status"]}))
 
     def counts(self) -> dict[str, int]:
         """Returns the number of trials per status (one aggregate query), with the trials
         :meth:`trials` shows ``interrupted`` counted so."""
-        rows = self._query("SELECT status, COUNT(*) FROM trials GROUP BY status")
-        abandoned = self._abandoned({r[0] for r in rows})
-        return {INTERRUPTED if abandoned and r[0] == "running" else r[0]: int(r[1]) for r in rows}
+        return _rows.counts(self)
 
     def events(self) -> list[tuple[str, int]]:
         """Returns every (kind, trial id) event in happening order."""
