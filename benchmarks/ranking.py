@@ -20,9 +20,9 @@ proxy of ``nasforge.proxies`` scores the architecture at initialisation on one t
 
 Last line: JSON with ``tau``, ``spearman`` and ``top10_precision`` per supernet estimator,
 ``proxy_tau``, ``proxy_spearman`` and ``proxy_top10_precision`` per proxy,
-``seed_ceiling_tau`` (from the table), ``search_percentile`` and ``p_vs_random`` (null until
-issue 27 part 4 adds the searches), the seconds each estimator took, and the errors of those
-that could not run.
+``seed_ceiling_tau`` (from the table), ``search_percentile`` and ``p_vs_random`` per search
+(``benchmarks/_searches.py``, issue 27 part 4; ``--search-seeds`` with no value skips them),
+the seconds each estimator took, and the errors of those that could not run.
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ from _ranking_common import (  # noqa: E402 - after the path fix, as a script
     spearman,
     top_precision,
 )
+from _searches import ALGORITHMS as SEARCHES  # noqa: E402
+from _searches import run_searches  # noqa: E402
 
 from nasforge.oneshot import activate, supernet  # noqa: E402
 from nasforge.oneshot.search import search  # noqa: E402
@@ -122,9 +124,9 @@ def train_supernet(
 
 def train_search_supernet(
     recipe: dict[str, Any], algorithm: str, epochs: int, seed: int, data: tuple
-) -> torch.nn.Module:
+) -> tuple[torch.nn.Module, Arch]:
     """Returns the supernet of a ``darts`` or ``nasb`` search on the recipe's training set
-    (first half weights, second half architecture)."""
+    (first half weights, second half architecture) and the architecture the search picks."""
     (x, y), _ = data
     half = len(x) // 2
     split = {"train": (x[:half], y[:half]), "val": (x[half:], y[half:])}
@@ -139,7 +141,7 @@ def train_search_supernet(
         progress="off",
     )
     assert result.supernet is not None
-    return result.supernet
+    return result.supernet, dict(result.arch)
 
 
 def inherited_scores(
@@ -186,8 +188,14 @@ def run(
     seed: int = 0,
     bn_batches: int = 10,
     proxy_batch: int = 64,
+    search_seeds: tuple[int, ...] = (),
+    search_epochs: int | None = None,
+    proxy_samples: int = 100,
+    workers: int = 2,
 ) -> dict[str, Any]:
-    """Returns the report: every estimator's rank statistics against the table's means."""
+    """Returns the report: every estimator's rank statistics against the table's means, and
+    with ``search_seeds`` each search's percentile and p-value (``search_epochs`` defaults to
+    ``epochs``; then the ranking step's ``darts``/``nasb`` search of ``seed`` is reused)."""
     recipe = table["recipe"]
     torch.set_num_threads(recipe["threads"])
     data = load_data(recipe)
@@ -196,13 +204,14 @@ def run(
     scores: dict[str, list[float]] = {}
     seconds: dict[str, float] = {}
     errors: dict[str, str] = {}
+    found: dict[tuple[str, int], Arch] = {}
     for name in estimators:
         t0 = time.perf_counter()
         try:
             if name in RULES:
                 net = train_supernet(recipe, name, epochs, seed, data)
             else:
-                net = train_search_supernet(recipe, name, epochs, seed, data)
+                net, found[(name, seed)] = train_search_supernet(recipe, name, epochs, seed, data)
             scores[name] = inherited_scores(net, archs, data, bn_batches, recipe["batch_size"])
         except Exception as exc:  # reported, so one estimator's failure keeps the others
             log.exception("estimator %s failed", name)
@@ -213,16 +222,22 @@ def run(
     proxies = proxy_scores(recipe, archs, data, proxy_batch, seed)
     seconds["proxies"] = round(time.perf_counter() - t0, 1)
     by_proxy = rank_report(truth, proxies)
-    pending = "the searches of issue 27 part 4 are not written yet"
+    searches: dict[str, Any] = {"search_percentile": None, "p_vs_random": None}
+    if search_seeds:
+        s_epochs = epochs if search_epochs is None else search_epochs
+        reuse = found if s_epochs == epochs else {}
+        t0 = time.perf_counter()
+        searches = run_searches(
+            table, list(SEARCHES), list(search_seeds), s_epochs, proxy_samples, workers, reuse
+        )
+        seconds["searches"] = round(time.perf_counter() - t0, 1)
     return {
         **rank_report(truth, scores),
         "proxy_tau": by_proxy["tau"],
         "proxy_spearman": by_proxy["spearman"],
         "proxy_top10_precision": by_proxy["top10_precision"],
         "seed_ceiling_tau": table.get("summary", {}).get("seed_ceiling_tau"),
-        "search_percentile": None,
-        "p_vs_random": None,
-        "pending": {"search_percentile": pending, "p_vs_random": pending},
+        **searches,
         "n_archs": len(archs),
         "supernet_epochs": epochs,
         "seconds": seconds,
@@ -245,11 +260,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--bn-batches", type=int, default=10)
     p.add_argument("--proxy-batch", type=int, default=64)
+    p.add_argument("--search-seeds", type=int, nargs="*", default=[0, 1, 2],
+                   help="seeds of each search (none: skip the searches)")  # fmt: skip
+    p.add_argument("--search-epochs", type=int, help="search epochs (default: --epochs)")
+    p.add_argument("--proxy-samples", type=int, default=100, help="K of the proxy filter")
+    p.add_argument("--workers", type=int, default=2, help="processes for the searches")
     p.add_argument("--out", type=Path, help="also write the report here")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     table = json.loads(args.table.read_text())
-    report = run(table, args.estimators, args.epochs, args.seed, args.bn_batches, args.proxy_batch)
+    report = run(table, args.estimators, args.epochs, args.seed, args.bn_batches,
+                 args.proxy_batch, tuple(args.search_seeds), args.search_epochs,
+                 args.proxy_samples, args.workers)  # fmt: skip
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     print(json.dumps({k: v for k, v in report.items() if k != "scores"}, sort_keys=True))

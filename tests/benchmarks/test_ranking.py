@@ -23,6 +23,7 @@ def _load(name: str):  # noqa: ANN202 - a script loaded as a module
 gt = _load("ground_truth")
 ranking = _load("ranking")
 common = _load("_ranking_common")
+searches = _load("_searches")
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +87,49 @@ def test_ranking_reports_every_field(table: tuple[dict, Path]) -> None:
     assert set(report["proxy_tau"]) == {"grad_norm", "jacob_cov", "naswot", "snip", "synflow"}
     assert all(-1 <= t <= 1 for t in report["tau"].values() if t is not None)
     assert report["seed_ceiling_tau"] == data["summary"]["seed_ceiling_tau"]
-    assert report["search_percentile"] is None and "part 4" in report["pending"]["p_vs_random"]
+    assert report["search_percentile"] is None and report["p_vs_random"] is None  # no seeds
     # the scores are the inherited accuracies of the six rows: fractions of the test digits
     assert all(0 <= s <= 1 for s in report["scores"]["spos_uniform"])
     assert len(report["scores"]["proxy_synflow"]) == 6
+
+
+def test_percentile_collapse_and_welch_on_known_values() -> None:
+    """Percentile counts strictly lower means; clearly better picks give p < 0.05."""
+    assert searches.percentile(0.5, [0.4, 0.5, 0.6, 0.3]) == 50.0
+    assert searches.collapsed({"a": "skip_connect", "b": "none"})
+    assert not searches.collapsed({"a": "skip_connect", "b": "conv"})
+    p, kind = searches._welch([0.95, 0.96, 0.94], [0.1 * i for i in range(10)])
+    assert p < 0.05 and "one-sided" in kind
+    p_worse, _ = searches._welch([0.01, 0.02, 0.03], [0.1 * i for i in range(10)])
+    assert p_worse > 0.5  # one-sided: worse picks are not significant
+
+
+def test_searches_pick_retrain_and_place(table: tuple[dict, Path]) -> None:
+    """Every search gives a pick per seed, retrained by the recipe and placed in the table."""
+    data, _ = table
+    report = ranking.run(
+        data, ["nasb"], epochs=1, bn_batches=2, search_seeds=(0, 1), proxy_samples=5
+    )
+    assert report["errors"] == {}
+    assert set(report["search_percentile"]) == set(searches.ALGORITHMS)
+    means = [r["mean"] for r in data["rows"]]
+    detail = report["search_detail"]["algorithms"]
+    for algo, d in detail.items():
+        rows = d["per_seed"]
+        assert [r["seed"] for r in rows] == [0, 1]
+        for r in rows:
+            common.space_of(common.MINI_RECIPE).search_space().validate(r["arch"])
+            assert r["percentile"] == 100 * sum(m < r["mean"] for m in means) / len(means)
+        mean_pct = sum(r["percentile"] for r in rows) / 2
+        assert report["search_percentile"][algo] == pytest.approx(mean_pct)
+        p = report["p_vs_random"][algo]
+        assert p is None or 0 <= p <= 1
+    # the proxy filter's pick is top_by_proxy's, and its accuracies are the recipe's retraining
+    (x, y), _ = common.load_data(common.MINI_RECIPE)
+    space = common.space_of(common.MINI_RECIPE)
+    top = searches.top_by_proxy(space, "snip", x[:64], y[:64], 5, keep=1, seed=1)[0]
+    proxy_row = detail["proxy_snip"]["per_seed"][1]
+    assert proxy_row["arch"] == top
+    assert proxy_row["accuracies"] == [
+        common.train_standalone(common.MINI_RECIPE, top, s) for s in data["seeds"]
+    ]
