@@ -36,6 +36,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import nasforge as nf  # noqa: E402
+from nasforge.space.module_mutator import MutableModel  # noqa: E402
 
 ACTS = {"keep": None, "relu": nn.ReLU(), "silu": nn.SiLU()}
 
@@ -45,17 +46,12 @@ def _linear_ffn(up: str, down: str) -> Callable[[nn.Module, int], nn.Module]:
 
     def factory(old: nn.Module, width: int) -> nn.Module:
         new = copy.deepcopy(old)
-        a, b = new.get_submodule(up), new.get_submodule(down)
-        _set(new, up, nn.Linear(a.in_features, width))
-        _set(new, down, nn.Linear(width, b.out_features))
+        a, b, edit = new.get_submodule(up), new.get_submodule(down), MutableModel(new)
+        edit.replace(up, nn.Linear(a.in_features, width))
+        edit.replace(down, nn.Linear(width, b.out_features))
         return new
 
     return factory
-
-
-def _set(root: nn.Module, path: str, module: nn.Module) -> None:
-    parent, _, name = path.rpartition(".")
-    setattr(root.get_submodule(parent) if parent else root, name, module)
 
 
 def gpt2_ffn(old: nn.Module, width: int) -> nn.Module:

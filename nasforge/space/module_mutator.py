@@ -24,7 +24,7 @@ from torch import nn
 
 from nasforge.errors import SpaceError
 from nasforge.space.modules import LayerChoice
-from nasforge.space.mutator import Mutator, _is_plain
+from nasforge.space.mutator import Mutator, _is_plain, _set_submodule
 
 __all__ = ["ModuleMutator", "MutableModel", "ModuleMatch", "ModuleChoice"]
 
@@ -77,9 +77,7 @@ class MutableModel:
                 f"a module-level candidate for {name!r} returned {type(module).__name__}, "
                 "expected an nn.Module"
             )
-        parent, _, attr = name.rpartition(".")
-        owner = self.root.get_submodule(parent) if parent else self.root
-        owner._modules[attr] = module  # also right for ModuleList/Sequential items
+        _set_submodule(self.root, name, module)  # also right for ModuleList/Sequential items
 
 
 class ModuleMutator(Mutator):
