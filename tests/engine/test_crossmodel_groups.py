@@ -122,3 +122,18 @@ def test_merged_trials_run_on_the_configured_gpu(tmp_path, monkeypatch) -> None:
     assert all(t.placement["devices"] == [1] for t in exp.trials())
     with Store.open(tmp_path / "g") as store:
         assert events(store)[0]["optimization"] == "opbatch"  # the trials did run merged
+
+
+def test_planning_leaves_cuda_uninitialised(monkeypatch) -> None:
+    """Looking for a frozen prefix (in the engine's process, before the pool forks GPU trial
+    workers) saves and restores no GPU generator: that would initialise CUDA, after which forked
+    workers cannot use their GPUs (seen on an H100: every trial of examples/gpu_trials.yaml was
+    refused)."""
+    from nasforge.engine.crossmodel.groups import has_frozen_prefix
+
+    def touched(*args, **kwargs):
+        raise AssertionError("the planner touched CUDA's generator state")
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)  # as on a GPU machine
+    monkeypatch.setattr(torch.cuda, "get_rng_state", touched)
+    assert has_frozen_prefix(FrozenDigits(), {"seed": 0}) is True

@@ -55,7 +55,9 @@ def has_frozen_prefix(space: Any, recipe: dict[str, Any], n: int = 2) -> bool:
         return False
     rng = random.Random(recipe["seed"])
     archs = [space.search_space().sample(rng) for _ in range(n)]
-    with torch.random.fork_rng():
+    # devices=[]: fork_rng's default saves every GPU's generator, which initialises CUDA in the
+    # engine's process, and forked GPU trial workers then cannot use their GPUs
+    with torch.random.fork_rng(devices=[]):
         models = []
         for a in archs:
             torch.manual_seed(recipe["seed"])
