@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import statistics
 import tempfile
 import threading
@@ -53,12 +52,8 @@ from nasforge.oneshot.cmp_schedule import SCHEDULES
 from nasforge.oneshot.common import (
     SearchConfig,
     SearchResult,
-    arch_optimizer,
-    n_steps,
-    split_data,
-    weight_optimizer,
 )
-from nasforge.oneshot.search import SearchState, epoch_row, get_algorithm
+from nasforge.oneshot.search import SearchState, epoch_row, get_algorithm, initial_state
 from nasforge.oneshot.supernet import Supernet
 from nasforge.run.devices import check_device
 from nasforge.run.loopback import pin_to_loopback
@@ -203,23 +198,8 @@ def _prepare(
         raise ConfigError(f"unknown search setting: {exc}; see SearchConfig") from exc
     cfg.check(allow_no_epochs=weights is not None)
     check_parallel(model_parallel, replicas, schedule, workers, cfg, algorithm)
-    torch.manual_seed(cfg.seed)
-    split = split_data(data, cfg.seed)
-    net = Supernet(space, algo)
-    net.find_nodes(split.train[0][: min(2, len(split.train[0]))])
-    if weights is not None:
-        net.model.load_state_dict(dict(weights))
-    else:
-        for mod in net.model.modules():
-            if hasattr(mod, "reset_parameters"):
-                mod.reset_parameters()
-    opt_w, sched = weight_optimizer(net.weights(), cfg, n_steps(split, cfg))
-    state = SearchState(
-        net, opt_w, sched, arch_optimizer(net.arch_parameters(), cfg),
-        torch.Generator().manual_seed(cfg.seed), random.Random(cfg.seed),
-    )  # fmt: skip
-    if resume_from is not None:
-        state.load_state_dict(resume_from)
+    split, state = initial_state(space, algo, data, cfg, weights, resume_from)  # the CPU's
+    net = state.net
     all_units = units(net)
     _check_cover(net, all_units)
     if bounds is None:

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from nasforge.errors import ConfigError
+from nasforge.run.devices import check_device
 from nasforge.space.search_space import Arch
 from nasforge.weightsharing import accuracy
 
@@ -56,10 +57,12 @@ class SearchConfig:
     cycles: int = 60
     sample_size: int = 5
     bn_batches: int = 4  # training batches used to recalibrate batch norm before each evaluation
+    # where the supernet and the data live during the search: "cpu", "cuda" or "cuda:N"
+    device: str = "cpu"
 
     def check(self, allow_no_epochs: bool = False) -> None:
         """Raises ConfigError on an impossible setting (``epochs=0`` is allowed only when the
-        supernet starts from trained weights)."""
+        supernet starts from trained weights), or a ``device`` this machine does not have."""
         if self.epochs < (0 if allow_no_epochs else 1) or self.batch_size < 1:
             raise ConfigError(
                 f"epochs and batch_size must be >= 1, got {self.epochs} and {self.batch_size}"
@@ -70,6 +73,7 @@ class SearchConfig:
                 f"order must be 'consecutive' (Algorithm 1) or 'alternate' (Algorithm 2), "
                 f"got {self.order!r}"
             )
+        check_device(self.device)
         if self.population < 2 or self.sample_size < 1 or self.cycles < 1:
             raise ConfigError(
                 f"SPOS evolution needs population >= 2, sample_size >= 1 and cycles >= 1, got "
@@ -95,6 +99,13 @@ class Split:
 
     train: Batch
     val: Batch
+
+    def to(self, device: str | torch.device) -> Split:
+        """Returns the split with every tensor on ``device`` (itself when already there)."""
+        return Split(
+            (self.train[0].to(device), self.train[1].to(device)),
+            (self.val[0].to(device), self.val[1].to(device)),
+        )
 
 
 def split_data(data: Any, seed: int) -> Split:

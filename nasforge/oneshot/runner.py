@@ -349,11 +349,13 @@ class OneShotSearch(BaseRunner):
     def _cmp_search(self, *args: Any, **kwargs: Any) -> Any:
         """Returns :func:`~nasforge.oneshot.cmp.cmp_search`'s result with this run's partitions,
         schedule, replicas and workers (docs/cmp.md)."""
-        return cmp_search(*args, **self.parallel, threads=self.threads, **kwargs)
+        device = self.strategy.config.device
+        return cmp_search(*args, **self.parallel, threads=self.threads, device=device, **kwargs)
 
     def _record(self, store: Store, result: Any, seconds: float) -> None:
         cfg = self.strategy.config
-        net, arch = result.supernet, result.arch
+        # recorded from the CPU: the artifacts load anywhere, and the data stayed there
+        net, arch = result.supernet.cpu(), result.arch
         ckpt = self.directory / "checkpoints"
         for evaluated, acc in result.evaluated:
             store.record_trial(arch_id(evaluated), evaluated, {"accuracy": acc}, "inherited")
@@ -409,7 +411,8 @@ def _last_checkpoint(store: Store, ckpt: Path) -> dict[str, Any] | None:
             "restore it, or run the search again in a new directory"
         )
     store.truncate_progress(epoch)
-    return torch.load(path, weights_only=True)
+    # onto the CPU: loading the state into the search moves each tensor to its device
+    return torch.load(path, weights_only=True, map_location="cpu")
 
 
 def _supernet_weights(run: Path) -> dict[str, torch.Tensor]:

@@ -50,7 +50,7 @@ from nasforge.run.progress import Progress, fmt_time
 from nasforge.run.threads import threads_for
 from nasforge.space import ModelSpace, arch_id
 
-__all__ = ["ALGORITHMS", "SearchState", "search", "supernet", "get_algorithm"]
+__all__ = ["ALGORITHMS", "SearchState", "search", "supernet", "get_algorithm", "initial_state"]
 
 logger = logging.getLogger(__name__)
 
@@ -160,16 +160,18 @@ def search(
     supernet; with ``epochs=0`` the search goes straight to its finish. ``threads`` is torch's
     thread count during the search (default: :func:`~nasforge.run.threads.default_threads`;
     the caller's count is restored after); ``progress`` is ``"auto"`` (a live line on a
-    terminal, else INFO log lines), ``"rich"``, ``"log"`` or ``"off"``.
+    terminal, else INFO log lines), ``"rich"``, ``"log"`` or ``"off"``. ``device="cuda"`` (a
+    setting) trains on a GPU: the supernet is built and initialised on the CPU, then it and the
+    data move to the device, where the returned supernet stays.
 
     Invariants: the result's ``arch`` is valid for ``space`` (``nf.freeze(space, arch)`` builds
     it); the supernet's weights start from ``cfg.seed`` (every module's ``reset_parameters``),
     so the same seed and thread count give the same result in any process, with or without a
-    resume.
+    resume (on the CPU; a GPU's kernels need not be bitwise deterministic).
 
     Raises:
         ConfigError: unknown algorithm or setting, malformed data, ``threads`` not a positive
-            int.
+            int, a ``device`` this machine does not have.
         SpaceError: the space cannot be made a supernet (the message names the label).
         DivergenceError: a loss became NaN or infinite.
     """
@@ -202,33 +204,15 @@ def _search(
             f"unknown search setting: {exc}; see nasforge.oneshot.SearchConfig"
         ) from exc
     cfg.check(allow_no_epochs=weights is not None)
-    torch.manual_seed(cfg.seed)
-    split = split_data(data, cfg.seed)
-    net = Supernet(space, algo)
-    net.find_nodes(split.train[0][: min(2, len(split.train[0]))])
-    if weights is not None:
-        net.model.load_state_dict(dict(weights))
-    else:  # start from the seed, not from whatever generator state built the space
-        for m in net.model.modules():
-            if hasattr(m, "reset_parameters"):
-                m.reset_parameters()
-    opt_w, sched = weight_optimizer(net.weights(), cfg, n_steps(split, cfg))
-    state = SearchState(
-        net,
-        opt_w,
-        sched,
-        arch_optimizer(net.arch_parameters(), cfg),
-        torch.Generator().manual_seed(cfg.seed),
-        random.Random(cfg.seed),
-    )
+    split, state = initial_state(space, algo, data, cfg, weights, resume_from, cfg.device)
     if resume_from is not None:
-        state.load_state_dict(resume_from)
         logger.info("%s: resuming after epoch %d of %d", algo.name, state.epoch, cfg.epochs)
     shown = Progress(cfg.epochs, None, progress, logger=logger)
     start, first = time.monotonic(), state.epoch
     per_epoch = n_steps(split, cfg) // max(1, cfg.epochs)
+    where = f"{n_threads} torch thread(s)" if cfg.device == "cpu" else cfg.device
     shown.show(f"{algo.name}: {cfg.epochs - first} epoch(s) of {per_epoch} steps (batch "
-               f"{cfg.batch_size}) on {n_threads} torch thread(s)", force=True)  # fmt: skip
+               f"{cfg.batch_size}) on {where}", force=True)  # fmt: skip
     history: list[dict[str, Any]] = []
     try:
         while state.epoch < cfg.epochs:
@@ -242,8 +226,47 @@ def _search(
                 on_epoch(row)
     finally:
         shown.close()
-    arch, evaluated = algo.finish(net, split, cfg)
-    return SearchResult(arch=arch, history=history, supernet=net, evaluated=evaluated)
+    arch, evaluated = algo.finish(state.net, split, cfg)
+    return SearchResult(arch=arch, history=history, supernet=state.net, evaluated=evaluated)
+
+
+def initial_state(
+    space: ModelSpace,
+    algo: type[Algorithm],
+    data: Any,
+    cfg: SearchConfig,
+    weights: Mapping[str, torch.Tensor] | None = None,
+    resume_from: Mapping[str, Any] | None = None,
+    device: str | torch.device = "cpu",
+) -> tuple[Split, SearchState]:
+    """Returns the data split and the search state before the first (or, with
+    ``resume_from``, the next) epoch: the supernet built, started from ``weights`` or from
+    ``cfg.seed``, on the CPU (so its weights are the same whatever the device), then it and the
+    split moved to ``device``; the optimizers and generators seeded."""
+    torch.manual_seed(cfg.seed)
+    split = split_data(data, cfg.seed)
+    net = Supernet(space, algo)
+    net.find_nodes(split.train[0][: min(2, len(split.train[0]))])
+    if weights is not None:
+        net.model.load_state_dict(dict(weights))
+    else:  # start from the seed, not from whatever generator state built the space
+        for m in net.model.modules():
+            if hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+    net.to(device)
+    split = split.to(device)
+    opt_w, sched = weight_optimizer(net.weights(), cfg, n_steps(split, cfg))
+    state = SearchState(
+        net,
+        opt_w,
+        sched,
+        arch_optimizer(net.arch_parameters(), cfg),
+        torch.Generator().manual_seed(cfg.seed),
+        random.Random(cfg.seed),
+    )
+    if resume_from is not None:
+        state.load_state_dict(resume_from)
+    return split, state
 
 
 def _epoch_line(name: str, row: dict[str, Any], epochs: int, elapsed: float, first: int) -> str:

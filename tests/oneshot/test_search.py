@@ -111,7 +111,7 @@ def test_search_shows_a_line_per_epoch(data: tuple, caplog: pytest.LogCaptureFix
     """Off a terminal search() logs a start line and one line per epoch at INFO on
     `nasforge.oneshot.search` (as runs log progress); `progress="off"` shows none."""
     with caplog.at_level(logging.INFO, logger="nasforge"):
-        search(tiny_cell_space(), "nasb", data, epochs=2, batch_size=16)
+        search(tiny_cell_space(), "nasb", data, epochs=2, batch_size=16, threads=1)
         lines = [r.getMessage() for r in caplog.records if r.name == "nasforge.oneshot.search"]
         assert lines[0] == "nasb: 2 epoch(s) of 2 steps (batch 16) on 1 torch thread(s)"
         assert [ln.split(" | ")[0] for ln in lines[1:]] == ["nasb epoch 1/2", "nasb epoch 2/2"]
@@ -164,3 +164,18 @@ def test_a_user_at_a_terminal_sees_each_epoch(tmp_path: Path) -> None:
     assert proc.returncode == 0, text[-2000:]
     for shown in ("nasb: 2 epoch(s)", "nasb epoch 1/2", "nasb epoch 2/2"):
         assert shown in text, text[-2000:]
+
+
+def test_search_refuses_a_gpu_the_machine_lacks(data: tuple, monkeypatch) -> None:
+    """device='cuda' where torch sees no GPU, or cuda:N past the last one: one ConfigError line
+    before any training (the same check as every other kind of run)."""
+    from nasforge.run import devices
+
+    monkeypatch.setattr(devices, "visible_gpus", lambda: [])
+    with pytest.raises(ConfigError, match="asks for a GPU, but this machine has none"):
+        search(tiny_cell_space(), "nasb", data, epochs=1, device="cuda")
+    monkeypatch.setattr(devices, "visible_gpus", lambda: [0])
+    with pytest.raises(ConfigError, match="asks for GPU 3, but this machine has 1"):
+        search(tiny_cell_space(), "darts", data, epochs=1, device="cuda:3")
+    with pytest.raises(ConfigError, match="is not a device"):
+        search(tiny_cell_space(), "darts", data, epochs=1, device="gpu0")
