@@ -101,8 +101,14 @@ def test_get_executor():
 # -- GPUs: each child gets exactly its slot's GPUs (a fake list of two GPUs on this machine) ----
 @pytest.fixture
 def two_fake_gpus(monkeypatch):
-    """The engine's process sees two GPUs (ids 0 and 1); the trials never touch CUDA."""
+    """The engine's process sees two GPUs (ids 0 and 1); the trials never touch CUDA. Fakes
+    GPUs where there are none: on a GPU machine tests/engine/test_gpu_trials_real.py runs."""
+    import torch
+
     from nasforge.run import devices
+
+    if torch.cuda.is_available():
+        pytest.skip("fakes GPUs for a machine without one; test_gpu_trials_real.py uses the GPU")
 
     monkeypatch.setattr(devices, "visible_gpus", lambda: [0, 1])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
