@@ -223,7 +223,8 @@ def _prepare(
     all_units = units(net)
     _check_cover(net, all_units)
     if bounds is None:
-        example = tuple(t[: cfg.batch_size] for t in split.train)
+        x, y = split.train
+        example = (x[: cfg.batch_size], y[: cfg.batch_size])
         costs = unit_costs(net, example)
         bounds = [(r.start, r.stop) for r in partition(costs, model_parallel)]
         logger.info("cmp: unit costs %s -> partitions %s", [f"{c:.4f}" for c in costs], bounds)
