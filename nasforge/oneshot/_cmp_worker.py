@@ -273,7 +273,7 @@ class PartitionWorker:
                 continue
             seen.add(id(node))
             stack.extend(n for n, _ in node.next_functions)
-            if isinstance(node, nasb._ArchGrad._backward_cls):  # type: ignore[attr-defined]
+            if isinstance(node, nasb._ArchGrad._backward_cls):
                 acc = node.next_functions[0][0]
                 if acc is None or id(getattr(acc, "variable", None)) not in index:
                     continue

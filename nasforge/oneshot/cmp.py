@@ -438,6 +438,8 @@ class _Workers:
             else:
                 worker.run()
         except BaseException as exc:  # handed to the parent, which re-raises it
+            # the traceback travels on the exception to the parent thread, which prints it;
+            # mypy knows no such attribute on BaseException
             exc.__nasforge_tb__ = traceback.format_exc()  # type: ignore[attr-defined]
             self.errors[rank] = exc
             self.abort.set()
