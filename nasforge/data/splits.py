@@ -55,7 +55,7 @@ class Splits:
 
 
 def split_dataset(
-    data: Dataset | Sequence[torch.Tensor],
+    data: Dataset | tuple[torch.Tensor, ...] | list[torch.Tensor],
     val_fraction: float = 0.15,
     test_fraction: float = 0.15,
     seed: int = 0,

@@ -48,6 +48,7 @@ def _train(args: argparse.Namespace) -> int:
             batch_size=args.batch_size, lr=args.lr, seed=args.seed, threads=args.threads,
             probes=not args.no_probes, directory=args.out,
         ).run()  # fmt: skip
+    assert isinstance(runner, OFARun)  # run() returns self; a resumed run was checked as OFA's
     from nasforge.run.store import Store
 
     with Store.open(runner.directory) as store:

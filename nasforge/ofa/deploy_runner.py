@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nasforge.errors import ConfigError
 from nasforge.run.runner import BaseRunner, Objective, register_runner
@@ -27,6 +27,10 @@ from nasforge.run.store import Store, is_run
 from nasforge.run.threads import set_threads
 from nasforge.run.weights import save_weights
 from nasforge.space import arch_id
+
+if TYPE_CHECKING:
+    from nasforge.ofa.mobilenet import OFAMobileNetV3
+    from nasforge.ofa.spaces import OFASpec
 
 __all__ = ["OFADeploy"]
 
@@ -86,10 +90,11 @@ class OFADeploy(BaseRunner):
         self.net = _load_supernet(self.supernet) if self.supernet else None
         super().__init__(Objective("accuracy", "max"), directory, source)
 
-    def _spec(self) -> Any:
+    def _spec(self) -> OFASpec:
         """Returns the supernet's spec narrowed to the searched resolutions."""
         from dataclasses import replace
 
+        assert self.net is not None, "only a search with a supernet has its spec"
         spec = self.net.spec
         return replace(spec, resolutions=self.resolutions) if self.resolutions else spec
 
@@ -171,7 +176,7 @@ class OFADeploy(BaseRunner):
                      r.cost)  # fmt: skip
 
 
-def _load_supernet(path: str) -> Any:
+def _load_supernet(path: str) -> OFAMobileNetV3:
     """Returns the supernet of a run directory (its ``supernet`` artifact) or of a published
     checkpoint file."""
     if Path(path).is_dir() and is_run(path):

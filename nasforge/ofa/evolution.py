@@ -118,6 +118,8 @@ class DeploymentEvolution(BaseStrategy):
         ConfigError: (from ``ask``) ``max_tries`` draws in a row were all over budget.
     """
 
+    _asked: Arch | None  # the architecture just asked (set by _reset, then by ask)
+
     def __init__(self, config: EvolutionConfig = EvolutionConfig(), seed: int = 0) -> None:
         super().__init__(seed)
         self.cfg = config
@@ -142,7 +144,7 @@ class DeploymentEvolution(BaseStrategy):
 
     def _reset(self) -> None:
         self._rng = random.Random(self.seed)
-        self._asked: Arch | None = None
+        self._asked = None
         self._sampler = getattr(self.space, "sample_dims", self.space.sample)
         self._base: Arch | None = None  # the smallest network, once sampling has failed
         self._phase = "init"

@@ -59,6 +59,7 @@ class DynamicBatchNorm2d(nn.BatchNorm2d):
         c = x.shape[1]
         factor = self.momentum if self.momentum is not None else 0.0
         if self.training and self.track_running_stats:
+            assert self.num_batches_tracked is not None  # registered by track_running_stats
             self.num_batches_tracked.add_(1)
             if self.momentum is None:  # cumulative moving average, as nn.BatchNorm2d
                 factor = 1.0 / float(self.num_batches_tracked)
@@ -80,6 +81,8 @@ class DynamicBatchNorm2d(nn.BatchNorm2d):
         c = self.num_features
         for name in ("weight", "bias", "running_mean", "running_var"):
             getattr(self, name).copy_(getattr(src, name)[:c])
+        # both track running statistics (the buffers above were copied): the counters exist
+        assert self.num_batches_tracked is not None and src.num_batches_tracked is not None
         self.num_batches_tracked.copy_(src.num_batches_tracked)
 
 
@@ -164,6 +167,7 @@ class _BiasedConv1x1(nn.Module):
     def __init__(self, max_in: int, max_out: int) -> None:
         super().__init__()
         conv = nn.Conv2d(max_in, max_out, 1, bias=True)  # PyTorch's default initialisation
+        assert conv.bias is not None  # bias=True
         self.weight, self.bias = conv.weight, conv.bias
 
     def forward(self, x: torch.Tensor, out: int) -> torch.Tensor:

@@ -16,7 +16,7 @@ depth (the compound coupling, an expression over the depth choice). The same obj
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -169,13 +169,26 @@ class OFAMobileNetV3(nf.ModelSpace):
             ArchitectureError: ``arch`` does not fit the space.
         """
         arch = self.search_space().validate(arch)
-        self._active_depths = [stage.depth_of(arch) for stage in self.stages]
+        stages = self._elastic_stages()
+        self._active_depths = [stage.depth_of(arch) for stage, _ in stages]
         self._active_resolution = arch.get("resolution")
-        for stage in self.stages:
-            for layer in stage.blocks():
+        for _, layers in stages:
+            for layer in layers:
                 layer.activate(arch)
         self._active_arch = arch
         return arch
+
+    def _elastic_stages(self) -> list[tuple[nf.Repeat, list[DynamicMBConv]]]:
+        """Returns each elastic block with its layers at the largest depth.
+
+        Invariants: only the supernet has elastic blocks (a frozen model's are nn.Sequential);
+        a block's layers are the DynamicMBConvs of ``_layer_factory``.
+        """
+        out = []
+        for stage in self.stages:
+            assert isinstance(stage, nf.Repeat), f"a {type(stage).__name__} block is not elastic"
+            out.append((stage, [cast(DynamicMBConv, layer) for layer in stage.blocks()]))
+        return out
 
     @property
     def active_arch(self) -> dict[str, Any]:
@@ -194,22 +207,34 @@ class OFAMobileNetV3(nf.ModelSpace):
             x = F.interpolate(x, size=(side, side), mode="bilinear", align_corners=False)
         x = self.first(self.stem(x))
         for b, stage in enumerate(self.stages):
-            layers = stage.blocks()[: self._active_depths[b]] if elastic else stage
+            if elastic:
+                assert isinstance(stage, nf.Repeat)
+                layers = stage.blocks()[: self._active_depths[b]]
+            else:
+                assert isinstance(stage, nn.Sequential)  # a frozen Repeat
+                layers = list(stage)
             for layer in layers:
                 x = layer(x)
         return self.head(x)
 
 
 def _copy_module(dst: nn.Module, src: nn.Module) -> None:
-    if hasattr(dst, "copy_active_from"):
-        dst.copy_active_from(src)  # type: ignore[operator]
+    copy_active_from = getattr(dst, "copy_active_from", None)  # an elastic layer's own copy
+    if copy_active_from is not None:
+        copy_active_from(src)
         return
-    for name, t in dst._parameters.items():  # direct dict access: extraction is on a hot path
-        if t is not None:
-            t.data.copy_(src._parameters[name].data)  # type: ignore[union-attr]
-    for name, t in dst._buffers.items():
-        if t is not None:
-            t.copy_(src._buffers[name])  # type: ignore[arg-type]
+    # direct dict access: extraction is on a hot path; dst is src's frozen counterpart, so src
+    # holds a tensor under each name that dst does
+    for name, p in dst._parameters.items():
+        if p is not None:
+            p_src = src._parameters[name]
+            assert p_src is not None, name
+            p.data.copy_(p_src.data)
+    for name, b in dst._buffers.items():
+        if b is not None:
+            b_src = src._buffers[name]
+            assert b_src is not None, name
+            b.copy_(b_src)
 
 
 def extract(supernet: OFAMobileNetV3, arch: Mapping[str, Any]) -> nn.Module:
@@ -239,8 +264,8 @@ def extract(supernet: OFAMobileNetV3, arch: Mapping[str, Any]) -> nn.Module:
 
 def sort_channels(supernet: OFAMobileNetV3) -> None:
     """Sorts the hidden channels of every elastic layer by importance (before width shrinks)."""
-    for stage in supernet.stages:
-        for layer in stage.blocks():
+    for _, layers in supernet._elastic_stages():
+        for layer in layers:
             layer.sort_channels()
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -29,6 +29,9 @@ from nasforge.run.store import Store
 from nasforge.run.threads import set_threads
 from nasforge.run.weights import save_weights
 from nasforge.space import arch_id
+
+if TYPE_CHECKING:
+    from nasforge.ofa.spaces import Coupling
 
 __all__ = ["OFARun", "load_data", "search_run", "SEARCH_DEFAULTS"]
 
@@ -75,7 +78,7 @@ class OFARun(BaseRunner):
 
     def __init__(
         self,
-        space: str = "compofa",
+        space: Coupling = "compofa",
         *,
         data: str = "mnist",
         plan: str = "small",

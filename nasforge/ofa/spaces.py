@@ -185,7 +185,7 @@ class OFASpec:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> OFASpec:
         """Returns the spec that :meth:`to_dict` produced."""
-        kw = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        kw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         return cls(**kw)
 
     def with_coupling(self, coupling: Coupling) -> OFASpec:

@@ -186,7 +186,7 @@ def train(
         raise ConfigError(f"need equal, non-zero numbers of images and labels, got {len(x_all)}")
     own = None
     if store is None and directory is not None:
-        store = own = open_run(directory, run_config(supernet.spec, plan, config, run))
+        store = own = open_run(Path(directory), run_config(supernet.spec, plan, config, run))
     try:
         rows = _train(supernet, x_all, y_all, plan, config, store, progress, probe_data, probes)
     except BaseException as exc:
@@ -216,7 +216,7 @@ def _train(
     space = supernet.search_space()
     if probes is None:
         probes = {"largest": space.largest(), "smallest": space.smallest()}
-    teacher: nn.Module | None = None
+    teacher: OFAMobileNetV3 | None = None
     done = (0, 0)  # (stage index, epochs finished in it)
     logs: list[dict[str, Any]] = store.progress() if store is not None else []
     if store is not None:
@@ -224,6 +224,7 @@ def _train(
     state = None
     if logs:
         last = logs[-1]
+        assert store is not None  # the rows came from it
         state = _load(store.directory / last["checkpoint"])
         supernet.load_state_dict(state["model"])
         done = (int(last["stage_index"]), int(last["epoch"]) + 1)
@@ -247,9 +248,11 @@ def _train(
         opt = torch.optim.SGD(supernet.parameters(), lr=lr, momentum=config.momentum,
                               weight_decay=config.weight_decay, nesterov=True)  # fmt: skip
         total = max(1, stage.epochs * n_steps)
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s, total=total: 0.5 * (1 + math.cos(math.pi * min(s, total) / total))
-        )  # fmt: skip
+
+        def cosine(s: int, total: int = total) -> float:  # the default binds this stage's total
+            return 0.5 * (1 + math.cos(math.pi * min(s, total) / total))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine)
         start = done[1] if si == done[0] else 0
         if start and state is not None:
             opt.load_state_dict(state["optimizer"])

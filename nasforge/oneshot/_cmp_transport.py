@@ -77,7 +77,7 @@ class ThreadTransport:
             torch.cuda.current_stream().synchronize()  # others read these from their streams
         slots[rank] = ts
         self._wait(barrier)
-        out = [sum(slots[r][i] for r in sorted(ranks)) for i in range(len(ts))]  # type: ignore
+        out = [sum(slots[r][i] for r in sorted(ranks)) for i in range(len(ts))]
         self._wait(barrier)
         return out
 

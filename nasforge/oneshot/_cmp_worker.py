@@ -233,6 +233,7 @@ class PartitionWorker:
             roots = list(
                 _Inject.apply(len(out), [c for c in carried if c is not None], *out, *with_carry)
             )
+        pairs: list[tuple[torch.Tensor, torch.Tensor | None]]
         if last:
             pairs = [(roots[0], None)]
         else:  # an output the next partition does not use has no gradient
@@ -263,14 +264,16 @@ class PartitionWorker:
         queue: list[tuple[int, Any, Any, Any]] = []
         index = {id(a): i for i, a in enumerate(self.alphas)}
         seen: set[int] = set()
-        stack = [r.grad_fn for r in roots if r.grad_fn is not None]
+        stack: list[torch.autograd.graph.Node | None] = [
+            r.grad_fn for r in roots if r.grad_fn is not None
+        ]
         while stack:
             node = stack.pop()
             if node is None or id(node) in seen:
                 continue
             seen.add(id(node))
             stack.extend(n for n, _ in node.next_functions)
-            if isinstance(node, nasb._ArchGrad._backward_cls):  # type: ignore[attr-defined]
+            if isinstance(node, nasb._ArchGrad._backward_cls):
                 acc = node.next_functions[0][0]
                 if acc is None or id(getattr(acc, "variable", None)) not in index:
                     continue
@@ -288,6 +291,7 @@ class PartitionWorker:
         go upstream first, so every partition recomputes at once; then the architecture
         gradients are folded in one-device order, starting from the downstream sum."""
         last = self.k == self.m - 1
+        pairs: list[tuple[torch.Tensor, torch.Tensor | None]]
         if last:
             pairs = [(out[0], None)]
         else:
@@ -374,7 +378,8 @@ class PartitionWorker:
         mask = torch.zeros_like(norms)
         idx = [gi for gi, p in zip(self.owned, self.params) if p.grad is not None]
         if present:
-            norms[idx] = torch.stack(torch._foreach_norm([p.grad for p in present]))
+            grads = [p.grad for p in present if p.grad is not None]  # all of them: see present
+            norms[idx] = torch.stack(torch._foreach_norm(grads))
             mask[idx] = 1.0
         if m > 1:
             ranks = [self.r * m + k for k in range(m)]

@@ -203,7 +203,8 @@ def _prepare(
     all_units = units(net)
     _check_cover(net, all_units)
     if bounds is None:
-        example = tuple(t[: cfg.batch_size] for t in split.train)
+        x, y = split.train
+        example = (x[: cfg.batch_size], y[: cfg.batch_size])
         costs = unit_costs(net, example)
         bounds = [(r.start, r.stop) for r in partition(costs, model_parallel)]
         logger.info("cmp: unit costs %s -> partitions %s", [f"{c:.4f}" for c in costs], bounds)
@@ -417,6 +418,8 @@ class _Workers:
             else:
                 worker.run()
         except BaseException as exc:  # handed to the parent, which re-raises it
+            # the traceback travels on the exception to the parent thread, which prints it;
+            # mypy knows no such attribute on BaseException
             exc.__nasforge_tb__ = traceback.format_exc()  # type: ignore[attr-defined]
             self.errors[rank] = exc
             self.abort.set()

@@ -46,7 +46,9 @@ class _Stem(nn.Module):
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
-        self.stem = model.stem
+        stem = model.stem
+        assert isinstance(stem, nn.Module), "a cell network's stem is a module"
+        self.stem = stem
 
     def forward(self, x: torch.Tensor) -> Tensors:
         s = self.stem(x)
@@ -69,7 +71,9 @@ class _Head(nn.Module):
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
-        self.classifier = model.classifier
+        classifier = model.classifier
+        assert isinstance(classifier, nn.Module), "a cell network's classifier is a module"
+        self.classifier = classifier
 
     def forward(self, s0: torch.Tensor, s1: torch.Tensor) -> Tensors:
         return (self.classifier(s1.mean(dim=(2, 3))),)

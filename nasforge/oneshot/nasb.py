@@ -99,6 +99,8 @@ def binarize(net: Supernet) -> None:
                 top = _topk_mask(flat, m.n_chosen)
                 start = 0
                 for e, n in zip(m.edges, sizes):
+                    # the supernet was built by a NASB/NASP algorithm: its edges are binary ops
+                    assert isinstance(e, (NasbLayer, NaspLayer)), type(e).__name__
                     e.active = [i - start for i in top if start <= i < start + n]
                     start += n
             else:
@@ -111,7 +113,7 @@ def binarize(net: Supernet) -> None:
 
 
 def _ensure(net: Supernet) -> None:
-    if not getattr(net, "_binarized", False):
+    if not net._binarized:
         binarize(net)
 
 
@@ -258,7 +260,7 @@ class Nasb(Algorithm):
     """The NASB binary mixed ops; a step follows ``cfg.order`` (Algorithm 1 or 2)."""
 
     name = "nasb"
-    layer = NasbLayer
+    layer: type[MixedLayer] = NasbLayer  # Nasp swaps in NaspLayer, a sibling class
     input = NasbInput
     repeat = NasbRepeat
 

@@ -42,7 +42,7 @@ import logging
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -296,6 +296,10 @@ class ReversibleStack(nn.Module):
         #: Called with (layer index, reconstructed input) during a reconstructed backward.
         self.on_reconstruct: Callable[[int, torch.Tensor], None] | None = None
 
+    def reversible_layers(self) -> list[ReversibleLayer]:
+        """Returns the layers in order, as ReversibleLayers (the constructor refuses others)."""
+        return [cast(ReversibleLayer, layer) for layer in self.layers]
+
     def probe(self, x: torch.Tensor, **context: torch.Tensor | None) -> None:
         """Checks every candidate of every layer on ``x`` (see :meth:`ReversibleLayer.probe`).
 
@@ -305,7 +309,7 @@ class ReversibleStack(nn.Module):
         self.context.tensors = dict(context)
         try:
             with torch.no_grad():
-                for layer in self.layers:
+                for layer in self.reversible_layers():
                     layer.probe(x)
                     with torch.random.fork_rng(devices=[x.device] if x.is_cuda else []):
                         with frozen_bn_stats(layer):
@@ -334,7 +338,7 @@ class ReversibleStack(nn.Module):
         """Returns the stack input that gives ``y`` (no RNG replay: use in eval mode)."""
         self.context.tensors = dict(context)
         try:
-            for layer in reversed(self.layers):
+            for layer in reversed(self.reversible_layers()):
                 y = layer.inverse(y)
         finally:
             self.context.tensors = {}
@@ -388,8 +392,9 @@ class _Reconstruct(torch.autograd.Function):
         stack.context.tensors = dict(zip(ctx.names, leaves))
         try:
             y = y.detach()
-            for i in reversed(range(len(stack.layers))):
-                layer = stack.layers[i]
+            layers = stack.reversible_layers()
+            for i in reversed(range(len(layers))):
+                layer = layers[i]
                 own = _param_ids(layer)
                 wrt = [p for p in params if id(p) in own or id(p) not in _param_ids(stack)]
                 y, grad_y = _layer_backward(
@@ -457,6 +462,7 @@ def _layer_backward(
             else:
                 g = op(layer.pool(ins))
         targets = ins + wrt + ctx_need
+        grads: tuple[torch.Tensor | None, ...]  # allow_unused: None for a target G_k ignores
         if g.requires_grad:
             grads = torch.autograd.grad(g, targets, gys[k], allow_unused=True)
         else:  # a constant G_k (the zero op): no gradient flows through it

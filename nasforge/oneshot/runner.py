@@ -37,7 +37,7 @@ import time
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 
@@ -62,8 +62,23 @@ __all__ = ["OneShot", "OneShotSearch", "OneShotExperiment", "get_oneshot", "load
 
 log = logging.getLogger("nasforge.oneshot")
 
+
+class _Parallel(TypedDict):
+    """The parallel settings of a search: :func:`~nasforge.oneshot.cmp.cmp_search`'s keywords."""
+
+    model_parallel: int
+    schedule: str
+    replicas: int
+    workers: str
+
+
 #: The parallel settings of a one-device search (the default).
-_ONE_DEVICE = {"model_parallel": 1, "schedule": "cmp", "replicas": 1, "workers": DEFAULT_WORKERS}
+_ONE_DEVICE: _Parallel = {
+    "model_parallel": 1,
+    "schedule": "cmp",
+    "replicas": 1,
+    "workers": DEFAULT_WORKERS,
+}
 
 _NUMERIC_ROW_KEYS = ("epoch", "train_loss", "val_loss", "val_acc", "seconds")
 
@@ -227,7 +242,7 @@ class OneShotSearch(BaseRunner):
         self.split, self.test = load_data(data, self.strategy.config.seed)
         self.progress_mode = progress
         self.threads = threads
-        self.parallel = {"model_parallel": model_parallel, "schedule": schedule,
+        self.parallel: _Parallel = {"model_parallel": model_parallel, "schedule": schedule,
                          "replicas": replicas, "workers": workers or DEFAULT_WORKERS}  # fmt: skip
         if self.parallel != _ONE_DEVICE:
             check_parallel(model_parallel, replicas, schedule, self.parallel["workers"],

@@ -129,6 +129,7 @@ def activate(net: Supernet, arch: Mapping[str, Any]) -> None:
         elif isinstance(m, SposInput):
             m.chosen = [value] if isinstance(value, int) else list(value)
             for i, e in enumerate(m.edges):
+                assert isinstance(e, SposLayer), type(e).__name__  # a SPOS supernet's edges
                 e.skip = i not in m.chosen
         elif isinstance(m, SposRepeat):
             m.chosen = int(value)

@@ -52,9 +52,11 @@ logger = logging.getLogger(__name__)
 def frozen_bn_stats(module: nn.Module) -> Iterator[None]:
     """Runs a block in which batch-norm layers normalise by batch statistics (train mode) but do
     not update their running statistics; used to recompute ops on the fly in backward."""
-    saved = []
+    saved: list[tuple[nn.modules.batchnorm._BatchNorm, float | None, torch.Tensor]] = []
     for m in module.modules():
         if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats:
+            # track_running_stats registers the counter buffer, so it is a tensor here
+            assert m.num_batches_tracked is not None
             saved.append((m, m.momentum, m.num_batches_tracked.clone()))
             m.momentum = 0.0  # running = running * (1 - 0) + 0 * batch: unchanged
     try:
@@ -62,6 +64,7 @@ def frozen_bn_stats(module: nn.Module) -> Iterator[None]:
     finally:
         for m, momentum, n in saved:
             m.momentum = momentum
+            assert m.num_batches_tracked is not None
             m.num_batches_tracked.copy_(n)
 
 
@@ -74,6 +77,7 @@ class _Mixed(nn.Module):
     """Common part of the mixed ops: the label, a back reference to the supernet (not a child)."""
 
     kind = ""
+    net: Supernet  # set with object.__setattr__ in __init__, so typed here
 
     def __init__(self, label: str, net: Supernet) -> None:
         super().__init__()
@@ -296,6 +300,10 @@ class Supernet(nn.Module):
             derived, or an InputChoice whose reduction cannot be mixed.
     """
 
+    space: ModelSpace  # set with object.__setattr__ in __init__ (not a submodule), so typed here
+    #: whether the binary gates of NASB/NASP ops were set from the parameters (nasb.binarize)
+    _binarized: bool = False
+
     def __init__(self, space: ModelSpace, algorithm: type[Algorithm], example: Any = None) -> None:
         super().__init__()
         _check_space(space)
@@ -352,14 +360,11 @@ class Supernet(nn.Module):
             self.train(was)
             trace_inputs, self._trace, self._trace_inputs = self._trace_inputs, None, []
         for inp, sources in trace_inputs:
-            if (
-                sources
-                and all(s is not None for s in sources)
-                and len(set(map(id, sources))) == len(sources)
-            ):
-                inp.edges = list(sources)  # type: ignore[arg-type]
-                for s in sources:
-                    s.node = inp
+            edges = [s for s in sources if s is not None]
+            if edges and len(edges) == len(sources) and len(set(map(id, edges))) == len(edges):
+                inp.edges = edges
+                for e in edges:
+                    e.node = inp
         n = sum(1 for m in self.mixed() if isinstance(m, MixedInput) and m.edges)
         logger.debug("supernet %s: %d nodes found", self.algorithm.name, n)
 

@@ -180,7 +180,7 @@ def grad_norm(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> 
     return sum(float(p.grad.norm()) for p in net.parameters() if p.grad is not None)
 
 
-def _weighted(model: nn.Module) -> list[nn.Parameter]:
+def _weighted(model: nn.Module) -> list[torch.Tensor]:
     """Returns the weights of the conv and linear layers (the ones SNIP prunes)."""
     return [m.weight for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Conv1d, nn.Linear))]
 
@@ -208,6 +208,8 @@ def jacob_cov(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> 
     net = _scoring_copy(model)
     x = inputs.detach().clone().requires_grad_(True)
     net(x).sum().backward()
+    if x.grad is None:  # no path from the input to the output: no Jacobian to correlate
+        return -math.inf
     jac = x.grad.reshape(len(x), -1).double()
     if not bool(torch.isfinite(jac).all()) or bool((jac.std(dim=1) == 0).any()):
         return -math.inf

@@ -17,6 +17,9 @@ Shape table (input ``1×H×W``; ``c`` = width):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import torch
 from torch import nn
 
@@ -49,7 +52,7 @@ class SepConv(nn.Sequential):
 
 
 #: Candidate operators of a block, by name: ``(channels) -> module``.
-OPS = {
+OPS: dict[str, Callable[[int], nn.Module]] = {
     "conv3": lambda c: ConvBNReLU(c, c, 3),
     "conv5": lambda c: ConvBNReLU(c, c, 5),
     "sep3": lambda c: SepConv(c, c, 3),
@@ -57,7 +60,7 @@ OPS = {
 
 
 def _op_choice(c: int, label: str | None = None) -> nf.LayerChoice:
-    return nf.LayerChoice({name: (lambda f=f: f(c)) for name, f in OPS.items()}, label=label)
+    return nf.LayerChoice({name: partial(f, c) for name, f in OPS.items()}, label=label)
 
 
 class DigitsCNN(nf.ModelSpace):
@@ -108,9 +111,12 @@ class DigitsBase(nn.Module):
         return self.fc(torch.flatten(self.pool(y), 1))
 
 
-def _same_shape(kind: str):
+def _same_shape(kind: str) -> Callable[[nn.Module], nn.Module]:
     def build(old: nn.Module) -> nn.Module:
+        # the mutated sites are DigitsBase's ConvBNReLU blocks: a Sequential led by its conv
+        assert isinstance(old, nn.Sequential), type(old).__name__
         conv = old[0]
+        assert isinstance(conv, nn.Conv2d), type(conv).__name__
         c_in, c_out, stride = conv.in_channels, conv.out_channels, conv.stride[0]
         if kind == "sep3":
             assert stride == 1

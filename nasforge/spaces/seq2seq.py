@@ -24,6 +24,7 @@ cross-attention candidate in the encoder, or an unknown op name.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -238,17 +239,17 @@ class TransformerSeq2Seq(_EncoderDecoder):
 
     @classmethod
     def matching(
-        cls, target: int, vocab_size: int, e: int = 64, layers: int = 2, **kw: object
+        cls, target: int, vocab_size: int, e: int = 64, layers: int = 2, **kw: Any
     ) -> TransformerSeq2Seq:
         """Returns the Transformer whose parameter count is closest to ``target`` (hidden size a
         multiple of the 8 heads, ``layers`` encoder and decoder layers)."""
         best: tuple[int, int] | None = None
         for d in range(8, 2049, 8):
-            dummy = cls(vocab_size, d, e, layers, **kw)  # type: ignore[arg-type]
+            dummy = cls(vocab_size, d, e, layers, **kw)
             gap = abs(n_params(dummy) - target)
             if best is None or gap < best[0]:
                 best = (gap, d)
             elif n_params(dummy) > target:
                 break
         assert best is not None
-        return cls(vocab_size, best[1], e, layers, **kw)  # type: ignore[arg-type]
+        return cls(vocab_size, best[1], e, layers, **kw)

@@ -23,6 +23,7 @@ padding; ``memory`` ``(B, S, d)`` and ``memory_pad`` ``(B, S)``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 from torch import nn
@@ -209,9 +210,9 @@ def make_ops(
 
     table: dict[str, Callable[[], nn.Module]] = {}
     for w in CONV_WIDTHS:
-        table[f"conv{w}"] = wrap(lambda w=w: StdConv(c, w, causal, ctx))
+        table[f"conv{w}"] = wrap(partial(StdConv, c, w, causal, ctx))
     for w in DYN_WIDTHS:
-        table[f"dyn{w}"] = wrap(lambda w=w: DynConv(c, w, heads, causal, ctx))
+        table[f"dyn{w}"] = wrap(partial(DynConv, c, w, heads, causal, ctx))
     table["self_attn"] = wrap(lambda: SelfAttn(c, heads, dropout, causal, ctx))
     table["cross_attn"] = wrap(lambda: CrossAttn(c, d_memory, heads, dropout, ctx))
     table["glu"] = wrap(lambda: GLUOp(c))

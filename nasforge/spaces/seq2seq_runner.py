@@ -137,7 +137,8 @@ class _Batches:
 
     def __call__(self, epoch: int) -> Iterator[Batch]:
         for b in token_batches(self.src, self.tgt, self.n_tokens, seed=self.seed + epoch):
-            yield tuple(x.to(self.device) for x in b)  # type: ignore[misc]
+            src, tgt_in, tgt_out = b
+            yield src.to(self.device), tgt_in.to(self.device), tgt_out.to(self.device)
 
 
 def _pick(what: str, given: Mapping[str, Any] | None, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -420,9 +421,10 @@ class Seq2SeqSearch(BaseRunner):
             model, intermediates = self._retrain(arch, src, tgt)
             evaluation = "trained"
         metrics["bleu"], _ = translate_bleu(model, bpe, test.src, test.tgt, beam=1)
-        beam = int((self.retrain or {}).get("beam", 1))
+        retrain = self.retrain or {}
+        beam = int(retrain.get("beam", 1))
         if beam > 1:
-            n = int(self.retrain.get("n_beam", len(test)))  # type: ignore[union-attr]
+            n = int(retrain.get("n_beam", len(test)))
             metrics[f"bleu_beam{beam}"], _ = translate_bleu(
                 model, bpe, test.src[:n], test.tgt[:n], beam=beam
             )

@@ -98,6 +98,21 @@ def test_the_all_none_cell_scores_lowest(name: str) -> None:
     assert none <= min(others) and none < conv
 
 
+def test_jacob_cov_scores_minus_inf_when_the_output_has_no_path_from_the_input() -> None:
+    """A model whose output ignores its input scores -inf (undefined correlations), no error."""
+
+    class Constant(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.logits = nn.Parameter(torch.zeros(10))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.logits.expand(len(x), 10)
+
+    x, y = _batch()
+    assert get_proxy("jacob_cov")(Constant(), x, y) == -math.inf
+
+
 def test_score_arch_is_seeded_and_keeps_the_global_random_state() -> None:
     """The same seed gives the same score, another seed another; torch's RNG is untouched."""
     space = BenchCellSpace(channels=4)
