@@ -77,6 +77,7 @@ Layer = tuple[int, int]
 Subnet = tuple[int, ...]
 #: A block-to-stage partition: stage K runs the blocks in ``partition[K]`` (contiguous ranges).
 Partition = Sequence[range]
+
 _T_co = TypeVar("_T_co", covariant=True)
 
 

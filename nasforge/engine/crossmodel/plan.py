@@ -156,7 +156,8 @@ class CrossModelPlan:
 
 @runtime_checkable
 class _SharesWeights(Protocol):
-    """An evaluator with ``shares_weights``: it moves its shared state between sharing modes."""
+    """Returns what the super-graph needs of an evaluator with ``shares_weights``: ``switch``
+    moves its shared state from one sharing mode to another."""
 
     def switch(self, space: Any, sharing: str) -> None: ...
 
