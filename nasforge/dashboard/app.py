@@ -44,7 +44,7 @@ def create_app(directories: Sequence[str | Path], interval_s: float = 2.0) -> da
         title="nasforge dashboard",
         serve_locally=True,  # the JavaScript (plotly.js included) ships in the Python packages
         suppress_callback_exceptions=True,  # tabs render their components on demand
-        update_title=None,  # the tab title does not flicker on every live update
+        update_title="",  # the tab title does not flicker on every live update (falsy: off)
         enable_mcp=False,
         include_assets_files=False,
     )

@@ -215,6 +215,10 @@ def summarize(key: str, name: str, directory: Path, cache: TrialCache) -> RunSum
     space, strategy = _describe(config)
     ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"])
     best = ranked[0] if ranked else None
+    best_value = None
+    if best is not None:
+        assert best.metrics is not None, "a ranked trial finished, so it has metrics"
+        best_value = best.metrics[obj["metric"]]
     started = float(created) if created else None
     end = time.time() if state == "running" else _last_write(directory)
     counts: dict[str, int] = {}
@@ -231,7 +235,7 @@ def summarize(key: str, name: str, directory: Path, cache: TrialCache) -> RunSum
         fraction=min(1.0, done / total) if total else None,
         metric=obj["metric"],
         mode=obj["mode"],
-        best=None if best is None else best.metrics[obj["metric"]],  # type: ignore[index]
+        best=best_value,
         best_trial=None if best is None else best.id,
         n_trials=len(trials),
         started=started,
@@ -283,7 +287,7 @@ def _sort_value(t: TrialRecord, column: str) -> tuple[int, Any]:
     if column.startswith("m:"):
         v = (t.metrics or {}).get(column[2:])
         return (0, v) if isinstance(v, (int, float)) and not math.isnan(v) else (1, 0.0)
-    v = {
+    value = {
         "id": t.id,
         "status": t.status,
         "how": t.evaluation,
@@ -291,7 +295,7 @@ def _sort_value(t: TrialRecord, column: str) -> tuple[int, Any]:
         "error": t.error or None,
         "where": placement_text(t.placement) or None,
     }.get(column, t.id)
-    return (0, v) if v is not None else (1, 0)
+    return (0, value) if value is not None else (1, 0)
 
 
 def trial_page(
@@ -407,7 +411,8 @@ def rungs(store: Store) -> dict[str, Any]:
     reached, ``value``: its last value of the objective metric, status) and ``counts``
     (resource -> number of trials that ended there), for the rung chart."""
     metric = store.objective()["metric"]
-    points, counts = [], {}
+    points: list[dict[str, Any]] = []
+    counts: dict[int, int] = {}
     for t in store.trials():
         if t.status in ("cached", "running") or not t.intermediates:
             continue
@@ -430,27 +435,27 @@ def pareto(
     objectives ``x`` and ``y``; ``group`` names a metric that splits the points (e.g. a
     deployment target), each group with its own front."""
     constraints = store.objective()["constraints"]
-    trials = [
-        t
+    measured = [  # (trial, its metrics): the trials that have both metrics
+        (t, t.metrics)
         for t in cache.trials(store)
         if t.status != "failed" and t.metrics and x[0] in t.metrics and y[0] in t.metrics
     ]
     groups: dict[Any, list[TrialRecord]] = {}
-    for t in trials:
-        groups.setdefault((t.metrics or {}).get(group) if group else None, []).append(t)
+    for t, m in measured:
+        groups.setdefault(m.get(group) if group else None, []).append(t)
     front: list[int] = []
     for members in groups.values():
         front += [t.id for t in pareto_front(members, y, x, constraints)]
-    by_id = {t.id: t for t in trials}
-    front.sort(key=lambda i: (by_id[i].metrics or {})[x[0]])
+    metrics_of = {t.id: m for t, m in measured}
+    front.sort(key=lambda i: metrics_of[i][x[0]])
     points = [
         {
             "id": t.id,
-            "x": t.metrics[x[0]],
-            "y": t.metrics[y[0]],  # type: ignore[index]
-            "group": (t.metrics or {}).get(group) if group else None,
+            "x": m[x[0]],
+            "y": m[y[0]],
+            "group": m.get(group) if group else None,
         }
-        for t in trials
+        for t, m in measured
     ]
     return {"points": points, "front": front}
 

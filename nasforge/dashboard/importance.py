@@ -53,7 +53,7 @@ def decision_importance(
         ConfigError: fewer than 2 scored trials, or no decision varies between them.
     """
     import optuna
-    from optuna.distributions import CategoricalDistribution
+    from optuna.distributions import BaseDistribution, CategoricalDistribution
     from optuna.importance import MeanDecreaseImpurityImportanceEvaluator
 
     scored = [(t, score(t, metric, mode, constraints or {})) for t in trials]
@@ -75,7 +75,9 @@ def decision_importance(
             f"importance: no decision varies among the {len(kept)} scored trials (each took "
             "one value), so none explains the metric"
         )
-    dists = {k: CategoricalDistribution(vs) for k, vs in varying.items()}
+    dists: dict[str, BaseDistribution] = {
+        k: CategoricalDistribution(vs) for k, vs in varying.items()
+    }
     frozen = []
     for t, s in kept:
         params = {k: _category(t.arch.get(k)) for k in varying}

@@ -10,7 +10,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from dash import dash_table, dcc, html
+from dash import dcc, html
+from dash.dash_table.DataTable import DataTable
+from dash.development.base_component import Component
 
 from nasforge.dashboard.data import RunSummary, plain
 from nasforge.run.records import STATUSES
@@ -75,8 +77,9 @@ def kv_table(rows: Sequence[Sequence[Any]], header: Sequence[str] = (), id: str 
     """Returns a plain HTML table of rows of values (text cells)."""
     head = [html.Thead(html.Tr([html.Th(h, style=_CELL) for h in header]))] if header else []
     body = html.Tbody([html.Tr([html.Td(c, style=_CELL) for c in r]) for r in rows])
-    kw = {"id": id} if id else {}
-    return html.Table([*head, body], style=_TABLE_STYLE, **kw)
+    if id:
+        return html.Table([*head, body], style=_TABLE_STYLE, id=id)
+    return html.Table([*head, body], style=_TABLE_STYLE)
 
 
 def shell(interval_ms: int) -> html.Div:
@@ -130,8 +133,12 @@ def overview(runs: Sequence[RunSummary]) -> html.Div:
             )
             continue
         best = "" if r.best is None else f"{r.metric} {plain(r.best)} (trial {r.best_trial})"
-        started = "" if r.started is None else _dt.datetime.fromtimestamp(r.started)
-        cells = [
+        started = (
+            ""
+            if r.started is None
+            else f"{_dt.datetime.fromtimestamp(r.started):%Y-%m-%d %H:%M:%S}"
+        )
+        cells: list[str | Component] = [
             dcc.Link(r.name, href=run_href(r.key)),
             r.kind,
             r.space,
@@ -144,7 +151,7 @@ def overview(runs: Sequence[RunSummary]) -> html.Div:
             r.progress,
             best,
             str(r.n_trials),
-            "" if not started else started.strftime("%Y-%m-%d %H:%M:%S"),
+            started,
             fmt_seconds(r.duration),
         ]
         rows.append(html.Tr([html.Td(c, style=_CELL) for c in cells], className="nf-run"))
@@ -213,7 +220,7 @@ def tab_layout(tab: str, info: Mapping[str, Any]) -> html.Div:
                 ),
                 html.Span(id="trial-count", style={"marginLeft": "16px"}),
                 html.Div("Click a row to view its architecture.", style={"color": "#777"}),
-                dash_table.DataTable(
+                DataTable(
                     id="trial-table",
                     page_action="custom",
                     page_current=0,

@@ -65,6 +65,9 @@ class BaseEvaluator(abc.ABC):
     #: attribute); None: not declared, so the engine checks the first trial's metrics instead.
     #: A subclass that returns other metrics than its base sets its own.
     metric_names: tuple[str, ...] | None = None
+    #: The model the last ``evaluate`` built, when it built one (a torch module): the trial
+    #: saves its weights as the checkpoint, then clears it.
+    last_model: Any = None
 
     def check(self) -> None:  # noqa: B027 - optional hook
         """Raises ConfigError when the evaluator is misconfigured (default: nothing to check)."""

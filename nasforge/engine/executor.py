@@ -288,7 +288,9 @@ class ProcessPoolExecutor(BaseExecutor):
             self._slot_of[task.trial] = min(i for i in range(len(self._slots)) if i not in used)
             visible = cuda_visible_devices(self._slots[self._slot_of[task.trial]])
         recv, send = self._ctx.Pipe(duplex=False)
-        proc = self._ctx.Process(
+        # get_context(str) is typed BaseContext, which lacks Process; each concrete context
+        # (fork, spawn, forkserver: start_method is one of them) has it.
+        proc = self._ctx.Process(  # type: ignore[attr-defined]
             target=_child_main,
             args=(
                 send,

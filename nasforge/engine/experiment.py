@@ -391,6 +391,7 @@ class Experiment(BaseRunner):
         self._n_cached += rec.status == "cached"
         self._n_failed += rec.status == "failed"
         if sc is not None and (self._best is None or sc > self._best[0]):
+            assert rec.metrics is not None, "a scored trial finished, so it has metrics"
             self._best = (sc, rec.metrics[self.metric])
         if rec.status != "cached":
             self._known.setdefault(rec.arch_id, rec.id)

@@ -62,7 +62,8 @@ def _attempt_number() -> int:
     import ray
 
     try:
-        worker = ray._private.worker.global_worker
+        # Any: Ray sets core_worker on its Worker at connect time and does not declare it.
+        worker: Any = ray._private.worker.global_worker
         return int(worker.core_worker.get_current_task_attempt_number())
     except Exception:  # noqa: BLE001 - a Ray without it: retries are not counted
         return 0
@@ -331,7 +332,12 @@ def _keep_loopback(ray: Any, address: str | None) -> Iterator[None]:
     interface address (ray-project/ray#59110); any other address is left to Ray."""
     hp = _host_port(address)
     constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
-    if hp is None or hp[0] not in _LOOPBACK or not hasattr(constants, "ENABLE_RAY_CLUSTER"):
+    if (
+        hp is None
+        or hp[0] not in _LOOPBACK
+        or constants is None
+        or not hasattr(constants, "ENABLE_RAY_CLUSTER")
+    ):
         yield
         return
     before = constants.ENABLE_RAY_CLUSTER

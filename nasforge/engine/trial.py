@@ -91,6 +91,7 @@ def run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialRes
     timeout = task.timeout
     use_alarm = bool(timeout) and threading.current_thread() is threading.main_thread()
     if use_alarm:
+        assert timeout  # use_alarm implies it
 
         def on_alarm(signum: int, frame: Any) -> None:
             raise _Timeout()
@@ -124,7 +125,7 @@ def run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialRes
         except Exception as exc:  # noqa: BLE001 - a failed save must not lose the metrics
             result.error = f"saving weights failed: {exc}"
     if model is not None:
-        evaluator.last_model = None  # type: ignore[attr-defined]
+        evaluator.last_model = None
     result.intermediates = intermediates
     result.duration = time.perf_counter() - start
     placement = trial_placement()  # set by the executor that runs the trial

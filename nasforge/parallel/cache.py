@@ -28,15 +28,19 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Collection, Hashable, Iterable
+from typing import Generic, TypeVar
 
 from nasforge.errors import ConfigError
 
 __all__ = ["LayerCache", "prefetch_plan"]
 
+#: A layer key: anything hashable; the pipeline uses ``(block, candidate)``.
+Key = TypeVar("Key", bound=Hashable)
+
 
 def prefetch_plan(
-    tasks: Iterable[Iterable[Hashable]], capacity: int, pinned: Collection[Hashable] = ()
-) -> list[Hashable]:
+    tasks: Iterable[Iterable[Key]], capacity: int, pinned: Collection[Key] = ()
+) -> list[Key]:
     """Returns the layers to prefetch: the predicted tasks' layers in predicted order (nearest
     task first), each once, none of the ``pinned`` (running) ones, cut where the pinned layers
     and the plan together would exceed ``capacity``.
@@ -48,7 +52,7 @@ def prefetch_plan(
     """
     seen = set(pinned)
     room = capacity - len(seen)
-    out: list[Hashable] = []
+    out: list[Key] = []
     for layers in tasks:
         for layer in layers:
             if layer in seen:
@@ -60,7 +64,7 @@ def prefetch_plan(
     return out
 
 
-class LayerCache:
+class LayerCache(Generic[Key]):
     """Returns an LRU layer cache with a layer-count budget, pinning and hit statistics."""
 
     def __init__(self, capacity: int) -> None:
@@ -70,15 +74,15 @@ class LayerCache:
                 "give at least the layers of one stage of one subnet"
             )
         self.capacity = capacity
-        self.resident: OrderedDict[Hashable, None] = OrderedDict()
-        self.pinned: set[Hashable] = set()
+        self.resident: OrderedDict[Key, None] = OrderedDict()
+        self.pinned: set[Key] = set()
         self.hits = 0
         self.misses = 0
         self.evictions = 0
         self.prefetches = 0
         self.prefetch_used = 0  # prefetched layers accessed after they arrived
         self.prefetch_wasted = 0  # prefetched layers evicted before any access
-        self._fresh: set[Hashable] = set()  # prefetched, not accessed yet
+        self._fresh: set[Key] = set()  # prefetched, not accessed yet
 
     @property
     def hit_rate(self) -> float:
@@ -93,10 +97,10 @@ class LayerCache:
         total = self.prefetches + self.misses
         return self.prefetches / total if total else 0.0
 
-    def __contains__(self, layer: Hashable) -> bool:
+    def __contains__(self, layer: object) -> bool:
         return layer in self.resident
 
-    def _make_room(self, keep: set[Hashable]) -> Hashable | None:
+    def _make_room(self, keep: set[Key]) -> Key | None:
         """Returns the evicted layer (least recently used, not pinned, not in keep) or None."""
         for victim in self.resident:
             if victim not in self.pinned and victim not in keep:
@@ -108,9 +112,9 @@ class LayerCache:
                 return victim
         return None
 
-    def _insert(self, layer: Hashable, keep: set[Hashable]) -> tuple[bool, list[Hashable]]:
+    def _insert(self, layer: Key, keep: set[Key]) -> tuple[bool, list[Key]]:
         """Returns (inserted, evicted layers) after trying to make ``layer`` resident."""
-        evicted: list[Hashable] = []
+        evicted: list[Key] = []
         while len(self.resident) >= self.capacity:
             victim = self._make_room(keep)
             if victim is None:
@@ -119,7 +123,7 @@ class LayerCache:
         self.resident[layer] = None
         return True, evicted
 
-    def prefetch(self, layers: Iterable[Hashable]) -> tuple[list[Hashable], list[Hashable]]:
+    def prefetch(self, layers: Iterable[Key]) -> tuple[list[Key], list[Key]]:
         """Returns ``(loaded, evicted)``: layers newly made resident for a predicted task.
 
         Already-resident layers are refreshed to most recent. Layers that do not fit (everything
@@ -127,8 +131,8 @@ class LayerCache:
         """
         wanted = list(dict.fromkeys(layers))
         keep = set(wanted)
-        loaded: list[Hashable] = []
-        evicted: list[Hashable] = []
+        loaded: list[Key] = []
+        evicted: list[Key] = []
         for layer in wanted:
             if layer in self.resident:
                 self.resident.move_to_end(layer)
@@ -142,7 +146,7 @@ class LayerCache:
             self.prefetches += 1
         return loaded, evicted
 
-    def access(self, layer: Hashable) -> tuple[bool, list[Hashable]]:
+    def access(self, layer: Key) -> tuple[bool, list[Key]]:
         """Returns ``(hit, evicted)`` for a layer the running task needs now, and pins it.
 
         A miss loads the layer synchronously (evicting if needed); the caller pays its swap.
@@ -168,7 +172,7 @@ class LayerCache:
         self.pinned.add(layer)
         return False, evicted
 
-    def release(self, layers: Iterable[Hashable]) -> None:
+    def release(self, layers: Iterable[Key]) -> None:
         """Returns None; unpins layers after their task (they stay resident until evicted)."""
         for layer in layers:
             self.pinned.discard(layer)

@@ -83,10 +83,14 @@ def _run(args: argparse.Namespace) -> int:
         rows = store.progress(last=1)
         stats = json.loads(store.get_meta("pipeline.stats") or "{}")
         best = runner.best(1)
+    accuracy = None
+    if best:
+        assert best[0].metrics is not None, "a ranked trial finished, so it has metrics"
+        accuracy = best[0].metrics["accuracy"]
     summary = {
         "run": str(out),
         "final_loss": rows[-1]["loss"] if rows else None,
-        "best_subnet_accuracy": best[0].metrics["accuracy"] if best else None,
+        "best_subnet_accuracy": accuracy,
         **stats,
     }
     sys.stdout.write(json.dumps(summary) + "\n")  # the command's output

@@ -44,12 +44,13 @@ Invariants:
 from __future__ import annotations
 
 import copy
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Generic
 
 import torch
 from torch import nn
 
-from nasforge.parallel.cache import LayerCache, prefetch_plan
+from nasforge.parallel.cache import Key, LayerCache, prefetch_plan
 
 __all__ = ["TieredLayerCache", "sgd_momentum_step"]
 
@@ -87,7 +88,7 @@ def _with_tensors(skeleton: nn.Module, tensors: list[torch.Tensor]) -> nn.Module
     return mod
 
 
-class TieredLayerCache:
+class TieredLayerCache(Generic[Key]):
     """Returns a two-tier store of layers keyed by any hashable (the pipeline: (block, cand)).
 
     ``capacity`` bounds device-resident layers; ``device`` is the fast tier (CPU means both
@@ -99,16 +100,16 @@ class TieredLayerCache:
 
     def __init__(
         self,
-        layers: Mapping[Hashable, nn.Module],
+        layers: Mapping[Key, nn.Module],
         capacity: int,
         device: torch.device | str = "cpu",
     ) -> None:
         self.device = torch.device(device)
-        self.policy = LayerCache(capacity)
+        self.policy: LayerCache[Key] = LayerCache(capacity)
         cuda = self.device.type == "cuda"
-        self.host: dict[Hashable, nn.Module] = {}
-        self.host_bufs: dict[Hashable, list[torch.Tensor]] = {}
-        self._skeleton: dict[Hashable, nn.Module] = {}
+        self.host: dict[Key, nn.Module] = {}
+        self.host_bufs: dict[Key, list[torch.Tensor]] = {}
+        self._skeleton: dict[Key, nn.Module] = {}
         for key, mod in layers.items():
             mod = mod.to("cpu")
             self._skeleton[key] = copy.deepcopy(mod).to("meta")
@@ -118,16 +119,16 @@ class TieredLayerCache:
             self.host[key] = mod
             bufs = [torch.zeros_like(p) for p in mod.parameters()]
             self.host_bufs[key] = [b.pin_memory() for b in bufs] if cuda else bufs
-        self.dev: dict[Hashable, nn.Module] = {}
-        self.dev_bufs: dict[Hashable, list[torch.Tensor]] = {}
+        self.dev: dict[Key, nn.Module] = {}
+        self.dev_bufs: dict[Key, list[torch.Tensor]] = {}
         self._stream = torch.cuda.Stream(self.device) if cuda else None  # loads
         self._save = torch.cuda.Stream(self.device) if cuda else None  # write-backs
-        self._ready: dict[Hashable, torch.cuda.Event] = {}  # key -> event of its load
-        self._saved: dict[Hashable, torch.cuda.Event] = {}  # key -> event of its write-back
+        self._ready: dict[Key, torch.cuda.Event] = {}  # key -> event of its load
+        self._saved: dict[Key, torch.cuda.Event] = {}  # key -> event of its write-back
 
     # -- tier moves ---------------------------------------------------------------------------
 
-    def _load(self, key: Hashable) -> None:
+    def _load(self, key: Key) -> None:
         host = [p.data for p in self.host[key].parameters()] + self.host_bufs[key]
         if self._stream is None:
             dev = [t.clone() for t in host]
@@ -149,7 +150,7 @@ class TieredLayerCache:
         self.dev[key] = _with_tensors(self._skeleton[key], dev[:n])
         self.dev_bufs[key] = dev[n:]
 
-    def _evict(self, keys: Iterable[Hashable]) -> None:
+    def _evict(self, keys: Iterable[Key]) -> None:
         keys = list(keys)
         if keys and self._save is not None:  # the evicted layers' last updates come first
             self._save.wait_stream(torch.cuda.current_stream(self.device))
@@ -182,7 +183,7 @@ class TieredLayerCache:
 
     # -- public API ---------------------------------------------------------------------------
 
-    def prefetch(self, keys: Iterable[Hashable]) -> list[Hashable]:
+    def prefetch(self, keys: Iterable[Key]) -> list[Key]:
         """Returns the layers newly loaded for a prediction: ``keys`` (nearest task first) that
         fit next to the pinned layers; their copies start now (asynchronous on CUDA)."""
         loaded, evicted = self.policy.prefetch(keys)
@@ -191,13 +192,13 @@ class TieredLayerCache:
             self._load(key)
         return loaded
 
-    def prefetch_tasks(self, tasks: Iterable[Iterable[Hashable]]) -> list[Hashable]:
+    def prefetch_tasks(self, tasks: Iterable[Iterable[Key]]) -> list[Key]:
         """Returns the layers newly loaded for predicted tasks (each a list of layer keys,
         nearest first), as :func:`~nasforge.parallel.cache.prefetch_plan` cuts them."""
         plan = prefetch_plan(tasks, self.policy.capacity, self.policy.pinned)
         return self.prefetch(plan)
 
-    def acquire(self, keys: Iterable[Hashable]) -> list[nn.Module]:
+    def acquire(self, keys: Iterable[Key]) -> list[nn.Module]:
         """Returns the device modules of ``keys`` (loading misses now) and pins them; the
         compute stream waits for each one's copy to land."""
         out = []
@@ -212,18 +213,18 @@ class TieredLayerCache:
             out.append(self.dev[key])
         return out
 
-    def release(self, keys: Iterable[Hashable]) -> None:
+    def release(self, keys: Iterable[Key]) -> None:
         """Returns None; unpins layers after their task; they stay until evicted."""
         self.policy.release(keys)
 
-    def update(self, key: Hashable, grads: list[torch.Tensor], lr: float, momentum: float) -> None:
+    def update(self, key: Key, grads: list[torch.Tensor], lr: float, momentum: float) -> None:
         """Returns None; applies an optimizer step with ``grads`` to the layer's current copy."""
         (mod,) = self.acquire([key])
         grads = [g.to(self.device) for g in grads]
         sgd_momentum_step(list(mod.parameters()), grads, self.dev_bufs[key], lr, momentum)
         self.release([key])
 
-    def layer_state(self, key: Hashable) -> list[torch.Tensor]:
+    def layer_state(self, key: Key) -> list[torch.Tensor]:
         """Returns the layer's authoritative parameters then momentum buffers (not copies;
         the device copy when resident). Layer mirroring sends them to the other stages."""
         self._sync()  # a write-back into the host copy may be in flight
@@ -234,7 +235,7 @@ class TieredLayerCache:
             return [p.data for p in self.dev[key].parameters()] + list(self.dev_bufs[key])
         return [p.data for p in self.host[key].parameters()] + list(self.host_bufs[key])
 
-    def load_layer_state(self, key: Hashable, tensors: list[torch.Tensor]) -> None:
+    def load_layer_state(self, key: Key, tensors: list[torch.Tensor]) -> None:
         """Returns None; replaces the layer's parameters and momentum buffers (in
         :meth:`layer_state`'s order) where they are authoritative, leaving the cache's
         residency and statistics alone. Parameters are replaced out of place, as an update does.

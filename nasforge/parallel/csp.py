@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from nasforge.errors import ArchitectureError
 from nasforge.partition import balanced_partition, check_partition
@@ -52,6 +53,7 @@ from nasforge.partition import balanced_partition, check_partition
 __all__ = [
     "Layer",
     "Subnet",
+    "BySeq",
     "Task",
     "FinishedList",
     "static_partition",
@@ -75,6 +77,20 @@ Layer = tuple[int, int]
 Subnet = tuple[int, ...]
 #: A block-to-stage partition: stage K runs the blocks in ``partition[K]`` (contiguous ranges).
 Partition = Sequence[range]
+
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class BySeq(Protocol[_T_co]):
+    """Returns an item by subnet sequence id: a list, a dict, or a lazy view over a feed.
+
+    The scheduler only indexes by the ids it is given, so a view that draws subnets on demand
+    works as well as a list of all of them.
+    """
+
+    def __getitem__(self, seq: int, /) -> _T_co: ...
+
+
 #: A blocking rule: ``rule(seq, finished)`` returns the earlier subnet that blocks ``seq``'s
 #: forward here, or -1 (default: :func:`blocked_by`; with mirroring a closure over
 #: :func:`blocked_by_mirrored`). ``finished`` is this stage's (possibly pretend) finished list.
@@ -200,7 +216,7 @@ class FinishedList:
 def blocked_by(
     seq: int,
     finished: FinishedList,
-    subnets: Mapping[int, Subnet] | Sequence[Subnet],
+    subnets: BySeq[Subnet],
     stage: int,
     partition: Partition,
 ) -> int:
@@ -220,7 +236,7 @@ def blocked_by(
 def schedule(
     queue: Sequence[int],
     finished: FinishedList,
-    subnets: Mapping[int, Subnet] | Sequence[Subnet],
+    subnets: BySeq[Subnet],
     stage: int,
     partition: Partition,
     rule: BlockRule | None = None,
@@ -246,7 +262,7 @@ def schedule(
 def predict(
     queue: Sequence[int],
     finished: FinishedList,
-    subnets: Mapping[int, Subnet] | Sequence[Subnet],
+    subnets: BySeq[Subnet],
     stage: int,
     partition: Partition,
     *,
@@ -372,8 +388,8 @@ def subnet_partition(
 def blocked_by_mirrored(
     seq: int,
     stage: int,
-    subnets: Mapping[int, Subnet] | Sequence[Subnet],
-    partitions: Mapping[int, Partition] | Sequence[Partition],
+    subnets: BySeq[Subnet],
+    partitions: BySeq[Partition],
     written: Callable[[int, int], bool],
     low: int = 0,
 ) -> int:

@@ -176,13 +176,15 @@ def policy_batch(
     window: int | None = None,
     bulk: int | None = None,
     multiple_of: int = 1,
-    **kwargs: float,
+    state_factor: float = 2.0,
+    cache_subnets: float = 3.0,
+    recompute: bool | None = None,
 ) -> tuple[int, list[StageMemory]]:
     """Returns ``(batch, per-stage memory)``: the largest batch every stage of ``partition``
     fits in ``budget`` bytes under ``policy`` (0: the policy does not fit at all).
 
-    ``window`` and ``bulk`` default to the number of stages, as in the simulator; other keyword
-    arguments go to :func:`stage_memory`.
+    ``window`` and ``bulk`` default to the number of stages, as in the simulator;
+    ``state_factor``, ``cache_subnets`` and ``recompute`` go to :func:`stage_memory`.
 
     Raises:
         ConfigError: see :func:`stage_memory` and :func:`max_batch`.
@@ -197,7 +199,9 @@ def policy_batch(
             io_bytes,
             window=window or d,
             bulk=bulk or d,
-            **kwargs,
+            state_factor=state_factor,
+            cache_subnets=cache_subnets,
+            recompute=recompute,
         )  # fmt: skip
         for blocks in partition
     ]

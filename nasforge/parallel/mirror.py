@@ -37,14 +37,16 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from nasforge.errors import ConfigError
+from nasforge.parallel.cache import Key
 from nasforge.parallel.csp import (
+    BySeq,
     FinishedList,
     Layer,
     Subnet,
@@ -156,7 +158,7 @@ class Mirror:
         self,
         rank: int,
         n_stages: int,
-        subnets: Mapping[int, Subnet],
+        subnets: BySeq[Subnet],
         costs: list[list[float]],
         shapes: Mapping[Layer, list[torch.Size]],
         group: Any,
@@ -295,6 +297,6 @@ class _BundleReceiver(threading.Thread):
             self.inbox.put(("error", -1, exc, None))
 
 
-def layer_shapes(table: Mapping[Hashable, torch.nn.Module]) -> dict[Any, list[torch.Size]]:
+def layer_shapes(table: Mapping[Key, torch.nn.Module]) -> dict[Key, list[torch.Size]]:
     """Returns each layer's parameter shapes, in ``parameters()`` order."""
     return {key: [p.shape for p in mod.parameters()] for key, mod in table.items()}

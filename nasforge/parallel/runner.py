@@ -21,13 +21,13 @@ import logging
 import random
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 
 import nasforge as nf
 from nasforge.errors import ConfigError
-from nasforge.parallel.supernet import ChoiceSupernet, choice_blocks
+from nasforge.parallel.supernet import ChoiceSupernet, block_label, choice_blocks
 from nasforge.run.refs import materialize
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.store import Store
@@ -40,6 +40,23 @@ __all__ = ["PipelineTraining", "subnet_with_weights"]
 log = logging.getLogger("nasforge.parallel")
 
 
+class _Settings(TypedDict):
+    """The training settings a pipeline run records: train_supernet's keyword arguments."""
+
+    steps: int
+    pipeline: int
+    policy: str
+    batch_size: int
+    lr: float
+    momentum: float
+    seed: int
+    sampler: str
+    cache_subnets: float | None
+    timeout_s: float
+    memory_budget: float | None
+    mirror: bool
+
+
 def subnet_with_weights(space: nf.ModelSpace, arch: Mapping[str, Any]) -> torch.nn.Module:
     """Returns ``nf.freeze(space, arch)`` with each chosen candidate's weights copied from the
     (trained) space.
@@ -50,7 +67,7 @@ def subnet_with_weights(space: nf.ModelSpace, arch: Mapping[str, Any]) -> torch.
     model = nf.freeze(space, arch)
     names = {id(m): n for n, m in space.named_modules()}
     for blk in choice_blocks(space):
-        chosen = blk.candidate(arch[blk.label])
+        chosen = blk.candidate(arch[block_label(blk)])
         model.get_submodule(names[id(blk)]).load_state_dict(chosen.state_dict())
     return model
 
@@ -96,7 +113,7 @@ class PipelineTraining(BaseRunner):
         choice_blocks(space)  # a chain of LayerChoice blocks, or a clear error
         if not isinstance(n_eval, int) or n_eval < 0:
             raise ConfigError(f"n_eval must be an int >= 0, got {n_eval!r}")
-        self.settings = {
+        self.settings: _Settings = {
             "steps": steps, "pipeline": pipeline, "policy": policy, "batch_size": batch_size,
             "lr": lr, "momentum": momentum, "seed": seed, "sampler": sampler,
             "cache_subnets": cache_subnets, "timeout_s": timeout_s,

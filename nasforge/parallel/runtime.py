@@ -36,6 +36,7 @@ import logging
 import math
 import os
 import queue
+import threading
 import time
 from collections import deque
 from typing import Any
@@ -49,7 +50,9 @@ from nasforge.parallel.channels import Receiver, frame
 from nasforge.parallel.config import RunConfig, _build_space, _Data, set_determinism
 from nasforge.parallel.context import TieredLayerCache
 from nasforge.parallel.csp import (
+    BySeq,
     FinishedList,
+    Subnet,
     Task,
     admissions,
     blocked_by,
@@ -345,6 +348,8 @@ class StageWorker:
     def _after_backward(self, seq: int, inp: torch.Tensor, mods: list, keys: list) -> None:
         grads = _take_grads(mods)
         if self.k > 0:
+            # A stage after the first reads its input with requires_grad, so backward set it.
+            assert inp.grad is not None, f"stage {self.k}: no input gradient for subnet {seq}"
             self._send(seq, inp.grad, self.k - 1, self.in_numel, self.loss_of.pop(seq),
                        self._next_bwd())  # fmt: skip
         t0 = time.perf_counter()
@@ -371,8 +376,8 @@ class StageWorker:
         self.busy += time.perf_counter() - t0
         self.done += 1
 
-    def _subnets(self) -> dict[int, tuple[int, ...]]:
-        return _FeedView(self.feed)  # type: ignore[return-value]
+    def _subnets(self) -> BySeq[Subnet]:
+        return _FeedView(self.feed)
 
     def _pick_forward(self) -> int:
         if not self.queue:
@@ -412,7 +417,7 @@ class StageWorker:
         """
         steps = self.cfg.steps
         inbox: queue.Queue = queue.Queue()
-        threads = []
+        threads: list[threading.Thread] = []
         if self.k > 0:
             threads.append(Receiver(self.k - 1, self.in_numel, steps, "fwd", self.device, inbox))
         if not self.last:
@@ -466,7 +471,9 @@ class StageWorker:
             if kind == "error":
                 raise payload
             if kind == "push":
-                self.mirror.apply(seq, *payload, self.ctx)  # type: ignore[union-attr]
+                assert self.mirror is not None, "only a mirroring stage receives bundles"
+                src, keys, data = payload  # as _BundleReceiver puts it
+                self.mirror.apply(seq, src, keys, data, self.ctx)
                 continue
             if kind == "fwd":
                 self.acts[seq] = payload

@@ -31,7 +31,7 @@ Invariants:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from nasforge.errors import ConfigError
@@ -123,7 +123,7 @@ class _Stage:
     finished: FinishedList = field(default_factory=FinishedList)
     forwarded: list[int] = field(default_factory=list)  # forwarded here, backward pending
     bulk_done: list[int] = field(default_factory=list)  # bsp: backwards done in this bulk
-    cache: LayerCache | None = None
+    cache: LayerCache[Layer] | None = None
     ready_at: dict[Layer, float] = field(default_factory=dict)  # when a copy lands
     copy_free: float = 0.0
 
@@ -178,6 +178,7 @@ def simulate(
     use_cache = use_cache and (policy == "csp" or cache_for_all)
     stages = [_Stage() for _ in range(n_stages)]
     if use_cache:
+        assert cache_subnets is not None  # use_cache implies it
         for k, st in enumerate(stages):
             # Room for cache_subnets stage slices, and at least the largest task (mirroring
             # can give one subnet's stage more layers than the static slice).
@@ -219,10 +220,11 @@ def simulate(
             stages[0].fwd_queue.append(admitted)
             admitted += 1
 
-    def stall_for(st: _Stage, task_layers: Sequence[Layer], now: float) -> float:
+    def stall_for(st: _Stage, task_layers: Iterable[Layer], now: float) -> float:
         """Returns when the task's layers are all resident, counting hits and misses."""
         if st.cache is None:
             return now
+        assert swap is not None  # a stage has a cache only when swap costs are given
         ready = now
         for layer in sorted(task_layers):
             hit, evicted = st.cache.access(layer)
@@ -242,9 +244,10 @@ def simulate(
                 ready = max(ready, st.copy_free)
         return ready
 
-    def prefetch(st: _Stage, k: int, tasks: list, now: float) -> None:
+    def prefetch(st: _Stage, k: int, tasks: list[Task], now: float) -> None:
         if st.cache is None:
             return
+        assert swap is not None  # a stage has a cache only when swap costs are given
         want = [layer for t in tasks for layer in sorted(layers[t.seq][k])]
         loaded, evicted = st.cache.prefetch(want)
         for e in evicted:

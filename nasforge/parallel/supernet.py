@@ -9,7 +9,8 @@ parameter outside every block would be shared by all subnets and serialise the p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -19,7 +20,14 @@ import nasforge as nf
 from nasforge.errors import ConfigError
 from nasforge.parallel.csp import Layer, Subnet
 
-__all__ = ["ChoiceSupernet", "choice_blocks", "layer_table", "n_candidates", "arch_to_subnet"]
+__all__ = [
+    "ChoiceSupernet",
+    "choice_blocks",
+    "block_label",
+    "layer_table",
+    "n_candidates",
+    "arch_to_subnet",
+]
 
 #: Candidate kinds of the built-in supernet, by index modulo the table length.
 _ACTIVATIONS: list[type[nn.Module]] = [nn.ReLU, nn.Tanh, nn.GELU, nn.Identity, nn.SiLU]
@@ -126,7 +134,7 @@ class ChoiceSupernet(nf.ModelSpace):
         return x
 
 
-def choice_blocks(space: nn.Module) -> list[nn.Module]:
+def choice_blocks(space: nn.Module) -> list[nf.LayerChoice]:
     """Returns the space's ``LayerChoice`` blocks in declaration (= execution) order.
 
     Raises:
@@ -158,6 +166,12 @@ def choice_blocks(space: nn.Module) -> list[nn.Module]:
     return blocks
 
 
+def block_label(block: nf.LayerChoice) -> str:
+    """Returns the label of a block of a built space (the key of its choice in an arch dict)."""
+    assert block.label is not None, "a built space has labelled every LayerChoice"
+    return block.label
+
+
 def n_candidates(space: nn.Module) -> list[int]:
     """Returns the number of candidates of each block."""
     return [len(b.names) for b in choice_blocks(space)]
@@ -172,11 +186,11 @@ def layer_table(space: nn.Module) -> dict[Layer, nn.Module]:
     }
 
 
-def arch_to_subnet(space: nn.Module, arch: dict) -> Subnet:
+def arch_to_subnet(space: nf.ModelSpace, arch: Mapping[str, Any]) -> Subnet:
     """Returns the subnet (candidate index per block) of an architecture dict of the space."""
     blocks = choice_blocks(space)
     arch = space.search_space().validate(arch)
-    return tuple(blk.names.index(arch[blk.label]) for blk in blocks)
+    return tuple(blk.names.index(arch[block_label(blk)]) for blk in blocks)
 
 
 def run_layers(modules: Sequence[nn.Module], x: torch.Tensor) -> torch.Tensor:

@@ -24,7 +24,7 @@ from nasforge.errors import ConfigError
 from nasforge.parallel.config import RunConfig
 from nasforge.parallel.launcher import launch
 from nasforge.parallel.runtime import train_sequential
-from nasforge.parallel.supernet import ChoiceSupernet, choice_blocks
+from nasforge.parallel.supernet import ChoiceSupernet, block_label, choice_blocks
 
 __all__ = ["TrainResult", "train_supernet", "subnet_model"]
 
@@ -161,11 +161,11 @@ def train_supernet(
     return TrainResult(cfg, losses, state, wall, bubble, [r["stats"] for r in results])
 
 
-def subnet_model(space: nn.Module, arch: Mapping[str, Any]) -> nn.Sequential:
+def subnet_model(space: nf.ModelSpace, arch: Mapping[str, Any]) -> nn.Sequential:
     """Returns the subnet ``arch`` of a (trained) chain space as a Sequential sharing its weights.
 
     Raises:
         ArchitectureError: ``arch`` does not fit the space.
     """
     arch = space.search_space().validate(arch)
-    return nn.Sequential(*[blk.candidate(arch[blk.label]) for blk in choice_blocks(space)])
+    return nn.Sequential(*[blk.candidate(arch[block_label(blk)]) for blk in choice_blocks(space)])

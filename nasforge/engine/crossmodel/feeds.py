@@ -46,7 +46,7 @@ class SharedDataPool(ProcessPoolExecutor):
         record: Any,
     ) -> None:
         super().__init__(concurrency, "fork")
-        self.spec, self.n_batches = spec, n_batches
+        self.data_spec, self.n_batches = spec, n_batches  # not .spec: that is the executor's
         self.intro, self.record = introspection, record
         self.child_setup = self._install
         self._feeds: list[SharedFeed] = []
@@ -70,7 +70,7 @@ class SharedDataPool(ProcessPoolExecutor):
             i = self._feeds[-1].claim()
             if i is not None:
                 return self._feeds[-1], i
-        feed = SharedFeed(self.spec, self.concurrency, self.n_batches, attached=1)
+        feed = SharedFeed(self.data_spec, self.concurrency, self.n_batches, attached=1)
         self._feeds.append(feed)
         return feed, 0
 

@@ -39,6 +39,7 @@ from torch import nn
 
 from nasforge.engine.crossmodel.singlepath import SinglePath
 from nasforge.errors import WorkerError
+from nasforge.space.model_space import ModelSpace
 
 __all__ = ["SyncBatchNorm2d", "sync_batchnorm", "train_worker", "subnet_accuracy", "run_gloo"]
 
@@ -86,6 +87,9 @@ class SyncBatchNorm2d(nn.BatchNorm2d):
         if not self.training or not dist.is_available() or not dist.is_initialized():
             return super().forward(x)
         y, mean, var = _SyncBN.apply(x, self.weight, self.bias, self.eps)
+        # Built by sync_batchnorm with track_running_stats (the default): the buffers exist.
+        assert self.running_mean is not None and self.running_var is not None
+        assert self.num_batches_tracked is not None
         with torch.no_grad():
             m = self.momentum if self.momentum is not None else 0.1
             self.running_mean.mul_(1 - m).add_(m * mean)
@@ -129,7 +133,7 @@ def _average_grads(params: Sequence[nn.Parameter], by_users: bool) -> None:
 def train_worker(
     rank: int,
     world: int,
-    space: nn.Module,
+    space: ModelSpace,
     x: torch.Tensor,
     y: torch.Tensor,
     mode: str,
@@ -150,8 +154,9 @@ def train_worker(
     torch.manual_seed(seed)
     net = SinglePath(space)
     for m in net.modules():
-        if hasattr(m, "reset_parameters"):
-            m.reset_parameters()
+        reset = getattr(m, "reset_parameters", None)
+        if reset is not None:
+            reset()
     if mode == "dp":
         sync_batchnorm(net)
     params = [p for p in net.parameters()]
@@ -188,7 +193,7 @@ def train_worker(
 
 
 def subnet_accuracy(
-    space: nn.Module,
+    space: ModelSpace,
     state: dict[str, torch.Tensor],
     train_x: torch.Tensor,
     val: tuple[torch.Tensor, torch.Tensor],

@@ -126,7 +126,7 @@ class _Group:
         with torch.no_grad():
             for i, s in enumerate(self.suffixes):
                 for n, t in list(s.named_parameters()) + list(s.named_buffers()):
-                    src = self.params.get(n, self.buffers.get(n))
+                    src = self.params[n] if n in self.params else self.buffers[n]
                     t.copy_(src[i])
 
 

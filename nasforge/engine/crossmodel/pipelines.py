@@ -29,7 +29,7 @@ def augment_digits(x: torch.Tensor, g: torch.Generator, alpha: float = 2.0) -> t
     cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
     theta = torch.stack([torch.stack([cos, -sin, shift[:, 0]], 1),
                          torch.stack([sin, cos, shift[:, 1]], 1)], 1)  # fmt: skip
-    grid = F.affine_grid(theta, (n, 1, h, w), align_corners=False)
+    grid = F.affine_grid(theta, [n, 1, h, w], align_corners=False)
     field = torch.rand(n, 2, h, w, generator=g) * 2 - 1
     k = torch.exp(-((torch.arange(9) - 4.0) ** 2) / (2 * 2.0**2))
     k = (k[:, None] * k[None, :]) / k.sum() ** 2

@@ -27,9 +27,10 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from nasforge.engine.crossmodel.policy import Applied, Introspection, detect, options
+from nasforge.engine.evaluator import BaseEvaluator
 from nasforge.engine.executor import BaseExecutor
 from nasforge.engine.trial import TrialResult, TrialTask, run_trial
 from nasforge.errors import ConfigError
@@ -153,6 +154,14 @@ class CrossModelPlan:
         return SupergraphExecutor(own, Introspection(trials=3), record)
 
 
+@runtime_checkable
+class _SharesWeights(Protocol):
+    """Returns what the super-graph needs of an evaluator with ``shares_weights``: ``switch``
+    moves its shared state from one sharing mode to another."""
+
+    def switch(self, space: Any, sharing: str) -> None: ...
+
+
 class SupergraphExecutor(BaseExecutor):
     """Returns results of weight-sharing trials run one at a time in this process, the first
     with the evaluator's own sharing mode, the next on the super-graph, then the faster one
@@ -175,6 +184,12 @@ class SupergraphExecutor(BaseExecutor):
         """Returns the number of finished results not yet polled."""
         return len(self._done)
 
+    def start(self, space: Any, evaluator: BaseEvaluator) -> None:
+        """Prepares to run trials of ``evaluator``, one that shares weights, on ``space``."""
+        assert isinstance(evaluator, _SharesWeights), "the super-graph needs shared weights"
+        super().start(space, evaluator)
+        self._shared = evaluator
+
     def _mode(self) -> str:
         if self.intro is None:
             return "supergraph"
@@ -183,7 +198,7 @@ class SupergraphExecutor(BaseExecutor):
     def submit(self, task: TrialTask) -> None:
         """Runs the trial now, in the mode the introspective policy picks."""
         mode = self._mode()
-        self._evaluator.switch(self._space, mode)
+        self._shared.switch(self._space, mode)
         t = time.perf_counter()
         with placed(self.local_placement()):
             result = run_trial(self._space, self._evaluator, task)
@@ -210,5 +225,5 @@ class SupergraphExecutor(BaseExecutor):
 
     def shutdown(self) -> None:
         """Leaves the evaluator in its own sharing mode, with the shared state."""
-        if hasattr(self, "_evaluator"):
-            self._evaluator.switch(self._space, self.own)
+        if hasattr(self, "_shared"):
+            self._shared.switch(self._space, self.own)

@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from nasforge.errors import SpaceError
-from nasforge.space import InputChoice, LayerChoice, Repeat
-from nasforge.space.modules import SelectInputs
+from nasforge.space.model_space import ModelSpace
+from nasforge.space.modules import InputChoice, LayerChoice, Repeat, SelectInputs
 
 __all__ = ["SinglePath"]
 
@@ -38,11 +38,15 @@ class _PathLayer(nn.Module):
         self.chosen = str(choice.names[0])
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self._modules[self.chosen](*args, **kwargs)  # type: ignore[misc]
+        chosen = self._modules[self.chosen]
+        assert chosen is not None, f"{self.label}: candidate {self.chosen!r} was removed"
+        return chosen(*args, **kwargs)
 
 
 class _PathRepeat(nn.Module):
     """Returns the output of the first ``depth`` blocks (children: every block, ``0, 1, ...``)."""
+
+    rep: Repeat  # set with object.__setattr__: not a child module
 
     def __init__(self, rep: Repeat) -> None:
         super().__init__()
@@ -53,7 +57,9 @@ class _PathRepeat(nn.Module):
 
     def forward(self, x: Any) -> Any:
         for i in range(self.depth):
-            x = self._modules[str(i)](x)  # type: ignore[misc]
+            block = self._modules[str(i)]
+            assert block is not None, f"repeat block {i} was removed"
+            x = block(x)
         return x
 
 
@@ -74,7 +80,9 @@ class SinglePath(nn.Module):
             one set of weights).
     """
 
-    def __init__(self, space: nn.Module) -> None:
+    space: ModelSpace  # set with object.__setattr__: not a child module
+
+    def __init__(self, space: ModelSpace) -> None:
         super().__init__()
         object.__setattr__(self, "space", space)
         self.model = copy.deepcopy(space)

@@ -55,15 +55,15 @@ def path_map(space: nn.Module, model: nn.Module, arch: Mapping[str, Any]) -> dic
     Raises:
         ConfigError: a frozen module has no counterpart in the space.
     """
-    from nasforge.space import LayerChoice
+    from nasforge.space.modules import LayerChoice
 
     out: dict[str, str] = {}
 
     def walk(src: nn.Module, dst: nn.Module, src_path: str, dst_path: str) -> None:
         while isinstance(src, LayerChoice):
             name = str(arch[str(src.label)])
-            src, src_path = src._modules[name], f"{src_path}{name}."  # type: ignore[assignment]
-        named = list(dst.named_parameters(recurse=False))
+            src, src_path = src.candidate(name), f"{src_path}{name}."
+        named: list[tuple[str, torch.Tensor]] = list(dst.named_parameters(recurse=False))
         named += [(n, b) for n, b in dst.named_buffers(recurse=False) if b is not None]
         for name, _ in named:
             out[dst_path + name] = src_path + name
@@ -162,8 +162,9 @@ class SharedWeightsEvaluator(BaseEvaluator):
         net = SinglePath(space)
         torch.manual_seed(self.seed)  # the initial shared weights depend on the seed alone
         for m in net.modules():
-            if hasattr(m, "reset_parameters"):
-                m.reset_parameters()
+            reset = getattr(m, "reset_parameters", None)
+            if reset is not None:
+                reset()
         return net.to(self._device())
 
     def _initial_state(self, space: Any) -> dict[str, Any]:
