@@ -181,7 +181,8 @@ class MedianStopper(BaseStopper):
     def decide(snapshot: dict[str, Any], curve: Sequence[float]) -> bool:
         """Returns whether the best value so far is below the median at this step."""
         step = len(curve) - 1
-        medians = snapshot["medians"]
-        if step < snapshot["warmup_steps"] or step >= len(medians) or medians[step] is None:
+        medians: list[float | None] = snapshot["medians"]
+        median = medians[step] if 0 <= step < len(medians) else None
+        if step < snapshot["warmup_steps"] or median is None:
             return False
-        return max(curve) < medians[step]
+        return max(curve) < median
