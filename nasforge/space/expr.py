@@ -173,7 +173,9 @@ def _wrap(value: Any, expr: Expr) -> Any:
     return ChoiceObject(value, expr)
 
 
-def _binary(name: str, fn: Callable[[Any, Any], Any], reflected: bool = False) -> Callable:
+def _binary(
+    name: str, fn: Callable[[Any, Any], Any], reflected: bool = False
+) -> Callable[[Any, Any], Any]:
     def method(self: Any, other: Any) -> Any:
         if not isinstance(other, (int, float)) and not isinstance(other, ChoiceValue):
             return NotImplemented
@@ -210,8 +212,10 @@ class _Builtin(ChoiceValue):
 
     _builtin: type
 
-    def __new__(cls, value: Any, expr: Expr) -> Any:
-        obj = cls._builtin.__new__(cls, value)
+    def __new__(cls, value: Any, expr: Expr) -> _Builtin:
+        # the builtin's own constructor makes the instance (``int.__new__(ChoiceInt, 3)``)
+        new: Callable[..., Any] = cls._builtin.__new__
+        obj: _Builtin = new(cls, value)
         obj.expr = expr
         return obj
 

@@ -227,6 +227,6 @@ class ModuleChoice(LayerChoice):
             self.add_module(str(value), module)
 
     @property
-    def label(self) -> str:  # type: ignore[override]
+    def label(self) -> str:
         """Returns the decision's label."""
         return self._label

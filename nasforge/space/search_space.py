@@ -16,10 +16,13 @@ import itertools
 import json
 import random
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from nasforge.errors import ArchitectureError, SpaceError
+
+if TYPE_CHECKING:  # numpy only names a type here: this module imports no numpy
+    import numpy as np
 
 __all__ = [
     "Decision",
@@ -88,6 +91,8 @@ class Decision:
     label: str
     kind: DecisionKind
     values: tuple[Any, ...]
+    #: candidate key (its JSON) -> position; set in ``__post_init__``
+    _index: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.label, str) or not self.label:
@@ -121,7 +126,7 @@ class Decision:
             key = _key(value)
         except ArchitectureError:
             key = None
-        idx = self._index.get(key) if key is not None else None  # type: ignore[attr-defined]
+        idx = self._index.get(key) if key is not None else None
         if idx is None:
             raise ArchitectureError(
                 f"label {self.label!r}: {value!r} is not a candidate; expected one of "
@@ -139,10 +144,11 @@ class Decision:
         return cls(data["label"], data["kind"], tuple(data["values"]))
 
 
-RandomLike = random.Random | Any  # numpy.random.Generator is accepted too (duck-typed)
+#: a seeded generator: ``random.Random`` or ``numpy.random.Generator``
+RandomLike: TypeAlias = "random.Random | np.random.Generator"
 
 
-def _pick(rng: RandomLike | int | None, n: int) -> int:
+def _pick(rng: RandomLike, n: int) -> int:
     if isinstance(rng, random.Random):
         return rng.randrange(n)
     if hasattr(rng, "integers"):  # numpy.random.Generator
