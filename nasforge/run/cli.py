@@ -44,8 +44,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def _report(runner: BaseRunner) -> None:
     best = runner.best(1)
-    if best:
-        t = best[0]
+    t = best[0] if best else None
+    if t is not None and t.metrics is not None:  # a ranked trial has metrics
         log.info(
             "best trial %d: %s = %.6g, arch %s",
             t.id,

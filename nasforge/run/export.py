@@ -97,6 +97,7 @@ def export_top(
         if ckpt is None and kept and not t.error and t.evaluation == "trained":
             note = not_kept(kept[-1].get("keep"))
             log.warning("%s (rank %d, trial %d): %s", d, rank, t.id, note)
+        files: dict[str, str] = {}  # artifact name -> file copied beside arch.json
         meta = {
             "format": EXPORT_FORMAT,
             "rank": rank,
@@ -113,13 +114,13 @@ def export_top(
             "run": str(directory.resolve()),
             "weights": weights,
             "weights_note": note,
-            "files": {},
+            "files": files,
         }
         for name, a in needed.items():
             src = Path(a["path"])
             if src.exists():
                 shutil.copyfile(src, d / src.name)
-                meta["files"][name] = src.name
+                files[name] = src.name
         (d / "arch.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
         written.append(d)
     return written

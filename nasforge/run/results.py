@@ -129,14 +129,14 @@ def pareto_front(
     Invariants: no returned trial is dominated by any feasible trial; one trial per arch id.
     """
     kept = [
-        t
+        (t, t.metrics)
         for t in rank_trials(trials, first[0], first[1], constraints)
         if t.metrics is not None and second[0] in t.metrics
     ]
-    kept.sort(key=lambda t: t.id)  # ties go to the earlier trial
+    kept.sort(key=lambda tm: tm[0].id)  # ties go to the earlier trial
     pts = [
-        (t.metrics[first[0]] * (1 if first[1] == "max" else -1),
-         t.metrics[second[0]] * (1 if second[1] == "max" else -1))
-        for t in kept
+        (m[first[0]] * (1 if first[1] == "max" else -1),
+         m[second[0]] * (1 if second[1] == "max" else -1))
+        for _, m in kept
     ]  # fmt: skip
-    return [kept[i] for i in pareto_indices(pts)]
+    return [kept[i][0] for i in pareto_indices(pts)]

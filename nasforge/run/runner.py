@@ -365,7 +365,7 @@ def get_runner(kind: str | type[BaseRunner]) -> type[BaseRunner]:
     if isinstance(kind, type) and issubclass(kind, BaseRunner):
         return kind
     if kind in _RUNNERS:
-        return _RUNNERS[kind]  # type: ignore[index]
+        return _RUNNERS[kind]
     hint = did_you_mean(str(kind), list(_RUNNERS), n=2)
     hint = f"; {hint}" if hint else ""
     raise ConfigError(f"unknown run kind {kind!r}{hint} The kinds are {list_runners()}")

@@ -310,7 +310,8 @@ class Store:
             if not rows:
                 raise StoreError(f"{self.directory}: the record has no config row; it is damaged")
             self._config = self._decode(rows[0][0], "meta", "'config'", dict)
-        return json.loads(json.dumps(self._config))
+        copied: dict[str, Any] = json.loads(json.dumps(self._config))
+        return copied
 
     def objective(self) -> dict[str, Any]:
         """Returns the objective that ranks the trials: ``metric``, ``mode``, ``constraints``,
@@ -448,7 +449,8 @@ class Store:
                 "INSERT INTO trials (arch_id, arch, status, started) VALUES (?, ?, 'running', ?)",
                 (arch_id, text, time.time()),
             )
-            tid = int(cur.lastrowid)
+            tid = cur.lastrowid
+            assert tid is not None, "an INSERT sets lastrowid"
             if event:
                 conn.execute("INSERT INTO events (kind, trial) VALUES ('ask', ?)", (tid,))
         return tid
