@@ -26,7 +26,7 @@ import logging
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nasforge.errors import ConfigError, StoreError
 from nasforge.run.preflight import check_folder, make_folder
@@ -34,6 +34,11 @@ from nasforge.run.refs import from_ref
 from nasforge.run.results import rank_trials
 from nasforge.run.store import Store, TrialRecord
 from nasforge.run.weights import KEPT_NOTE, not_kept
+
+if TYPE_CHECKING:  # torch and the space language load when a model is
+    from torch import nn
+
+    from nasforge.space.model_space import BaseSpace
 
 __all__ = ["export_top", "load_model", "EXPORT_FORMAT"]
 
@@ -139,7 +144,7 @@ def _read_meta(path: Path) -> tuple[Path, dict[str, Any]]:
     return meta_path, dict(meta)
 
 
-def load_model(path: str | Path, space: Any = None) -> Any:
+def load_model(path: str | Path, space: BaseSpace | None = None) -> nn.Module:
     """Returns the exported architecture as a frozen ``nn.Module`` with its weights, in eval
     mode. ``path`` is an export folder (or its ``arch.json``); the space is rebuilt from the
     reference the export carries unless ``space`` is given.
@@ -151,7 +156,7 @@ def load_model(path: str | Path, space: Any = None) -> Any:
     """
     import torch
 
-    from nasforge.space import freeze
+    from nasforge.space.model_space import freeze
 
     meta_path, meta = _read_meta(Path(path))
     if not meta.get("weights") and meta.get("weights_note"):
