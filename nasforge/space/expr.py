@@ -20,7 +20,7 @@ import builtins
 import itertools
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 from nasforge.errors import ArchitectureError, SpaceError
 from nasforge.space.context import Declaration, Frozen, require
@@ -265,9 +265,26 @@ class ChoiceObject(ChoiceValue):
         return f"{self.value!r}~{self.expr!r}"
 
 
+@overload
+def choice(values: Iterable[bool], label: str | None = None) -> Any: ...
+@overload
+def choice(values: Iterable[int], label: str | None = None) -> int: ...
+@overload
+def choice(values: Iterable[float], label: str | None = None) -> float: ...
+@overload
+def choice(values: Iterable[str], label: str | None = None) -> str: ...
+@overload
+def choice(values: Iterable[Any], label: str | None = None) -> Any: ...
+
+
 def choice(values: Iterable[Any], label: str | None = None) -> Any:
     """Returns a value choice over ``values``: while recording, a choice value equal to the
     first candidate; while freezing, the architecture's plain value for ``label``.
+
+    Types: over ints, floats or strs the result is one (a choice value while recording is an
+    ``int``, ``float`` or ``str`` subclass), so ``nn.Conv2d(3, choice([16, 32]), 3)`` type-checks;
+    over other values (bools, tuples, None, mixed types) it is ``Any``, as while recording it is
+    a :class:`ChoiceObject` standing for the value, not the value itself.
 
     Invariants: the same label used twice ties both places to one decision.
 

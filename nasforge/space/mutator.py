@@ -22,7 +22,7 @@ import fnmatch
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import torch
 from torch import fx, nn
@@ -49,6 +49,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 Match = type | str | Callable[..., bool]
+T = TypeVar("T")
 
 
 def _is_plain(value: Any) -> bool:
@@ -218,10 +219,10 @@ class Mutator:
 
     def choose(
         self,
-        candidates: Sequence[Any] | Mapping[str, Any],
+        candidates: Sequence[T] | Mapping[str, T],
         label: str | None = None,
         kind: DecisionKind = "value",
-    ) -> Any:
+    ) -> T:
         """Returns the chosen candidate: the first while recording, the architecture's when
         frozen. Decision values are the dict keys, the values themselves when they are plain
         (int, float, str, bool, None), or else the list indices.
