@@ -4,13 +4,14 @@ front of two objectives. Pure functions over plain records (no torch)."""
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from nasforge.errors import ConfigError
 from nasforge.run.store import TrialRecord
 
 __all__ = [
+    "Constraints",
     "parse_constraints",
     "feasible",
     "score",
@@ -19,10 +20,14 @@ __all__ = [
     "pareto_indices",
 ]
 
+#: constraints as a run file or a caller gives them: ``{metric: [op, bound]}``, a string like
+#: ``"params <= 1e5"``, a list of such strings, or None (none)
+Constraints = Mapping[str, Sequence[object]] | str | Iterable[str] | None
+
 _OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
 
 
-def parse_constraints(constraints: Any) -> dict[str, list[Any]]:
+def parse_constraints(constraints: Constraints) -> dict[str, list[Any]]:
     """Returns constraints as ``{metric: [op, bound]}``; accepts that form, tuples, or strings
     like ``"params <= 100000"`` (a string or a list of them).
 

@@ -131,7 +131,7 @@ class Op(Expr):
         return (Op, (self.name, self.fn, self.args))
 
 
-def as_expr(value: Any) -> Expr:
+def as_expr(value: object) -> Expr:
     """Returns the expression behind a choice value, or a constant for a plain value."""
     if isinstance(value, ChoiceValue):
         return value.expr
@@ -140,7 +140,7 @@ def as_expr(value: Any) -> Expr:
     return Const(value)
 
 
-def is_choice(value: Any) -> bool:
+def is_choice(value: object) -> bool:
     """Returns whether ``value`` carries a value choice (so it may differ between architectures)."""
     return isinstance(value, ChoiceValue)
 

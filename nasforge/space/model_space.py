@@ -36,7 +36,7 @@ class BaseSpace(Protocol):
         """Returns every decision of the space, in a stable order."""
         ...
 
-    def freeze(self, arch: Mapping[str, Any]) -> nn.Module:
+    def freeze(self, arch: Mapping[str, object]) -> nn.Module:
         """Returns the plain model of architecture ``arch``."""
         ...
 
@@ -163,7 +163,7 @@ class ModelSpace(nn.Module):
             )
         return space
 
-    def freeze(self, arch: Mapping[str, Any]) -> nn.Module:
+    def freeze(self, arch: Mapping[str, object]) -> nn.Module:
         """Returns the plain model of ``arch``: only chosen candidates built, no search machinery.
 
         Invariants: the model's parameters and state-dict keys are those of the same architecture
@@ -199,13 +199,13 @@ class ModelSpace(nn.Module):
         return model
 
 
-def arch_repr(arch: Mapping[str, Any], limit: int = 200) -> str:
+def arch_repr(arch: Mapping[str, object], limit: int = 200) -> str:
     """Returns a short printable form of an architecture for messages."""
     text = repr(dict(arch))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def freeze(space: BaseSpace, arch: Mapping[str, Any]) -> nn.Module:
+def freeze(space: BaseSpace, arch: Mapping[str, object]) -> nn.Module:
     """Returns the plain PyTorch model of architecture ``arch`` of ``space``.
 
     Raises:

@@ -520,7 +520,7 @@ class MutatedSpace(_RecordArgs, nn.Module):
         """Returns every decision the mutators make, in the order they make them."""
         return self._space
 
-    def freeze(self, arch: Mapping[str, Any]) -> nn.Module:
+    def freeze(self, arch: Mapping[str, object]) -> nn.Module:
         """Returns the mutated base model for ``arch``: the base model's class when every
         mutator is module-level, else a ``GraphModule``.
 

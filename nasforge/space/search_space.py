@@ -58,12 +58,12 @@ def _canonical_value(value: Any) -> Any:
     )
 
 
-def canonical_json(arch: Mapping[str, Any]) -> str:
+def canonical_json(arch: Mapping[str, object]) -> str:
     """Returns an architecture's canonical JSON: sorted keys, no spaces, lists for tuples."""
     return json.dumps(_canonical_value(dict(arch)), sort_keys=True, separators=(",", ":"))
 
 
-def arch_id(arch: Mapping[str, Any]) -> str:
+def arch_id(arch: Mapping[str, object]) -> str:
     """Returns the 16-hex-digit id of an architecture.
 
     Invariants: equal architectures (as JSON, tuples equal to lists) have equal ids in every
@@ -116,7 +116,7 @@ class Decision:
         """Returns the first candidate: the value a choice has before any search."""
         return self.values[0]
 
-    def index(self, value: Any) -> int:
+    def index(self, value: object) -> int:
         """Returns the position of ``value`` among the candidates.
 
         Raises:
@@ -220,7 +220,7 @@ class SearchSpace(Mapping[str, Decision]):
         for combo in itertools.product(*(d.values for d in self._decisions.values())):
             yield dict(zip(labels, combo))
 
-    def validate(self, arch: Mapping[str, Any]) -> Arch:
+    def validate(self, arch: Mapping[str, object]) -> Arch:
         """Returns ``arch`` in canonical form (builtin types, lists for tuples, space order).
 
         Raises:
@@ -245,7 +245,7 @@ class SearchSpace(Mapping[str, Decision]):
             out[label] = d.values[d.index(arch[label])]
         return out
 
-    def index_of(self, arch: Mapping[str, Any]) -> list[int]:
+    def index_of(self, arch: Mapping[str, object]) -> list[int]:
         """Returns the candidate position of each decision's value, in space order."""
         arch = self.validate(arch)
         return [d.index(arch[d.label]) for d in self._decisions.values()]
@@ -258,7 +258,7 @@ class SearchSpace(Mapping[str, Decision]):
             )
         return {d.label: d.values[p] for d, p in zip(self._decisions.values(), positions)}
 
-    def arch_id(self, arch: Mapping[str, Any]) -> str:
+    def arch_id(self, arch: Mapping[str, object]) -> str:
         """Returns the id of ``arch`` after validating it against this space."""
         return arch_id(self.validate(arch))
 

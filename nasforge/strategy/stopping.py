@@ -51,7 +51,7 @@ def list_stoppers() -> list[str]:
     return sorted(_RULES)
 
 
-def get_stopper(spec: Any) -> BaseStopper | None:
+def get_stopper(spec: BaseStopper | str | dict[str, Any] | None) -> BaseStopper | None:
     """Returns a stopper: None and instances pass through; a name (``"asha"``) or a mapping
     ``{"rule": "asha", "eta": 3, ...}`` builds one (a mapping without ``rule`` is the median
     rule, as records written before the rung rules existed hold).
