@@ -116,7 +116,8 @@ def _registered_already(kind: str | None = None) -> None:
 
 
 def register(
-    subparsers: Any, load_runners: Callable[[str | None], None] = _registered_already
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    load_runners: Callable[[str | None], None] = _registered_already,
 ) -> None:
     """Adds the shared subcommands to the ``nasforge`` parser; ``load_runners(kind)`` registers
     the runner of a kind (all of them for None) before ``run`` and ``resume`` need it."""

@@ -130,14 +130,18 @@ def check_device(device: D, what: str = "device") -> D:
     return device
 
 
-def check_gpu_amount(gpus_per_trial: Any) -> float:
+def check_gpu_amount(gpus_per_trial: object) -> float:
     """Returns ``gpus_per_trial`` as a float when it is 0, a share 1/n, or a whole number.
 
     Raises:
         ConfigError: anything else (negative, 0.3, 1.5, not a number).
     """
-    ok = isinstance(gpus_per_trial, (int, float)) and not isinstance(gpus_per_trial, bool)
-    if not ok or not math.isfinite(gpus_per_trial) or gpus_per_trial < 0:
+    if (
+        not isinstance(gpus_per_trial, (int, float))
+        or isinstance(gpus_per_trial, bool)
+        or not math.isfinite(gpus_per_trial)
+        or gpus_per_trial < 0
+    ):
         raise ConfigError(
             f"gpus_per_trial must be a number >= 0 (0: CPU trials; 0.5: two trials share a "
             f"GPU; 2: two GPUs per trial), got {gpus_per_trial!r}"
@@ -159,7 +163,9 @@ def check_gpu_amount(gpus_per_trial: Any) -> float:
 
 
 def check_gpus(
-    gpus_per_trial: Any, devices: Sequence[int] | None = None, visible: Sequence[int] | None = None
+    gpus_per_trial: object,
+    devices: Sequence[int] | None = None,
+    visible: Sequence[int] | None = None,
 ) -> tuple[float, tuple[int, ...]]:
     """Returns ``(gpus_per_trial, devices)`` checked: the amount per trial (0, 1/n, or a whole
     number) and the GPUs trials may use (``devices=None``: every visible GPU; ``()`` when

@@ -99,7 +99,7 @@ def did_you_mean(name: str, names: Sequence[str], n: int = 3) -> str:
     return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
-def find_ref(obj: Any) -> dict[str, Any] | None:
+def find_ref(obj: object) -> dict[str, Any] | None:
     """Returns a reference that finds ``obj`` again in a later process, or None.
 
     In order: an object that records its constructor arguments (a model space) is rebuilt

@@ -142,7 +142,7 @@ class LayerChoice(_ChoiceModule):
         """Returns the decision's label (automatic labels are set when recording ends)."""
         return self._declaration.label
 
-    def candidate(self, name: Any) -> nn.Module:
+    def candidate(self, name: int | str) -> nn.Module:
         """Returns the candidate module called ``name`` (an index for list candidates)."""
         return self._modules[str(name)]  # type: ignore[return-value]
 
@@ -247,7 +247,7 @@ class InputChoice(_ChoiceModule):
     def label(self) -> str | None:
         return self._declaration.label
 
-    def chosen(self, value: Any) -> list[int]:
+    def chosen(self, value: int | Sequence[int]) -> list[int]:
         """Returns the input indices that decision value ``value`` selects."""
         return [value] if isinstance(value, int) else list(value)
 
@@ -314,7 +314,9 @@ class Repeat(_ChoiceModule):
                 blocks.append(_block(block_factory, i))
         return nn.Sequential(*blocks)
 
-    def __init__(self, block_factory: BlockFactory, depth: Any, label: str | None = None) -> None:
+    def __init__(
+        self, block_factory: BlockFactory, depth: int | tuple[int, int], label: str | None = None
+    ) -> None:
         super().__init__()
         ctx = require("Repeat")
         assert isinstance(ctx, Recording)

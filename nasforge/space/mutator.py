@@ -424,7 +424,7 @@ class MutatedSpace(_RecordArgs, nn.Module):
         base_model: nn.Module,
         mutators: Iterable[Mutator],
         leaves: Sequence[type[nn.Module]] = (),
-        example_inputs: Any = None,
+        example_inputs: object = None,
         export_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
