@@ -315,11 +315,37 @@ def _extreme(name: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     return _wrap(plain, Op(name, fn, tuple(as_expr(a) for a in args)))
 
 
+@overload
+def max_(a: int, /, *args: int) -> int: ...
+@overload
+def max_(a: float, /, *args: float) -> float: ...
+@overload
+def max_(values: Iterable[int], /) -> int: ...
+@overload
+def max_(values: Iterable[float], /) -> float: ...
+@overload
+def max_(*args: Any) -> Any: ...
+
+
 def max_(*args: Any) -> Any:
-    """Returns the largest argument, symbolically when any argument is a value choice."""
+    """Returns the largest argument, symbolically when any argument is a value choice (ints
+    give an int, floats a float, as Python's ``max``)."""
     return _extreme("max", builtins.max, args)
 
 
+@overload
+def min_(a: int, /, *args: int) -> int: ...
+@overload
+def min_(a: float, /, *args: float) -> float: ...
+@overload
+def min_(values: Iterable[int], /) -> int: ...
+@overload
+def min_(values: Iterable[float], /) -> float: ...
+@overload
+def min_(*args: Any) -> Any: ...
+
+
 def min_(*args: Any) -> Any:
-    """Returns the smallest argument, symbolically when any argument is a value choice."""
+    """Returns the smallest argument, symbolically when any argument is a value choice (ints
+    give an int, floats a float, as Python's ``min``)."""
     return _extreme("min", builtins.min, args)

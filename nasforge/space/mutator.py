@@ -278,7 +278,7 @@ class OperatorMutator(Mutator):
     def __init__(
         self,
         match: Match,
-        candidates: Mapping[str, Any],
+        candidates: Mapping[str, nn.Module | Callable[[nn.Module], nn.Module]],
         label: str = "op",
         tie: bool = False,
     ) -> None:
@@ -349,7 +349,12 @@ class InsertMutator(Mutator):
     """Inserts one of ``candidates`` after each matched node: names map to a module, a
     zero-argument factory, or ``None`` (insert nothing)."""
 
-    def __init__(self, after: Match, candidates: Mapping[str, Any], label: str = "insert") -> None:
+    def __init__(
+        self,
+        after: Match,
+        candidates: Mapping[str, nn.Module | Callable[[], nn.Module] | None],
+        label: str = "insert",
+    ) -> None:
         if not candidates:
             raise SpaceError("InsertMutator needs at least one candidate")
         self.after, self.candidates, self.label = after, dict(candidates), label
