@@ -33,6 +33,10 @@ __all__ = [
     "canonical_json",
 ]
 
+#: an architecture: label -> chosen candidate. Candidates are JSON values (int, float, str, bool,
+#: None, lists of them); the values stay ``Any`` because code that reads an architecture knows
+#: its own space's types (``arch["width"] * 2``), where a union would make every read narrow.
+#: Functions that only take an architecture in accept ``Mapping[str, object]``.
 Arch = dict[str, Any]
 DecisionKind = Literal["layer", "input", "value", "depth"]
 _KINDS = ("layer", "input", "value", "depth")
