@@ -447,10 +447,12 @@ class MutatedSpace(_RecordArgs, nn.Module):
         rec = Recording()
         self._mutate(rec)
         decisions: dict[str, Decision] = {}
+        self._where: dict[str, str] = {}
         for d in rec.declarations:
-            decisions.setdefault(d.label, Decision(d.label, d.kind, d.values))  # type: ignore[arg-type]
+            assert d.label is not None, "choose labels every decision it declares"
+            decisions.setdefault(d.label, Decision(d.label, d.kind, d.values))
+            self._where[d.label] = type(d.owner).__name__  # the last place, as before
         self._space = SearchSpace(list(decisions.values()))
-        self._where = {d.label: type(d.owner).__name__ for d in rec.declarations}
 
     @property
     def base(self) -> nn.Module:
