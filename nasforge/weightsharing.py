@@ -12,7 +12,7 @@ one evaluation loop.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -24,11 +24,11 @@ __all__ = ["WeightSharing", "recalibrate_bn", "accuracy"]
 class WeightSharing(Protocol):
     """What a weight-sharing supernet offers to searches and evaluations."""
 
-    def activate(self, arch: Mapping[str, Any]) -> None:
+    def activate(self, arch: Mapping[str, object]) -> None:
         """Makes the supernet compute architecture ``arch``."""
         ...
 
-    def extract(self, arch: Mapping[str, Any]) -> nn.Module:
+    def extract(self, arch: Mapping[str, object]) -> nn.Module:
         """Returns ``arch`` as a plain module with weights copied from the supernet."""
         ...
 

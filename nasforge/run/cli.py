@@ -44,8 +44,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def _report(runner: BaseRunner) -> None:
     best = runner.best(1)
-    if best:
-        t = best[0]
+    t = best[0] if best else None
+    if t is not None and t.metrics is not None:  # a ranked trial has metrics
         log.info(
             "best trial %d: %s = %.6g, arch %s",
             t.id,
@@ -116,7 +116,8 @@ def _registered_already(kind: str | None = None) -> None:
 
 
 def register(
-    subparsers: Any, load_runners: Callable[[str | None], None] = _registered_already
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    load_runners: Callable[[str | None], None] = _registered_already,
 ) -> None:
     """Adds the shared subcommands to the ``nasforge`` parser; ``load_runners(kind)`` registers
     the runner of a kind (all of them for None) before ``run`` and ``resume`` need it."""

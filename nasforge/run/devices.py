@@ -32,9 +32,12 @@ import re
 import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from nasforge.errors import ConfigError
+
+if TYPE_CHECKING:  # torch is imported only when asked about CUDA
+    import torch
 
 __all__ = [
     "Placement",
@@ -55,6 +58,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("nasforge.devices")
+
+D = TypeVar("D")
 
 _DEVICE = re.compile(r"^(?P<type>cpu|cuda|mps|meta)(?::(?P<index>\d+))?$")
 
@@ -93,7 +98,7 @@ def visible_gpus() -> list[int]:
     return list(range(torch.cuda.device_count()))
 
 
-def check_device(device: Any, what: str = "device") -> Any:
+def check_device(device: D, what: str = "device") -> D:
     """Returns ``device`` unchanged when it exists on this machine: None, ``"cpu"``, or a
     ``"cuda"`` / ``"cuda:N"`` / ``torch.device`` whose GPU torch sees.
 
@@ -125,14 +130,18 @@ def check_device(device: Any, what: str = "device") -> Any:
     return device
 
 
-def check_gpu_amount(gpus_per_trial: Any) -> float:
+def check_gpu_amount(gpus_per_trial: object) -> float:
     """Returns ``gpus_per_trial`` as a float when it is 0, a share 1/n, or a whole number.
 
     Raises:
         ConfigError: anything else (negative, 0.3, 1.5, not a number).
     """
-    ok = isinstance(gpus_per_trial, (int, float)) and not isinstance(gpus_per_trial, bool)
-    if not ok or not math.isfinite(gpus_per_trial) or gpus_per_trial < 0:
+    if (
+        not isinstance(gpus_per_trial, (int, float))
+        or isinstance(gpus_per_trial, bool)
+        or not math.isfinite(gpus_per_trial)
+        or gpus_per_trial < 0
+    ):
         raise ConfigError(
             f"gpus_per_trial must be a number >= 0 (0: CPU trials; 0.5: two trials share a "
             f"GPU; 2: two GPUs per trial), got {gpus_per_trial!r}"
@@ -154,7 +163,9 @@ def check_gpu_amount(gpus_per_trial: Any) -> float:
 
 
 def check_gpus(
-    gpus_per_trial: Any, devices: Sequence[int] | None = None, visible: Sequence[int] | None = None
+    gpus_per_trial: object,
+    devices: Sequence[int] | None = None,
+    visible: Sequence[int] | None = None,
 ) -> tuple[float, tuple[int, ...]]:
     """Returns ``(gpus_per_trial, devices)`` checked: the amount per trial (0, 1/n, or a whole
     number) and the GPUs trials may use (``devices=None``: every visible GPU; ``()`` when
@@ -262,7 +273,7 @@ def trial_placement() -> Placement | None:
     return _current
 
 
-def trial_devices() -> list[Any]:
+def trial_devices() -> list[torch.device]:
     """Returns the torch devices of the trial running in this process: its GPUs (``cuda:i``
     as torch numbers them here), or ``[cpu]`` for a CPU trial or outside a trial.
 
@@ -290,7 +301,7 @@ def trial_devices() -> list[Any]:
     return [torch.device("cuda", i) for i in local]
 
 
-def trial_device() -> Any:
+def trial_device() -> torch.device:
     """Returns the torch device an evaluator should put its trial's model and data on (the
     first of :func:`trial_devices`): ``cuda:i`` when the trial holds a GPU, else ``cpu``.
     The one way an evaluator learns its device, in every executor: ``nasforge.trial_device()``.
@@ -298,7 +309,7 @@ def trial_device() -> Any:
     return trial_devices()[0]
 
 
-def resolve_device(device: Any) -> Any:
+def resolve_device(device: torch.device | str | int | None) -> torch.device:
     """Returns the torch device to use for a ``device`` setting: None means the trial's
     (:func:`trial_device`), anything else is taken as given."""
     import torch

@@ -26,7 +26,7 @@ import logging
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nasforge.errors import ConfigError, StoreError
 from nasforge.run.preflight import check_folder, make_folder
@@ -34,6 +34,11 @@ from nasforge.run.refs import from_ref
 from nasforge.run.results import rank_trials
 from nasforge.run.store import Store, TrialRecord
 from nasforge.run.weights import KEPT_NOTE, not_kept
+
+if TYPE_CHECKING:  # torch and the space language load when a model is
+    from torch import nn
+
+    from nasforge.space.model_space import BaseSpace
 
 __all__ = ["export_top", "load_model", "EXPORT_FORMAT"]
 
@@ -97,6 +102,7 @@ def export_top(
         if ckpt is None and kept and not t.error and t.evaluation == "trained":
             note = not_kept(kept[-1].get("keep"))
             log.warning("%s (rank %d, trial %d): %s", d, rank, t.id, note)
+        files: dict[str, str] = {}  # artifact name -> file copied beside arch.json
         meta = {
             "format": EXPORT_FORMAT,
             "rank": rank,
@@ -113,13 +119,13 @@ def export_top(
             "run": str(directory.resolve()),
             "weights": weights,
             "weights_note": note,
-            "files": {},
+            "files": files,
         }
         for name, a in needed.items():
             src = Path(a["path"])
             if src.exists():
                 shutil.copyfile(src, d / src.name)
-                meta["files"][name] = src.name
+                files[name] = src.name
         (d / "arch.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
         written.append(d)
     return written
@@ -138,7 +144,7 @@ def _read_meta(path: Path) -> tuple[Path, dict[str, Any]]:
     return meta_path, dict(meta)
 
 
-def load_model(path: str | Path, space: Any = None) -> Any:
+def load_model(path: str | Path, space: BaseSpace | None = None) -> nn.Module:
     """Returns the exported architecture as a frozen ``nn.Module`` with its weights, in eval
     mode. ``path`` is an export folder (or its ``arch.json``); the space is rebuilt from the
     reference the export carries unless ``space`` is given.
@@ -150,7 +156,7 @@ def load_model(path: str | Path, space: Any = None) -> Any:
     """
     import torch
 
-    from nasforge.space import freeze
+    from nasforge.space.model_space import freeze
 
     meta_path, meta = _read_meta(Path(path))
     if not meta.get("weights") and meta.get("weights_note"):

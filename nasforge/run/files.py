@@ -20,6 +20,7 @@ YAML and TOML, objects are ``module:attribute`` references::
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +43,9 @@ def _read_mapping(path: Path) -> dict[str, Any]:
 
             data = yaml.safe_load(text)
         else:
-            try:
+            if sys.version_info >= (3, 11):
                 import tomllib
-            except ImportError:  # Python 3.10
+            else:  # Python 3.10
                 import tomli as tomllib
 
             data = tomllib.loads(text)

@@ -66,7 +66,7 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
             xs, ys, bx, by, best = [], [], [], [], None
             for t in trials:
                 s = score(t, metric, mode, cons)
-                if s is None:
+                if s is None or t.metrics is None:  # a scored trial has metrics
                     continue
                 xs.append(t.id)
                 ys.append(t.metrics[metric])
@@ -92,12 +92,15 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
         else:
             m2 = second[0]
             pts = [(t.metrics[metric], t.metrics[m2]) for t in trials
-                   if score(t, metric, mode, cons) is not None and m2 in t.metrics]  # fmt: skip
+                   if score(t, metric, mode, cons) is not None
+                   and t.metrics is not None and m2 in t.metrics]  # fmt: skip
             if pts:
                 ax.scatter([p[1] for p in pts], [p[0] for p in pts], s=12, alpha=0.5, label="trial")
             front = pareto_front(trials, (metric, mode), tuple(second), cons)
-            order = sorted(front, key=lambda t: t.metrics[m2])
-            ax.plot([t.metrics[m2] for t in order], [t.metrics[metric] for t in order], "o-",
+            # front trials have metrics (pareto_front keeps only those)
+            order = sorted([(m[m2], m[metric]) for t in front if (m := t.metrics) is not None],
+                           key=lambda p: p[0])  # fmt: skip
+            ax.plot([p[0] for p in order], [p[1] for p in order], "o-",
                     color="C3", label="Pareto front")  # fmt: skip
             ax.set_xlabel(f"{m2} ({second[1]})")
             ax.set_ylabel(metric)

@@ -71,7 +71,7 @@ def _decode(value: Any) -> Any:
     return value
 
 
-def object_path(obj: Any) -> tuple[str, str | None]:
+def object_path(obj: object) -> tuple[str, str | None]:
     """Returns ``("module:qualname", script file or None)`` of a class or function.
 
     Raises:
@@ -98,7 +98,7 @@ def object_path(obj: Any) -> tuple[str, str | None]:
     return f"{module}:{qual}", script
 
 
-def to_ref(obj: Any) -> dict[str, Any]:
+def to_ref(obj: object) -> dict[str, Any]:
     """Returns a reference that rebuilds ``obj``: a model space (its class and the arguments
     it was constructed with), a class or function at module level, or an object whose
     ``init_args()`` returns ``(args, kwargs)`` of its constructor.

@@ -4,13 +4,14 @@ front of two objectives. Pure functions over plain records (no torch)."""
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from nasforge.errors import ConfigError
 from nasforge.run.store import TrialRecord
 
 __all__ = [
+    "Constraints",
     "parse_constraints",
     "feasible",
     "score",
@@ -19,10 +20,14 @@ __all__ = [
     "pareto_indices",
 ]
 
+#: constraints as a run file or a caller gives them: ``{metric: [op, bound]}``, a string like
+#: ``"params <= 1e5"``, a list of such strings, or None (none)
+Constraints = Mapping[str, Sequence[object]] | str | Iterable[str] | None
+
 _OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
 
 
-def parse_constraints(constraints: Any) -> dict[str, list[Any]]:
+def parse_constraints(constraints: Constraints) -> dict[str, list[Any]]:
     """Returns constraints as ``{metric: [op, bound]}``; accepts that form, tuples, or strings
     like ``"params <= 100000"`` (a string or a list of them).
 
@@ -129,14 +134,14 @@ def pareto_front(
     Invariants: no returned trial is dominated by any feasible trial; one trial per arch id.
     """
     kept = [
-        t
+        (t, t.metrics)
         for t in rank_trials(trials, first[0], first[1], constraints)
         if t.metrics is not None and second[0] in t.metrics
     ]
-    kept.sort(key=lambda t: t.id)  # ties go to the earlier trial
+    kept.sort(key=lambda tm: tm[0].id)  # ties go to the earlier trial
     pts = [
-        (t.metrics[first[0]] * (1 if first[1] == "max" else -1),
-         t.metrics[second[0]] * (1 if second[1] == "max" else -1))
-        for t in kept
+        (m[first[0]] * (1 if first[1] == "max" else -1),
+         m[second[0]] * (1 if second[1] == "max" else -1))
+        for _, m in kept
     ]  # fmt: skip
-    return [kept[i] for i in pareto_indices(pts)]
+    return [kept[i][0] for i in pareto_indices(pts)]

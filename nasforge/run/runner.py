@@ -36,7 +36,7 @@ from typing import Any, ClassVar, TypeVar
 
 from nasforge.errors import ConfigError, StoreError
 from nasforge.run.refs import object_path, to_ref
-from nasforge.run.results import parse_constraints, rank_trials
+from nasforge.run.results import Constraints, parse_constraints, rank_trials
 from nasforge.run.store import Store, TrialRecord, check_compatible
 
 __all__ = [
@@ -70,7 +70,7 @@ class Objective:
         self,
         metric: str = "accuracy",
         mode: str = "max",
-        constraints: Any = None,
+        constraints: Constraints = None,
         second: Sequence[str] | None = None,
     ) -> None:
         if mode not in ("max", "min"):
@@ -99,7 +99,7 @@ def did_you_mean(name: str, names: Sequence[str], n: int = 3) -> str:
     return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
-def find_ref(obj: Any) -> dict[str, Any] | None:
+def find_ref(obj: object) -> dict[str, Any] | None:
     """Returns a reference that finds ``obj`` again in a later process, or None.
 
     In order: an object that records its constructor arguments (a model space) is rebuilt
@@ -163,7 +163,7 @@ class BaseRunner(abc.ABC):
         return []
 
     @classmethod
-    def claims(cls, strategy: Any) -> bool:
+    def claims(cls, strategy: object) -> bool:
         """Returns whether a run file's ``strategy`` value (a name, a mapping with ``name``, or
         an object) belongs to this kind."""
         name = strategy.get("name") if isinstance(strategy, Mapping) else strategy
@@ -365,13 +365,13 @@ def get_runner(kind: str | type[BaseRunner]) -> type[BaseRunner]:
     if isinstance(kind, type) and issubclass(kind, BaseRunner):
         return kind
     if kind in _RUNNERS:
-        return _RUNNERS[kind]  # type: ignore[index]
+        return _RUNNERS[kind]
     hint = did_you_mean(str(kind), list(_RUNNERS), n=2)
     hint = f"; {hint}" if hint else ""
     raise ConfigError(f"unknown run kind {kind!r}{hint} The kinds are {list_runners()}")
 
 
-def runner_for_strategy(strategy: Any) -> type[BaseRunner]:
+def runner_for_strategy(strategy: object) -> type[BaseRunner]:
     """Returns the runner class whose kind accepts the run file's ``strategy``.
 
     Raises:

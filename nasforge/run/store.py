@@ -168,7 +168,7 @@ class Store:
         return directory
 
     @classmethod
-    def create(cls, directory: str | Path, config: Mapping[str, Any], holder: str = "") -> Store:
+    def create(cls, directory: str | Path, config: Mapping[str, object], holder: str = "") -> Store:
         """Returns a new run record in ``directory`` holding ``config`` (JSON-able), as writer.
 
         Raises:
@@ -277,7 +277,7 @@ class Store:
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
@@ -310,7 +310,8 @@ class Store:
             if not rows:
                 raise StoreError(f"{self.directory}: the record has no config row; it is damaged")
             self._config = self._decode(rows[0][0], "meta", "'config'", dict)
-        return json.loads(json.dumps(self._config))
+        copied: dict[str, Any] = json.loads(json.dumps(self._config))
+        return copied
 
     def objective(self) -> dict[str, Any]:
         """Returns the objective that ranks the trials: ``metric``, ``mode``, ``constraints``,
@@ -336,7 +337,7 @@ class Store:
         with self._write() as conn:
             conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
-    def add_note(self, source: str, event: str, detail: str, **data: Any) -> None:
+    def add_note(self, source: str, event: str, detail: str, **data: object) -> None:
         """Appends a note of what the run did (``source``: the part that did it; ``event``:
         what happened; ``detail``: one sentence for people; ``data``: plain numbers or text)."""
         row = {"source": source, "event": event, "detail": detail, "time": time.time(), **data}
@@ -359,7 +360,7 @@ class Store:
     def _decode_notes(self, text: str | None) -> list[dict[str, Any]]:
         return _rows.decode_notes(self.directory, text)
 
-    def set_config(self, config: Mapping[str, Any]) -> None:
+    def set_config(self, config: Mapping[str, object]) -> None:
         """Replaces the stored config (a resume that extends a budget records the new one)."""
         text = _dumps("the run config", dict(config))
         with self._write() as conn:
@@ -402,7 +403,7 @@ class Store:
         self.set_meta("plan", json.dumps({"unit": unit, "total": total}))
 
     # -- progress ------------------------------------------------------------------------------
-    def add_progress(self, step: int, row: Mapping[str, Any]) -> None:
+    def add_progress(self, step: int, row: Mapping[str, object]) -> None:
         """Records progress row ``step`` (replacing an earlier row of that step) in one
         transaction."""
         text = _dumps(f"progress row {step}", dict(row))
@@ -439,7 +440,7 @@ class Store:
         return int(self._query("SELECT COUNT(*) FROM progress")[0][0])
 
     # -- trials --------------------------------------------------------------------------------
-    def add_trial(self, arch_id: str, arch: Mapping[str, Any], event: bool = True) -> int:
+    def add_trial(self, arch_id: str, arch: Mapping[str, object], event: bool = True) -> int:
         """Returns the id of a new ``running`` trial; records its ask event (unless ``event``
         is False: trials no strategy asked for) atomically."""
         text = _dumps("an architecture", dict(arch))
@@ -448,7 +449,8 @@ class Store:
                 "INSERT INTO trials (arch_id, arch, status, started) VALUES (?, ?, 'running', ?)",
                 (arch_id, text, time.time()),
             )
-            tid = int(cur.lastrowid)
+            tid = cur.lastrowid
+            assert tid is not None, "an INSERT sets lastrowid"
             if event:
                 conn.execute("INSERT INTO events (kind, trial) VALUES ('ask', ?)", (tid,))
         return tid
@@ -473,7 +475,7 @@ class Store:
         cached_from: int | None = None,
         evaluation: str = "trained",
         event: bool = True,
-        placement: Mapping[str, Any] | None = None,
+        placement: Mapping[str, object] | None = None,
     ) -> None:
         """Records the outcome of a trial (with where it ran, ``placement``) and (unless
         ``event`` is False) its tell event in one transaction."""
@@ -503,7 +505,7 @@ class Store:
     def record_trial(
         self,
         arch_id: str,
-        arch: Mapping[str, Any],
+        arch: Mapping[str, object],
         metrics: Mapping[str, float] | None,
         evaluation: str,
         status: str = "done",
@@ -552,7 +554,7 @@ class Store:
 
     # -- artifacts -----------------------------------------------------------------------------
     def add_artifact(
-        self, name: str, path: str | Path, kind: str, meta: Mapping[str, Any] | None = None
+        self, name: str, path: str | Path, kind: str, meta: Mapping[str, object] | None = None
     ) -> None:
         """Records (or replaces) the artifact ``name``: a file at ``path`` (stored relative to
         the run directory) of ``kind`` (e.g. ``supernet``, ``checkpoint``)."""

@@ -7,8 +7,13 @@ record never holds pickled Python objects.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported when weights are saved or read
+    import torch
+    from torch import nn
 
 __all__ = ["save_state", "save_weights", "load_weights", "KEPT_NOTE", "not_kept"]
 
@@ -22,7 +27,7 @@ def not_kept(keep: object) -> str:
     return f"weights not kept: keep_checkpoints={keep}"
 
 
-def save_state(state: Any, path: str | Path) -> str:
+def save_state(state: object, path: str | Path) -> str:
     """Returns ``path`` after ``torch.save`` of ``state`` (tensors and plain data only, so it
     loads with ``weights_only=True``) there; written beside and renamed, so a crash never
     leaves a half-written file."""
@@ -36,14 +41,14 @@ def save_state(state: Any, path: str | Path) -> str:
     return str(path)
 
 
-def save_weights(model: Any, path: str | Path) -> str:
+def save_weights(model: nn.Module | Mapping[str, torch.Tensor], path: str | Path) -> str:
     """Returns ``path`` after writing the state dict of ``model`` (a module or a dict of
     tensors) there as CPU tensors; a crash never leaves a half-written file."""
     state = model.state_dict() if hasattr(model, "state_dict") else model
     return save_state({k: v.detach().cpu().contiguous().clone() for k, v in state.items()}, path)
 
 
-def load_weights(path: str | Path) -> dict[str, Any]:
+def load_weights(path: str | Path) -> dict[str, torch.Tensor]:
     """Returns the state dict saved at ``path`` (``.pt`` or ``.safetensors``).
 
     Raises:
@@ -59,6 +64,7 @@ def load_weights(path: str | Path) -> dict[str, Any]:
             from safetensors.torch import load_file
 
             return load_file(str(path))
-        return torch.load(path, weights_only=True)
+        state: dict[str, torch.Tensor] = torch.load(path, weights_only=True)
+        return state
     except Exception as exc:  # missing, corrupt or foreign file
         raise StoreError(f"cannot read weights {path}: {type(exc).__name__}: {exc}") from exc

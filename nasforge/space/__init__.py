@@ -8,7 +8,7 @@ Pure modules (no torch): ``search_space``, ``expr``, ``context``. Torch modules:
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "Arch": "search_space",
@@ -40,7 +40,36 @@ _EXPORTS = {
     "OperatorMutator": "mutator",
 }
 
-__all__ = sorted(_EXPORTS)
+#: the names of _EXPORTS, spelled out so that type checkers see them exported
+__all__ = [
+    "Arch",
+    "BaseSpace",
+    "Decision",
+    "InputChoice",
+    "InputMutator",
+    "InsertMutator",
+    "LayerChoice",
+    "ModelSpace",
+    "ModuleChoice",
+    "ModuleMutator",
+    "MutableGraph",
+    "MutableModel",
+    "MutatedSpace",
+    "Mutation",
+    "Mutator",
+    "OperatorMutator",
+    "Repeat",
+    "SearchSpace",
+    "arch_id",
+    "canonical_json",
+    "choice",
+    "freeze",
+    "is_choice",
+    "max_",
+    "min_",
+    "mutation_history",
+    "shared_labels",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -54,3 +83,26 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return __all__
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from nasforge.space.expr import choice, is_choice, max_, min_
+    from nasforge.space.model_space import (
+        BaseSpace,
+        ModelSpace,
+        Mutation,
+        freeze,
+        mutation_history,
+        shared_labels,
+    )
+    from nasforge.space.module_mutator import ModuleChoice, ModuleMutator, MutableModel
+    from nasforge.space.modules import InputChoice, LayerChoice, Repeat
+    from nasforge.space.mutator import (
+        InputMutator,
+        InsertMutator,
+        MutableGraph,
+        MutatedSpace,
+        Mutator,
+        OperatorMutator,
+    )
+    from nasforge.space.search_space import Arch, Decision, SearchSpace, arch_id, canonical_json

@@ -20,7 +20,7 @@ import builtins
 import itertools
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 from nasforge.errors import ArchitectureError, SpaceError
 from nasforge.space.context import Declaration, Frozen, require
@@ -131,7 +131,7 @@ class Op(Expr):
         return (Op, (self.name, self.fn, self.args))
 
 
-def as_expr(value: Any) -> Expr:
+def as_expr(value: object) -> Expr:
     """Returns the expression behind a choice value, or a constant for a plain value."""
     if isinstance(value, ChoiceValue):
         return value.expr
@@ -140,7 +140,7 @@ def as_expr(value: Any) -> Expr:
     return Const(value)
 
 
-def is_choice(value: Any) -> bool:
+def is_choice(value: object) -> bool:
     """Returns whether ``value`` carries a value choice (so it may differ between architectures)."""
     return isinstance(value, ChoiceValue)
 
@@ -173,7 +173,9 @@ def _wrap(value: Any, expr: Expr) -> Any:
     return ChoiceObject(value, expr)
 
 
-def _binary(name: str, fn: Callable[[Any, Any], Any], reflected: bool = False) -> Callable:
+def _binary(
+    name: str, fn: Callable[[Any, Any], Any], reflected: bool = False
+) -> Callable[[Any, Any], Any]:
     def method(self: Any, other: Any) -> Any:
         if not isinstance(other, (int, float)) and not isinstance(other, ChoiceValue):
             return NotImplemented
@@ -210,8 +212,10 @@ class _Builtin(ChoiceValue):
 
     _builtin: type
 
-    def __new__(cls, value: Any, expr: Expr) -> Any:
-        obj = cls._builtin.__new__(cls, value)
+    def __new__(cls, value: Any, expr: Expr) -> _Builtin:
+        # the builtin's own constructor makes the instance (``int.__new__(ChoiceInt, 3)``)
+        new: Callable[..., Any] = cls._builtin.__new__
+        obj: _Builtin = new(cls, value)
         obj.expr = expr
         return obj
 
@@ -261,9 +265,26 @@ class ChoiceObject(ChoiceValue):
         return f"{self.value!r}~{self.expr!r}"
 
 
+@overload
+def choice(values: Iterable[bool], label: str | None = None) -> Any: ...
+@overload
+def choice(values: Iterable[int], label: str | None = None) -> int: ...
+@overload
+def choice(values: Iterable[float], label: str | None = None) -> float: ...
+@overload
+def choice(values: Iterable[str], label: str | None = None) -> str: ...
+@overload
+def choice(values: Iterable[Any], label: str | None = None) -> Any: ...
+
+
 def choice(values: Iterable[Any], label: str | None = None) -> Any:
     """Returns a value choice over ``values``: while recording, a choice value equal to the
     first candidate; while freezing, the architecture's plain value for ``label``.
+
+    Types: over ints, floats or strs the result is one (a choice value while recording is an
+    ``int``, ``float`` or ``str`` subclass), so ``nn.Conv2d(3, choice([16, 32]), 3)`` type-checks;
+    over other values (bools, tuples, None, mixed types) it is ``Any``, as while recording it is
+    a :class:`ChoiceObject` standing for the value, not the value itself.
 
     Invariants: the same label used twice ties both places to one decision.
 
@@ -294,11 +315,37 @@ def _extreme(name: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     return _wrap(plain, Op(name, fn, tuple(as_expr(a) for a in args)))
 
 
+@overload
+def max_(a: int, /, *args: int) -> int: ...
+@overload
+def max_(a: float, /, *args: float) -> float: ...
+@overload
+def max_(values: Iterable[int], /) -> int: ...
+@overload
+def max_(values: Iterable[float], /) -> float: ...
+@overload
+def max_(*args: Any) -> Any: ...
+
+
 def max_(*args: Any) -> Any:
-    """Returns the largest argument, symbolically when any argument is a value choice."""
+    """Returns the largest argument, symbolically when any argument is a value choice (ints
+    give an int, floats a float, as Python's ``max``)."""
     return _extreme("max", builtins.max, args)
 
 
+@overload
+def min_(a: int, /, *args: int) -> int: ...
+@overload
+def min_(a: float, /, *args: float) -> float: ...
+@overload
+def min_(values: Iterable[int], /) -> int: ...
+@overload
+def min_(values: Iterable[float], /) -> float: ...
+@overload
+def min_(*args: Any) -> Any: ...
+
+
 def min_(*args: Any) -> Any:
-    """Returns the smallest argument, symbolically when any argument is a value choice."""
+    """Returns the smallest argument, symbolically when any argument is a value choice (ints
+    give an int, floats a float, as Python's ``min``)."""
     return _extreme("min", builtins.min, args)

@@ -36,7 +36,7 @@ class BaseSpace(Protocol):
         """Returns every decision of the space, in a stable order."""
         ...
 
-    def freeze(self, arch: Mapping[str, Any]) -> nn.Module:
+    def freeze(self, arch: Mapping[str, object]) -> nn.Module:
         """Returns the plain model of architecture ``arch``."""
         ...
 
@@ -101,14 +101,16 @@ def _record(self: nn.Module, rec: Recording) -> None:
     _assign_labels(self, rec.declarations, module_paths)
     decisions: dict[str, Decision] = {}
     where: dict[str, str] = {}
+    auto: dict[Key, str] = {}
     for d in rec.declarations:
         assert d.label is not None
         decisions.setdefault(d.label, Decision(d.label, d.kind, d.values))
         # a tied label is described by its first place, as its decision is
         where.setdefault(d.label, module_paths.get(id(d.owner), type(self).__name__))
+        if not d.explicit:
+            auto[d.key] = d.label
     object.__setattr__(self, "_nf_space", SearchSpace(list(decisions.values())))
     object.__setattr__(self, "_nf_where", where)
-    auto: dict[Key, str] = {d.key: d.label for d in rec.declarations if not d.explicit}
     object.__setattr__(self, "_nf_auto_labels", auto)
     logger.debug("recorded %s: %d decisions", type(self).__name__, len(decisions))
 
@@ -153,7 +155,7 @@ class ModelSpace(nn.Module):
         Raises:
             SpaceError: the object is a frozen model, not a space.
         """
-        space = self.__dict__.get("_nf_space")
+        space: SearchSpace | None = self.__dict__.get("_nf_space")
         if space is None:
             raise SpaceError(
                 f"{type(self).__name__} is a frozen model (or its __init__ did not finish), not a "
@@ -161,7 +163,7 @@ class ModelSpace(nn.Module):
             )
         return space
 
-    def freeze(self, arch: Mapping[str, Any]) -> nn.Module:
+    def freeze(self, arch: Mapping[str, object]) -> nn.Module:
         """Returns the plain model of ``arch``: only chosen candidates built, no search machinery.
 
         Invariants: the model's parameters and state-dict keys are those of the same architecture
@@ -197,13 +199,13 @@ class ModelSpace(nn.Module):
         return model
 
 
-def arch_repr(arch: Mapping[str, Any], limit: int = 200) -> str:
+def arch_repr(arch: Mapping[str, object], limit: int = 200) -> str:
     """Returns a short printable form of an architecture for messages."""
     text = repr(dict(arch))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def freeze(space: BaseSpace, arch: Mapping[str, Any]) -> nn.Module:
+def freeze(space: BaseSpace, arch: Mapping[str, object]) -> nn.Module:
     """Returns the plain PyTorch model of architecture ``arch`` of ``space``.
 
     Raises:

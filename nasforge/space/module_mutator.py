@@ -24,7 +24,7 @@ from torch import nn
 
 from nasforge.errors import SpaceError
 from nasforge.space.modules import LayerChoice
-from nasforge.space.mutator import Mutator, _is_plain, _set_submodule
+from nasforge.space.mutator import MutableGraph, Mutator, _is_plain, _set_submodule
 
 __all__ = ["ModuleMutator", "MutableModel", "ModuleMatch", "ModuleChoice"]
 
@@ -183,7 +183,7 @@ class ModuleMutator(Mutator):
             built = {v: self.build(v, copy.deepcopy(old)) for v in self.candidates}
             owner._modules[attr] = ModuleChoice(self.site_label(path), built)
 
-    def mutate(self, graph: Any) -> None:
+    def mutate(self, graph: MutableGraph) -> None:
         raise SpaceError(
             f"{type(self).__name__} is a module-level mutator; MutatedSpace applies it with "
             "mutate_modules, not on a graph"
@@ -227,6 +227,6 @@ class ModuleChoice(LayerChoice):
             self.add_module(str(value), module)
 
     @property
-    def label(self) -> str:  # type: ignore[override]
+    def label(self) -> str:
         """Returns the decision's label."""
         return self._label

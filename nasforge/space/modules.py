@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from nasforge.errors import SpaceError
-from nasforge.space.context import Frozen, Recording, current, require
+from nasforge.space.context import Declaration, Frozen, Recording, current, require
 from nasforge.space.expr import ChoiceInt, ChoiceValue, Leaf
 
 __all__ = ["LayerChoice", "InputChoice", "Repeat", "SelectInputs", "SelectInputList"]
@@ -142,7 +142,7 @@ class LayerChoice(_ChoiceModule):
         """Returns the decision's label (automatic labels are set when recording ends)."""
         return self._declaration.label
 
-    def candidate(self, name: Any) -> nn.Module:
+    def candidate(self, name: int | str) -> nn.Module:
         """Returns the candidate module called ``name`` (an index for list candidates)."""
         return self._modules[str(name)]  # type: ignore[return-value]
 
@@ -247,7 +247,7 @@ class InputChoice(_ChoiceModule):
     def label(self) -> str | None:
         return self._declaration.label
 
-    def chosen(self, value: Any) -> list[int]:
+    def chosen(self, value: int | Sequence[int]) -> list[int]:
         """Returns the input indices that decision value ``value`` selects."""
         return [value] if isinstance(value, int) else list(value)
 
@@ -314,17 +314,19 @@ class Repeat(_ChoiceModule):
                 blocks.append(_block(block_factory, i))
         return nn.Sequential(*blocks)
 
-    def __init__(self, block_factory: BlockFactory, depth: Any, label: str | None = None) -> None:
+    def __init__(
+        self, block_factory: BlockFactory, depth: int | tuple[int, int], label: str | None = None
+    ) -> None:
         super().__init__()
         ctx = require("Repeat")
         assert isinstance(ctx, Recording)
         values, leaf = _depth_values(depth, label)
+        self._declaration: Declaration | None = None
         if isinstance(depth, tuple):
             self._declaration = ctx.declare("depth", values, label, self)
-        else:
-            self._declaration = None
-            if leaf is not None:  # a value choice used as a depth is a depth decision
-                leaf.declaration.kind = "depth"
+        elif leaf is not None:  # a value choice used as a depth is a depth decision
+            assert leaf.declaration is not None, "a recorded value choice is declared"
+            leaf.declaration.kind = "depth"
         self.depth_values: tuple[int, ...] = values
         self.depth = depth if isinstance(depth, ChoiceInt) else None
         self._leaf = leaf
@@ -348,7 +350,9 @@ class Repeat(_ChoiceModule):
     def depth_of(self, arch: Mapping[str, Any]) -> int:
         """Returns the number of blocks that architecture ``arch`` keeps."""
         if self._declaration is not None:
-            return int(arch[self._declaration.label])  # type: ignore[index]
+            label = self._declaration.label
+            assert label is not None, "labels are assigned when recording ends"
+            return int(arch[label])
         if self.depth is not None:
             return int(self.depth.evaluate(arch))
         return self.depth_values[0]

@@ -22,7 +22,7 @@ import fnmatch
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import torch
 from torch import fx, nn
@@ -33,6 +33,9 @@ from nasforge.space.context import Frozen, Recording, require, use
 from nasforge.space.model_space import Mutation, arch_repr
 from nasforge.space.modules import input_choice_values
 from nasforge.space.search_space import Decision, DecisionKind, SearchSpace
+
+if TYPE_CHECKING:  # module_mutator imports this module
+    from nasforge.space.module_mutator import ModuleMutator
 
 __all__ = [
     "Mutator",
@@ -46,6 +49,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 Match = type | str | Callable[..., bool]
+T = TypeVar("T")
 
 
 def _is_plain(value: Any) -> bool:
@@ -104,7 +108,8 @@ class MutableGraph:
         Raises:
             SpaceError: no such node; the message lists the graph's node names.
         """
-        for node in self.graph.nodes:
+        nodes: list[fx.Node] = list(self.graph.nodes)
+        for node in nodes:
             if node.name == name or (node.op == "call_module" and node.target == name):
                 return node
         names = [n.name for n in self.graph.nodes]
@@ -214,10 +219,10 @@ class Mutator:
 
     def choose(
         self,
-        candidates: Sequence[Any] | Mapping[str, Any],
+        candidates: Sequence[T] | Mapping[str, T],
         label: str | None = None,
         kind: DecisionKind = "value",
-    ) -> Any:
+    ) -> T:
         """Returns the chosen candidate: the first while recording, the architecture's when
         frozen. Decision values are the dict keys, the values themselves when they are plain
         (int, float, str, bool, None), or else the list indices.
@@ -225,6 +230,7 @@ class Mutator:
         Raises:
             SpaceError: no candidates, or ``choose`` called outside a MutatedSpace.
         """
+        values: tuple[Any, ...]
         if isinstance(candidates, Mapping):
             values, items = tuple(candidates), list(candidates.values())
         else:
@@ -272,7 +278,7 @@ class OperatorMutator(Mutator):
     def __init__(
         self,
         match: Match,
-        candidates: Mapping[str, Any],
+        candidates: Mapping[str, nn.Module | Callable[[nn.Module], nn.Module]],
         label: str = "op",
         tie: bool = False,
     ) -> None:
@@ -290,7 +296,14 @@ class OperatorMutator(Mutator):
         for node in nodes:
             label = self.label if self.tie else f"{self.label}/{node.target}"
             cand = self.choose(self.candidates, label, kind="layer")
-            graph.replace_module(node, _build(cand, graph.module(node)))
+            module = _build(cand, graph.module(node))
+            if module is None:
+                raise SpaceError(
+                    f"OperatorMutator {self.label!r}: candidate {cand!r} gives no module for "
+                    f"{node.target!r}; an operator is replaced by a module (use InsertMutator "
+                    "for an optional insertion)"
+                )
+            graph.replace_module(node, module)
 
 
 class InputMutator(Mutator):
@@ -336,7 +349,12 @@ class InsertMutator(Mutator):
     """Inserts one of ``candidates`` after each matched node: names map to a module, a
     zero-argument factory, or ``None`` (insert nothing)."""
 
-    def __init__(self, after: Match, candidates: Mapping[str, Any], label: str = "insert") -> None:
+    def __init__(
+        self,
+        after: Match,
+        candidates: Mapping[str, nn.Module | Callable[[], nn.Module] | None],
+        label: str = "insert",
+    ) -> None:
         if not candidates:
             raise SpaceError("InsertMutator needs at least one candidate")
         self.after, self.candidates, self.label = after, dict(candidates), label
@@ -353,7 +371,7 @@ class InsertMutator(Mutator):
                 graph.insert_after(node, module, f"{self.label}_{node.name}")
 
 
-def _is_module_level(m: Mutator) -> bool:
+def _is_module_level(m: Mutator) -> TypeGuard[ModuleMutator]:
     from nasforge.space.module_mutator import ModuleMutator
 
     return isinstance(m, ModuleMutator)
@@ -374,8 +392,8 @@ class _RecordArgs:
             if type(self) is cls:
                 object.__setattr__(self, "_nf_init_args", (args, kw))
 
-        __init__._nf_wrapped = True  # type: ignore[attr-defined]
-        cls.__init__ = __init__  # type: ignore[misc]
+        __init__._nf_wrapped = True  # type: ignore[attr-defined]  # a marker on the wrapper
+        cls.__init__ = __init__  # type: ignore[method-assign]  # wraps it once, at class creation
 
 
 class MutatedSpace(_RecordArgs, nn.Module):
@@ -403,12 +421,15 @@ class MutatedSpace(_RecordArgs, nn.Module):
             label with different candidates.
     """
 
+    #: the captured graph each freeze copies (a cache, not a submodule; None: not captured)
+    _captured: fx.GraphModule | None
+
     def __init__(
         self,
         base_model: nn.Module,
         mutators: Iterable[Mutator],
         leaves: Sequence[type[nn.Module]] = (),
-        example_inputs: Any = None,
+        example_inputs: object = None,
         export_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
@@ -424,30 +445,33 @@ class MutatedSpace(_RecordArgs, nn.Module):
         if self._graph_mutators:
             self._capture_base(tuple(leaves))
         rec = Recording()
-        self._apply(rec)
+        self._mutate(rec)
         decisions: dict[str, Decision] = {}
+        self._where: dict[str, str] = {}
         for d in rec.declarations:
-            decisions.setdefault(d.label, Decision(d.label, d.kind, d.values))  # type: ignore[arg-type]
+            assert d.label is not None, "choose labels every decision it declares"
+            decisions.setdefault(d.label, Decision(d.label, d.kind, d.values))
+            self._where[d.label] = type(d.owner).__name__  # the last place, as before
         self._space = SearchSpace(list(decisions.values()))
-        self._where = {d.label: type(d.owner).__name__ for d in rec.declarations}
 
     @property
     def base(self) -> nn.Module:
         """Returns what each freeze copies: the captured graph, or the base model."""
         if self.capture == "fx" or (self.capture == "export" and not self._module_mutators):
-            if self._captured is None:  # dropped when pickled: capture again
-                graph = _capture.export_graph(
+            captured = self._captured
+            if captured is None:  # dropped when pickled: capture again
+                captured = _capture.export_graph(
                     self.base_model, self.example_inputs, self.export_options
                 )
-                object.__setattr__(self, "_captured", graph)
-            return self._captured
+                object.__setattr__(self, "_captured", captured)
+            return captured
         return self.base_model
 
     def _capture_base(self, leaves: tuple[type[nn.Module], ...]) -> None:
         from nasforge.space.module_mutator import MutableModel
 
         model = MutableModel(self.base_model)
-        paths = {p for m in self._module_mutators for p, _ in m.sites(model)}  # type: ignore[attr-defined]
+        paths = {p for m in self._module_mutators for p, _ in m.sites(model)}
         name = type(self.base_model).__name__
         try:
             object.__setattr__(self, "_captured", _capture.fx_trace(self.base_model, leaves, paths))
@@ -465,7 +489,7 @@ class MutatedSpace(_RecordArgs, nn.Module):
         self.capture = "export"
         logger.info("torch.fx cannot trace %s (%s); captured it with torch.export", name, fx_exc)
 
-    def _apply(self, ctx: Recording | Frozen) -> nn.Module:
+    def _mutate(self, ctx: Recording | Frozen) -> nn.Module:
         from nasforge.space.module_mutator import MutableModel
 
         base = self.base
@@ -479,9 +503,9 @@ class MutatedSpace(_RecordArgs, nn.Module):
             root = copy.deepcopy(base)
         with use(ctx):
             model = MutableModel(root)
-            for mutator in self._module_mutators:
-                mutator._reset()
-                mutator.mutate_modules(model)  # type: ignore[attr-defined]
+            for module_mutator in self._module_mutators:
+                module_mutator._reset()
+                module_mutator.mutate_modules(model)
             if not self._graph_mutators:
                 return root
             if self.capture == "export" and not isinstance(root, fx.GraphModule):
@@ -503,7 +527,7 @@ class MutatedSpace(_RecordArgs, nn.Module):
         """Returns every decision the mutators make, in the order they make them."""
         return self._space
 
-    def freeze(self, arch: Mapping[str, Any]) -> nn.Module:
+    def freeze(self, arch: Mapping[str, object]) -> nn.Module:
         """Returns the mutated base model for ``arch``: the base model's class when every
         mutator is module-level, else a ``GraphModule``.
 
@@ -512,7 +536,7 @@ class MutatedSpace(_RecordArgs, nn.Module):
         """
         arch = self._space.validate(arch)
         try:
-            model = self._apply(Frozen(arch))
+            model = self._mutate(Frozen(arch))
         except NasforgeError:
             raise
         except Exception as exc:
@@ -549,7 +573,7 @@ class MutatedSpace(_RecordArgs, nn.Module):
                     f"{type(mutator).__name__} overrides mutate_modules, so a supernet cannot "
                     "know all its candidates; use ModuleMutator's candidates or factory="
                 )
-            mutator.expand(root)  # type: ignore[attr-defined]
+            mutator.expand(root)
         return root
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:

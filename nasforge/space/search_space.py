@@ -16,10 +16,13 @@ import itertools
 import json
 import random
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from nasforge.errors import ArchitectureError, SpaceError
+
+if TYPE_CHECKING:  # numpy only names a type here: this module imports no numpy
+    import numpy as np
 
 __all__ = [
     "Decision",
@@ -30,6 +33,10 @@ __all__ = [
     "canonical_json",
 ]
 
+#: an architecture: label -> chosen candidate. Candidates are JSON values (int, float, str, bool,
+#: None, lists of them); the values stay ``Any`` because code that reads an architecture knows
+#: its own space's types (``arch["width"] * 2``), where a union would make every read narrow.
+#: Functions that only take an architecture in accept ``Mapping[str, object]``.
 Arch = dict[str, Any]
 DecisionKind = Literal["layer", "input", "value", "depth"]
 _KINDS = ("layer", "input", "value", "depth")
@@ -55,12 +62,12 @@ def _canonical_value(value: Any) -> Any:
     )
 
 
-def canonical_json(arch: Mapping[str, Any]) -> str:
+def canonical_json(arch: Mapping[str, object]) -> str:
     """Returns an architecture's canonical JSON: sorted keys, no spaces, lists for tuples."""
     return json.dumps(_canonical_value(dict(arch)), sort_keys=True, separators=(",", ":"))
 
 
-def arch_id(arch: Mapping[str, Any]) -> str:
+def arch_id(arch: Mapping[str, object]) -> str:
     """Returns the 16-hex-digit id of an architecture.
 
     Invariants: equal architectures (as JSON, tuples equal to lists) have equal ids in every
@@ -88,6 +95,8 @@ class Decision:
     label: str
     kind: DecisionKind
     values: tuple[Any, ...]
+    #: candidate key (its JSON) -> position; set in ``__post_init__``
+    _index: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.label, str) or not self.label:
@@ -111,7 +120,7 @@ class Decision:
         """Returns the first candidate: the value a choice has before any search."""
         return self.values[0]
 
-    def index(self, value: Any) -> int:
+    def index(self, value: object) -> int:
         """Returns the position of ``value`` among the candidates.
 
         Raises:
@@ -121,7 +130,7 @@ class Decision:
             key = _key(value)
         except ArchitectureError:
             key = None
-        idx = self._index.get(key) if key is not None else None  # type: ignore[attr-defined]
+        idx = self._index.get(key) if key is not None else None
         if idx is None:
             raise ArchitectureError(
                 f"label {self.label!r}: {value!r} is not a candidate; expected one of "
@@ -139,10 +148,11 @@ class Decision:
         return cls(data["label"], data["kind"], tuple(data["values"]))
 
 
-RandomLike = random.Random | Any  # numpy.random.Generator is accepted too (duck-typed)
+#: a seeded generator: ``random.Random`` or ``numpy.random.Generator``
+RandomLike: TypeAlias = "random.Random | np.random.Generator"
 
 
-def _pick(rng: RandomLike | int | None, n: int) -> int:
+def _pick(rng: RandomLike, n: int) -> int:
     if isinstance(rng, random.Random):
         return rng.randrange(n)
     if hasattr(rng, "integers"):  # numpy.random.Generator
@@ -214,7 +224,7 @@ class SearchSpace(Mapping[str, Decision]):
         for combo in itertools.product(*(d.values for d in self._decisions.values())):
             yield dict(zip(labels, combo))
 
-    def validate(self, arch: Mapping[str, Any]) -> Arch:
+    def validate(self, arch: Mapping[str, object]) -> Arch:
         """Returns ``arch`` in canonical form (builtin types, lists for tuples, space order).
 
         Raises:
@@ -239,7 +249,7 @@ class SearchSpace(Mapping[str, Decision]):
             out[label] = d.values[d.index(arch[label])]
         return out
 
-    def index_of(self, arch: Mapping[str, Any]) -> list[int]:
+    def index_of(self, arch: Mapping[str, object]) -> list[int]:
         """Returns the candidate position of each decision's value, in space order."""
         arch = self.validate(arch)
         return [d.index(arch[d.label]) for d in self._decisions.values()]
@@ -252,7 +262,7 @@ class SearchSpace(Mapping[str, Decision]):
             )
         return {d.label: d.values[p] for d, p in zip(self._decisions.values(), positions)}
 
-    def arch_id(self, arch: Mapping[str, Any]) -> str:
+    def arch_id(self, arch: Mapping[str, object]) -> str:
         """Returns the id of ``arch`` after validating it against this space."""
         return arch_id(self.validate(arch))
 

@@ -108,7 +108,7 @@ class BaseStrategy(abc.ABC):
         arch = self._ask()
         return None if arch is None else self._validate(arch)
 
-    def tell(self, arch: Mapping[str, Any], metric: float | None) -> None:
+    def tell(self, arch: Mapping[str, object], metric: float | None) -> None:
         """Records the metric (higher is better) of an architecture; None marks it failed.
 
         Raises:
@@ -124,7 +124,7 @@ class BaseStrategy(abc.ABC):
                 raise ConfigError(f"metric must be finite, got {metric!r}; tell None for failure")
         self._tell(arch, metric)
 
-    def _validate(self, arch: Any) -> Arch:
+    def _validate(self, arch: Mapping[str, object]) -> Arch:
         """Returns ``self.space.validate(arch)``, from a lookup table when every value is of an
         exact type: validate encodes each value as JSON, which dominated replaying a long run.
 
@@ -145,7 +145,7 @@ class BaseStrategy(abc.ABC):
                 return out
         return self.space.validate(arch)
 
-    def replay(self, history: Iterable[tuple[Mapping[str, Any], float | None]]) -> None:
+    def replay(self, history: Iterable[tuple[Mapping[str, object], float | None]]) -> None:
         """Rebuilds state from a sequential history: one ask then one tell per (arch, metric).
 
         The told architecture is the recorded one, so the result is right even when a resumed

@@ -158,10 +158,10 @@ class ASHAStopper(_RungSettings):
         if not _is_rung(r, snapshot["min_resource"], eta, snapshot["max_resource"]):
             return False
         value = curve[-1]
-        values = [*snapshot["rungs"].get(r, []), value]
+        values: list[float] = [*snapshot["rungs"].get(r, []), value]
         if len(values) < snapshot["min_trials"]:
             return False
-        keep = max(1, len(values) // eta)
+        keep: int = max(1, len(values) // eta)
         return value < sorted(values, reverse=True)[keep - 1]
 
 
@@ -312,6 +312,7 @@ class SuccessiveHalvingStopper(BaseStopper):
         rung = snapshot["rungs"].get(len(curve))
         if rung is None:
             return False
-        quota, values = rung
+        quota: int = rung[0]
+        values: list[float] = rung[1]
         value = curve[-1]
         return sum(1 for v in values if v > value) >= quota

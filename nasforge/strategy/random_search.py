@@ -28,7 +28,7 @@ class RandomStrategy(BaseStrategy):
         ArchitectureError: (at ``setup``) an ``initial`` architecture outside the space.
     """
 
-    def __init__(self, seed: int = 0, initial: Sequence[Mapping[str, Any]] = ()) -> None:
+    def __init__(self, seed: int = 0, initial: Sequence[Mapping[str, object]] = ()) -> None:
         super().__init__(seed)
         if isinstance(initial, (str, Mapping)) or not all(isinstance(a, Mapping) for a in initial):
             raise ConfigError(

@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from nasforge.errors import ConfigError
 from nasforge.space.search_space import Arch
@@ -21,9 +22,10 @@ from nasforge.strategy.base import BaseStrategy, register_strategy
 __all__ = ["ReinforceStrategy"]
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
+def _softmax(z: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     e = np.exp(z - z.max())
-    return e / e.sum()
+    p: npt.NDArray[np.float64] = e / e.sum()
+    return p
 
 
 @register_strategy("rl", "reinforce", "policy_gradient")

@@ -51,7 +51,7 @@ def list_stoppers() -> list[str]:
     return sorted(_RULES)
 
 
-def get_stopper(spec: Any) -> BaseStopper | None:
+def get_stopper(spec: BaseStopper | str | dict[str, Any] | None) -> BaseStopper | None:
     """Returns a stopper: None and instances pass through; a name (``"asha"``) or a mapping
     ``{"rule": "asha", "eta": 3, ...}`` builds one (a mapping without ``rule`` is the median
     rule, as records written before the rung rules existed hold).
@@ -181,7 +181,8 @@ class MedianStopper(BaseStopper):
     def decide(snapshot: dict[str, Any], curve: Sequence[float]) -> bool:
         """Returns whether the best value so far is below the median at this step."""
         step = len(curve) - 1
-        medians = snapshot["medians"]
-        if step < snapshot["warmup_steps"] or step >= len(medians) or medians[step] is None:
+        medians: list[float | None] = snapshot["medians"]
+        median = medians[step] if 0 <= step < len(medians) else None
+        if step < snapshot["warmup_steps"] or median is None:
             return False
-        return max(curve) < medians[step]
+        return max(curve) < median

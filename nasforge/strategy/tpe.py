@@ -28,11 +28,15 @@ from __future__ import annotations
 import itertools
 import random
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nasforge.errors import ConfigError
 from nasforge.space.search_space import Arch
 from nasforge.strategy.base import BaseStrategy, register_strategy
+
+if TYPE_CHECKING:  # optuna is imported at setup, not at import
+    from optuna.distributions import BaseDistribution
+    from optuna.trial import Trial
 
 __all__ = ["TPEStrategy"]
 
@@ -137,14 +141,15 @@ class TPEStrategy(BaseStrategy):
         self._decisions = self.space.decisions
         self._sizes = [len(d) for d in self._decisions]
         self._size = self.space.size
-        self._dists = {
+        self._dists: dict[str, BaseDistribution] = {
             d.label: optuna.distributions.CategoricalDistribution(list(range(len(d))))
             for d in self._decisions
         }
         self._rng = random.Random(self.seed)  # only for the nearest-unseen fallback
         self._seen: set[Pos] = set()  # asked or told
         self._told: dict[Pos, bool] = {}  # told -> whether a metric (not a failure) was told
-        self._pending: dict[Pos, list[Any]] = {}  # asked, not told -> Optuna trials (None: ours)
+        #: asked, not told -> their Optuna trials (None: an architecture of ours, not TPE's)
+        self._pending: dict[Pos, list[Trial | None]] = {}
         #: asks whose TPE proposal was already seen (diagnostics; each became a fresh arch)
         self.n_repeat_proposals = 0
 
@@ -171,7 +176,7 @@ class TPEStrategy(BaseStrategy):
             self._study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
         return self._hand_out(self._nearest_unseen(pos), None)
 
-    def _hand_out(self, pos: Pos, trial: Any) -> Arch:
+    def _hand_out(self, pos: Pos, trial: Trial | None) -> Arch:
         self._seen.add(pos)
         self._pending.setdefault(pos, []).append(trial)
         return self.space.from_index(pos)
@@ -193,12 +198,12 @@ class TPEStrategy(BaseStrategy):
                 return cand
         for radius in range(2, len(mutable) + 1):
             for _ in range(_PROBES_PER_RADIUS):
-                cand = list(pos)
+                probe = list(pos)
                 for i in rng.sample(mutable, radius):
                     other = rng.randrange(self._sizes[i] - 1)
-                    cand[i] = other if other < pos[i] else other + 1
-                if tuple(cand) not in self._seen:
-                    return tuple(cand)
+                    probe[i] = other if other < pos[i] else other + 1
+                if tuple(probe) not in self._seen:
+                    return tuple(probe)
         if self._size <= _ENUMERATE_LIMIT:
             unseen = [
                 p

@@ -86,3 +86,34 @@ def test_mutator_errors_are_clear() -> None:
         nf.freeze(space, {**space.search_space().default(), "skip": 5})
     with pytest.raises(SpaceError, match="not a model"):
         space(torch.randn(1, 1, 8, 8))
+
+
+def test_space_moves_and_casts_like_a_module() -> None:
+    """``.to``/``.double`` on a MutatedSpace cast its weights (nn.Module's ``_apply`` is not
+    shadowed by the mutator machinery), and the space still freezes afterwards."""
+    base = DigitsBase()
+    space = nf.MutatedSpace(
+        base, [nf.InsertMutator("conv1", {"drop": lambda: nn.Dropout()})], leaves=(ConvBNReLU,)
+    )
+    assert space.double() is space
+    assert all(p.dtype == torch.float64 for p in space.parameters())
+    model = nf.freeze(space, {"insert/conv1": "drop"})
+    assert all(p.dtype == torch.float64 for p in model.parameters())
+
+
+def test_operator_mutator_refuses_a_candidate_that_is_no_module() -> None:
+    """An OperatorMutator candidate of None is refused when frozen, naming the candidate,
+    instead of leaving a graph that calls None."""
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.act = nn.Linear(4, 4), nn.ReLU()
+
+        def forward(self, x):
+            return self.act(self.fc(x))
+
+    space = nf.MutatedSpace(Net(), [nf.OperatorMutator(nn.ReLU, {"id": nn.Identity(), "no": None})])
+    assert nf.freeze(space, {"op/act": "id"})(torch.randn(2, 4)).shape == (2, 4)
+    with pytest.raises(SpaceError, match="candidate None gives no module"):
+        nf.freeze(space, {"op/act": "no"})
