@@ -1,5 +1,6 @@
 """mkdocs hooks of the documentation site (mkdocs.yml's ``hooks:``): links from ``docs/`` to
-repository files outside it.
+repository files outside it; and a griffe extension for the API reference's docstrings
+(``SphinxRoles``).
 
 A page may link a repository file by its relative path (``[script](../examples/x.py)``), which
 is what works when the Markdown is read in the repository. The site has no such file, so strict
@@ -15,7 +16,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["on_files", "on_page_markdown"]
+import griffe
+
+__all__ = ["on_files", "on_page_markdown", "SphinxRoles"]
 
 #: ``](target)`` of a Markdown link or image whose target is a relative path (not a URL, not
 #: an anchor); the target ends at ``)``, a space (a title follows) or ``#``
@@ -74,3 +77,25 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         return f"]({new}{m.group('rest')})"
 
     return LINK.sub(relink, markdown)
+
+
+#: a Sphinx cross-reference role in a docstring: ``:class:`~nasforge.run.store.Store```
+ROLE = re.compile(r":(?:attr|class|data|exc|func|meth|mod|obj):`(?P<tilde>~?)(?P<target>[^`]+)`")
+
+
+def _as_code(m: re.Match[str]) -> str:
+    """Returns a Sphinx role as Markdown inline code: its target, or with ``~`` its last part
+    (as Sphinx shows it)."""
+    target = m.group("target").lstrip(".")
+    return f"`{target.rsplit('.', 1)[-1] if m.group('tilde') else target}`"
+
+
+class SphinxRoles(griffe.Extension):
+    """A griffe extension (mkdocs.yml's mkdocstrings ``extensions``) that shows the Sphinx
+    roles of nasforge's docstrings (``:class:`Store```, ``:mod:`~nasforge.run```) as inline
+    code; Markdown would print them as they are written."""
+
+    def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
+        """Rewrites the roles in ``obj``'s docstring."""
+        if obj.docstring is not None:
+            obj.docstring.value = ROLE.sub(_as_code, obj.docstring.value)

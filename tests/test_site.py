@@ -44,13 +44,16 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_api_reference_documents_the_public_api(site: Path) -> None:
-    """The API reference renders the docstrings of the public API, `load_model` included."""
+    """The API reference renders the docstrings of the public API, `load_model` included, with
+    their Sphinx roles as code."""
     run_page = (site / "api/run/index.html").read_text()
     assert 'id="nasforge.run.export.load_model"' in run_page
     assert "Returns the exported architecture as a frozen" in run_page  # its docstring
     engine_page = (site / "api/engine/index.html").read_text()
     assert 'id="nasforge.engine.experiment.Experiment"' in engine_page
     assert 'id="nasforge.errors.ConfigError"' in (site / "api/errors/index.html").read_text()
+    for page in (site / "api").rglob("*.html"):  # Sphinx roles are shown as code
+        assert ":class:`" not in page.read_text() and ":mod:`" not in page.read_text(), page
 
 
 def test_getting_started_includes_the_readme_quickstart(site: Path) -> None:
