@@ -285,6 +285,12 @@ def test_parser_finds_blocks_and_marks() -> None:
     assert len(servers) == 2 and all(b.text.startswith("nasforge serve") for b in servers)
 
 
+def test_every_page_of_the_site_is_read() -> None:
+    """Pages in subfolders of docs/ (the API reference) are read too, keyed by their path."""
+    assert {"README.md", "getting-started.md", "api/run.md", "api/index.md"} <= set(ALL_BLOCKS)
+    assert ALL_BLOCKS["api/run.md"] == []  # `::: nasforge.run.store` lines are not code blocks
+
+
 #: What a skip may name: install or CI commands (CI runs them itself), or something absent
 #: on the test machine (a GPU, the network).
 ALLOWED_SKIP = re.compile(r"\b(install|CI|GPU|CUDA|network|download)", re.I)
