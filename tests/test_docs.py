@@ -1,4 +1,4 @@
-"""Every fenced code block of README.md and docs/*.md runs as printed.
+"""Every fenced code block of README.md and of the pages under docs/ runs as printed.
 
 Python blocks of one file run in order, each in a fresh namespace (a reader may copy any one
 block alone, so each imports and builds what it uses); shell blocks (``bash``, ``sh``, and
@@ -34,7 +34,10 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = ROOT / "docs"
+#: README.md and every page of the docs site, docs/api/ included (its ``::: module`` lines are
+#: mkdocstrings directives, not code blocks)
+DOC_FILES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 #: The venv's bin folder (not resolved: a venv's python is a symlink out of it).
 VENV_BIN = Path(sys.executable).parent
 FENCE = re.compile(r"^```([\w+-]*)\s*$")
@@ -142,7 +145,13 @@ def is_shell(block: Block) -> bool:
     return False
 
 
-ALL_BLOCKS = {p.name: parse_blocks(p) for p in DOC_FILES}
+def doc_name(path: Path) -> str:
+    """Returns a documentation file's key and test id: its path under ``docs/``
+    (``engine.md``, ``api/engine.md``), or its name for the README."""
+    return path.relative_to(DOCS).as_posix() if path.is_relative_to(DOCS) else path.name
+
+
+ALL_BLOCKS = {doc_name(p): parse_blocks(p) for p in DOC_FILES}
 
 
 def _cases(select, slow: bool = False) -> list:
@@ -274,6 +283,12 @@ def test_parser_finds_blocks_and_marks() -> None:
     assert is_shell(Block(ROOT, 1, "", "nasforge status runs/x\n", None, False))
     servers = [b for b in ALL_BLOCKS["dashboard.md"] if b.server]
     assert len(servers) == 2 and all(b.text.startswith("nasforge serve") for b in servers)
+
+
+def test_every_page_of_the_site_is_read() -> None:
+    """Pages in subfolders of docs/ (the API reference) are read too, keyed by their path."""
+    assert {"README.md", "getting-started.md", "api/run.md", "api/index.md"} <= set(ALL_BLOCKS)
+    assert ALL_BLOCKS["api/run.md"] == []  # `::: nasforge.run.store` lines are not code blocks
 
 
 #: What a skip may name: install or CI commands (CI runs them itself), or something absent
