@@ -56,6 +56,12 @@ class WorkerError(NasforgeError, RuntimeError):
 class DivergenceError(NasforgeError, FloatingPointError):
     """A training loss became NaN or infinite; the run stops and exports nothing."""
 
+    #: what the raiser knows, for the run record's event (None: not known)
+    step: int | None = None
+    subnet: list[int] | None = None
+    loss: float | None = None
+    stage: int | None = None
+
 
 class LockError(NasforgeError, RuntimeError):
     """A run directory is being written by another process (one writer per run directory)."""

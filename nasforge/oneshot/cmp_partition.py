@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
@@ -100,10 +100,12 @@ def units(net: Supernet) -> list[nn.Module]:
     if cached is not None:
         return cached
     model = net.model
+    chain = getattr(model, "chain", None)
     if all(hasattr(model, a) for a in ("stem", "cells", "classifier")):  # the cell network
-        out: list[nn.Module] = [_Stem(model), *(_Cell(c) for c in model.cells), _Head(model)]
-    elif callable(getattr(model, "chain", None)):
-        out = [_One(m) for m in model.chain()]
+        cells: Iterable[nn.Module] = getattr(model, "cells")  # noqa: B009 - a ModuleList
+        out: list[nn.Module] = [_Stem(model), *(_Cell(c) for c in cells), _Head(model)]
+    elif callable(chain):
+        out = [_One(m) for m in chain()]
     elif isinstance(model, nn.Sequential):
         out = [_One(m) for m in model]
     else:

@@ -251,8 +251,9 @@ def initial_state(
         net.model.load_state_dict(dict(weights))
     else:  # start from the seed, not from whatever generator state built the space
         for m in net.model.modules():
-            if hasattr(m, "reset_parameters"):
-                m.reset_parameters()
+            reset = getattr(m, "reset_parameters", None)
+            if callable(reset):
+                reset()
     net.to(device)
     split = split.to(device)
     opt_w, sched = weight_optimizer(net.weights(), cfg, n_steps(split, cfg))

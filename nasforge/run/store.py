@@ -110,6 +110,7 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "DB_NAME",
+    "OLD_DB_NAME",
     "STATUSES",
     "FINISHED",
     "INTERRUPTED",
