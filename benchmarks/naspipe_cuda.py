@@ -13,14 +13,15 @@ sequence three ways on one GPU, and compares them:
   group's backend (one stage: one GPU is all a lent machine has).
 
 A short discarded run warms the device up first; then the resident and cached runs alternate
-``--repeats`` times (default 3), and each one's wall time is the median. Reported: samples/s, the cache hit rate, the prefetched fraction (layers that arrived by
-prefetch / all layers loaded; target >= 0.8), the peak device memory of each run, whether each
+``--repeats`` times (default 3), and each one's wall time is the median. Reported: samples/s,
+the cache hit rate, the prefetched fraction (layers that arrived by prefetch / all layers
+loaded; target >= 0.8), the peak device memory of each run, whether each
 equals the resident run bitwise (the cache must not change a single bit), and the ratios:
 ``csp_cache_over_resident`` is the wall-time ratio of the cached run to the resident one
-(target <= 1.3 on a GPU; 13.3 before the look-ahead on an H100), ``memory_ratio`` the peak
-memory ratio. With ``--device cpu`` the same code runs on gloo (no memory figures; both tiers are
-host memory, so the copies are clones made at once, but the plan and the accounting are the
-GPU's); ``--device cuda`` without a GPU prints ``{"skipped": ...}``.
+(target <= 1.3 on a GPU; 13.3 before the look-ahead, 1.34 now, on an H100), ``memory_ratio``
+the peak memory ratio. With ``--device cpu`` the same code runs on gloo (no memory figures;
+both tiers are host memory, so the copies are clones made at once, but the plan and the
+accounting are the GPU's); ``--device cuda`` without a GPU prints ``{"skipped": ...}``.
 
 Last line: one JSON object ``{"samples_per_s": {...}, "hit_rate": {...}, "prefetched_fraction":
 {...}, "peak_device_bytes": {...}, "equals_resident": {...}, "csp_cache_over_resident": ...,
