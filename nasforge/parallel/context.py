@@ -21,20 +21,15 @@ each other; events order them where they touch the same layer::
     load      ......load l (predicted for s+1) -> event load(l)
     save      wait compute | write back evicted m -> event save(m)
 
-* On the host a layer is one flat pinned buffer (parameters, then momentum buffers, as
-  views), so a load is two copies (parameters, buffers: on the device they must not share a
-  version counter) and a write-back one gather and one copy, whatever the layer's tensors.
-* A load allocates its device buffers from the compute stream's pool, makes the copy stream
-  wait for the compute queued so far (that memory may still be read there), copies the pinned
-  host buffer with ``non_blocking=True`` and records an event; the compute stream waits for
-  that event only when the layer is acquired (a miss: at once). A layer written back earlier
-  is loaded only after its save event. The device buffers are ``record_stream``-ed on the copy
-  stream, so the allocator does not reuse them before the copy lands.
+* A load copies the pinned host tensors with ``non_blocking=True`` and records an event; the
+  compute stream waits for that event only when the layer is acquired (a miss: at once). A
+  layer written back earlier is loaded only after its save event. The new device tensors are
+  ``record_stream``-ed on the compute stream, so the allocator does not reuse their memory
+  while compute may still read them.
 * A write-back makes the save stream wait for the compute stream (the layer's last update is
-  queued there) and for the layer's own load, gathers the layer's device tensors into one
-  buffer there, copies it into the layer's pinned host buffer in place and
-  ``record_stream``-s the device tensors on the save stream. Host tensors are read on the CPU
-  only after :meth:`TieredLayerCache._sync` (state_dict, layer_state, flush).
+  queued there) and for the layer's own load, copies into the layer's pinned host tensors in
+  place and ``record_stream``-s the device tensors on the save stream. Host tensors are read on
+  the CPU only after :meth:`TieredLayerCache._sync` (state_dict, layer_state, flush).
 
 On a CPU-only machine both tiers are host memory: a "device copy" is a clone made at once, and
 the bookkeeping (plan, budget, hits, prefetches, evictions, write-back) is exactly the one a
@@ -55,7 +50,6 @@ from typing import Generic
 import torch
 from torch import nn
 
-from nasforge.errors import ConfigError
 from nasforge.parallel.cache import Key, LayerCache, prefetch_plan
 
 __all__ = ["TieredLayerCache", "sgd_momentum_step"]
@@ -79,12 +73,6 @@ def sgd_momentum_step(
         for p, g, buf in zip(params, grads, bufs):
             buf.mul_(momentum).add_(g)
             p.data = p.data - lr * buf
-
-
-def _views(flat: torch.Tensor, shapes: list[torch.Size]) -> list[torch.Tensor]:
-    """Returns ``flat`` cut into consecutive views of ``shapes`` (no copy)."""
-    parts = torch.split(flat, [s.numel() for s in shapes])
-    return [t.view(s) for t, s in zip(parts, shapes)]
 
 
 def _with_tensors(skeleton: nn.Module, tensors: list[torch.Tensor]) -> nn.Module:
@@ -143,31 +131,16 @@ class TieredLayerCache(Generic[Key]):
         cuda = self.device.type == "cuda"
         self.host: dict[Key, nn.Module] = {}
         self.host_bufs: dict[Key, list[torch.Tensor]] = {}
-        # each layer's parameters then momentum buffers, as views of one flat (pinned) buffer,
-        # so that a load or a write-back is one copy, not one per tensor
-        self.host_flat: dict[Key, torch.Tensor] = {}
-        self._shapes: dict[Key, list[torch.Size]] = {}
         self._skeleton: dict[Key, nn.Module] = {}
         for key, mod in layers.items():
             mod = mod.to("cpu")
             self._skeleton[key] = copy.deepcopy(mod).to("meta")
-            params = list(mod.parameters())
-            dtypes = {p.dtype for p in params}
-            if len(dtypes) != 1:
-                raise ConfigError(
-                    f"layer {key}: the device cache moves a layer as one buffer, so its "
-                    f"parameters need one dtype; got {sorted(map(str, dtypes))}"
-                )
-            shapes = [p.shape for p in params] * 2  # parameters, then their momentum
-            flat = torch.zeros(2 * sum(p.numel() for p in params), dtype=params[0].dtype,
-                               pin_memory=cuda)  # fmt: skip
-            views = _views(flat, shapes)
-            with torch.no_grad():
-                for p, v in zip(params, views):
-                    v.copy_(p.data)
-                    p.data = v
-            self.host[key], self.host_flat[key], self._shapes[key] = mod, flat, shapes
-            self.host_bufs[key] = views[len(params) :]
+            if cuda:
+                for p in mod.parameters():
+                    p.data = p.data.pin_memory()
+            self.host[key] = mod
+            bufs = [torch.zeros_like(p) for p in mod.parameters()]
+            self.host_bufs[key] = [b.pin_memory() for b in bufs] if cuda else bufs
         self.dev: dict[Key, nn.Module] = {}
         self.dev_bufs: dict[Key, list[torch.Tensor]] = {}
         self._stream = torch.cuda.Stream(self.device) if cuda else None  # loads
@@ -178,38 +151,34 @@ class TieredLayerCache(Generic[Key]):
     # -- tier moves ---------------------------------------------------------------------------
 
     def _load(self, key: Key) -> None:
-        host = self.host_flat[key]
-        # Parameters and momentum buffers land in two device buffers, not one: views of one
-        # buffer share its version counter, and the in-place momentum update would then
-        # invalidate parameters saved for a pending backward (BSP/ASP weight stashing).
-        halves = torch.split(host, host.numel() // 2)
+        host = [p.data for p in self.host[key].parameters()] + self.host_bufs[key]
         if self._stream is None:
-            dev = [h.clone() for h in halves]
+            dev = [t.clone() for t in host]
         else:
             compute = torch.cuda.current_stream(self.device)
             saved = self._saved.pop(key, None)
             # Allocated from the compute stream's pool, where evicted layers' memory returns
             # (an update replaces parameters there): allocating on the copy stream left that
-            # pool without freed blocks, so every load called cudaMalloc. The copy stream
-            # first waits for the compute queued so far, which may still read that memory.
-            dev = [torch.empty(h.shape, dtype=h.dtype, device=self.device) for h in halves]
+            # pool without freed blocks, so every load called cudaMalloc (0.6 ms of CPU a layer
+            # on an H100). The copy stream first waits for the compute queued so far, which
+            # may still read the reused memory.
+            dev = [torch.empty(t.shape, dtype=t.dtype, device=self.device) for t in host]
             self._stream.wait_stream(compute)
             with torch.cuda.stream(self._stream):
-                if saved is not None:  # its write-back into the host buffer comes first
+                if saved is not None:  # its write-back into the host tensors comes first
                     self._stream.wait_event(saved)
-                # From the pinned host buffer itself (a clone would not be pinned), so
+                # From the pinned host tensors themselves (a clone would not be pinned), so
                 # non_blocking really overlaps with compute.
-                for d, h in zip(dev, halves):
-                    d.copy_(h, non_blocking=True)
+                for d, t in zip(dev, host):
+                    d.copy_(t, non_blocking=True)
                 event = torch.cuda.Event()
                 event.record(self._stream)
-            for d in dev:  # written there: not reused before the copy lands
-                d.record_stream(self._stream)
+            for t in dev:  # written on the copy stream: not reused before the copy lands
+                t.record_stream(self._stream)
             self._ready[key] = event
-        shapes = self._shapes[key]
-        n = len(shapes) // 2  # parameters, then one momentum buffer per parameter
-        self.dev[key] = _with_tensors(self._skeleton[key], _views(dev[0], shapes[:n]))
-        self.dev_bufs[key] = _views(dev[1], shapes[n:])
+        n = len(dev) // 2  # parameters, then one momentum buffer per parameter
+        self.dev[key] = _with_tensors(self._skeleton[key], dev[:n])
+        self.dev_bufs[key] = dev[n:]
 
     def _evict(self, keys: Iterable[Key]) -> None:
         keys = list(keys)
@@ -219,18 +188,17 @@ class TieredLayerCache(Generic[Key]):
             mod, bufs = self.dev.pop(key), self.dev_bufs.pop(key)
             loaded = self._ready.pop(key, None)
             dev = [p.data for p in mod.parameters()] + bufs
+            host = [p.data for p in self.host[key].parameters()] + self.host_bufs[key]
             with torch.no_grad():
                 if self._save is None:
-                    torch.cat([d.reshape(-1) for d in dev], out=self.host_flat[key])
+                    for h, d in zip(host, dev):
+                        h.copy_(d)
                     continue
                 with torch.cuda.stream(self._save):
                     if loaded is not None:  # prefetched, never used: its load comes first
                         self._save.wait_event(loaded)
-                    # updated parameters are new tensors: gather them on the device (one
-                    # kernel), then one copy into the pinned host buffer (asynchronous)
-                    packed = torch.cat([d.reshape(-1) for d in dev])
-                    self.host_flat[key].copy_(packed, non_blocking=True)
-                    for d in dev:
+                    for h, d in zip(host, dev):
+                        h.copy_(d, non_blocking=True)  # into pinned memory: asynchronous
                         d.record_stream(self._save)
                     event = torch.cuda.Event()
                     event.record(self._save)
@@ -300,8 +268,7 @@ class TieredLayerCache(Generic[Key]):
     def load_layer_state(self, key: Key, tensors: list[torch.Tensor]) -> None:
         """Returns None; replaces the layer's parameters and momentum buffers (in
         :meth:`layer_state`'s order) where they are authoritative, leaving the cache's
-        residency and statistics alone. A resident layer's parameters are replaced out of place,
-        as an update does; a host layer's are written into its buffer.
+        residency and statistics alone. Parameters are replaced out of place, as an update does.
         """
         resident = key in self.dev
         self._ready.pop(key, None)  # a pending prefetch wrote the tensors replaced below
@@ -309,16 +276,19 @@ class TieredLayerCache(Generic[Key]):
         mod = self.dev[key] if resident else self.host[key]
         params = list(mod.parameters())
         assert len(tensors) == 2 * len(params), f"layer {key}: {len(tensors)} tensors"
-        if not resident:  # into the host buffer's views: it stays one buffer
-            with torch.no_grad():
-                for h, t in zip(_views(self.host_flat[key], self._shapes[key]), tensors):
-                    h.copy_(t)
-            return
-        new = [t.to(self.device).clone() for t in tensors]
+        target = self.device if resident else torch.device("cpu")
+        pin = not resident and self.device.type == "cuda"
+        new = []
+        for t in tensors:
+            t = t.to(target).clone()
+            new.append(t.pin_memory() if pin else t)
         with torch.no_grad():
             for p, t in zip(params, new):
                 p.data = t
-        self.dev_bufs[key] = new[len(params) :]
+        if resident:
+            self.dev_bufs[key] = new[len(params) :]
+        else:
+            self.host_bufs[key] = new[len(params) :]
 
     def flush(self) -> None:
         """Returns None; writes every resident layer back to the host tier (and waits)."""

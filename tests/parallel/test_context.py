@@ -80,33 +80,3 @@ def test_a_loaded_layer_shares_its_tensors_and_dies_with_its_last_reference() ->
         assert alive() is None
     finally:
         gc.enable()
-
-
-def test_a_host_layer_is_one_buffer_and_a_loaded_one_two() -> None:
-    """On the host a layer's parameters and momentum buffers are views of one flat buffer (one
-    copy moves it); loaded, its parameters and its buffers live in two, so the in-place
-    momentum update leaves the parameters' version counter alone (a pending backward under
-    BSP/ASP still finds the weights its forward saved)."""
-    ctx = TieredLayerCache(_layers(2), capacity=2)
-    flat = ctx.host_flat[0]
-    host = [p.data for p in ctx.host[0].parameters()] + ctx.host_bufs[0]
-    assert all(t.untyped_storage().data_ptr() == flat.untyped_storage().data_ptr() for t in host)
-    assert sum(t.numel() for t in host) == flat.numel()
-    (mod,) = ctx.acquire([0])
-    saved = mod.weight.detach()  # shares the version counter, as a tensor saved for backward
-    seen = saved._version
-    for buf in ctx.dev_bufs[0]:
-        buf.mul_(0.9).add_(1.0)  # the momentum update
-    assert saved._version == seen
-
-
-def test_a_layer_of_two_dtypes_is_refused() -> None:
-    """A layer whose parameters have two dtypes cannot be one buffer: a ConfigError names it."""
-    import pytest
-
-    from nasforge.errors import ConfigError
-
-    layer = nn.Linear(3, 3)
-    layer.bias.data = layer.bias.data.double()
-    with pytest.raises(ConfigError, match="layer 7: .* one dtype"):
-        TieredLayerCache({7: layer}, capacity=1)
