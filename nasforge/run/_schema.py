@@ -20,7 +20,7 @@ __all__: list[str] = []
 FORMAT = "nasforge-run"
 FORMAT_VERSION = 2
 DB_NAME = "run.db"
-OLD_DB_NAME = "experiment.db"  # format 1 (nasforge 0.1): refused with a clear message
+OLD_DB_NAME = "experiment.db"  # format 1 (nasforge 0.1): refused; `nasforge migrate` copies it
 
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

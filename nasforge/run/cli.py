@@ -1,4 +1,5 @@
-"""The commands every run shares: ``run``, ``resume``, ``status``, ``export``, ``plot``.
+"""The commands every run shares: ``run``, ``resume``, ``status``, ``export``, ``plot``, and
+``migrate`` (a nasforge 0.1 record copied into this format).
 
 They read the record and the runner registry; none of them asks which kind of run it holds.
 """
@@ -99,6 +100,15 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from nasforge.run.migrate import migrate
+
+    new = migrate(args.old, args.new)
+    sys.stdout.write(f"{new}\n")
+    log.info("`nasforge status %s` shows the migrated run", new)
+    return 0
+
+
 def add_run_commands(p: argparse.ArgumentParser) -> None:
     """Adds the flags that ``run`` and ``resume`` share (budget and execution overrides)."""
     p.add_argument("--n-trials", type=int, help="trials to train (multi-trial; overrides)")
@@ -143,6 +153,13 @@ def register(
     p.add_argument("--per", help="the best --top for each value of this metric (e.g. target)")
     p.add_argument("--out", help="output folder (default <dir>/export)")
     p.set_defaults(func=_cmd_export)
+
+    p = subparsers.add_parser(
+        "migrate", help="copy a nasforge 0.1 run (experiment.db) into a new run directory"
+    )
+    p.add_argument("old", help="directory nasforge 0.1 recorded the run in (only read)")
+    p.add_argument("new", help="new or empty directory for the copy")
+    p.set_defaults(func=_cmd_migrate)
 
     p = subparsers.add_parser("plot", help="PNG of progress curves, trials, Pareto front")
     p.add_argument("dir", help="run directory")

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nasforge.errors import ConfigError
+from nasforge.errors import ConfigError, StoreError
 from nasforge.run.devices import check_device
 from nasforge.run.refs import load_script
 from nasforge.run.runner import BaseRunner, get_runner, runner_for_strategy
@@ -115,13 +115,18 @@ def rebuild_runner(directory: str | Path, **overrides: Any) -> BaseRunner:
     run file when it was started from one, else from the references its record holds.
 
     Raises:
-        StoreError: no readable run there.
+        StoreError: no readable run there, or a copy of a nasforge 0.1 run (``nasforge
+            migrate``), whose evaluator cannot be rebuilt.
         ConfigError: the run cannot be rebuilt (the message says what is missing).
     """
+    from nasforge.run.migrate import MIGRATED_KEY, resume_problem
     from nasforge.run.store import Store
 
     with Store.open(directory) as store:
         config = store.config()
+        problem = resume_problem(Path(directory), store.get_meta(MIGRATED_KEY))
+    if problem:
+        raise StoreError(problem)
     source = config.get("source") or {}
     if set(source) == {"file"}:
         return load_run_file(source["file"], directory=str(directory), **overrides)

@@ -14,10 +14,11 @@ Contracts
                 to. Versions: a record of a NEWER format is refused, naming the nasforge that
                 wrote it and asking to upgrade; one of an OLDER format is refused too, naming
                 its version and the nasforge to open it with (format 1, ``experiment.db`` of
-                nasforge 0.1, is the only older one; nothing converts it). Neither is changed
-                by the attempt. Within one format version a record only gains: a writer adds
-                what an earlier build of the same format lacked (an empty ``placement``
-                column), and readers of either read both
+                nasforge 0.1, is the only older one: ``nasforge migrate OLD NEW``,
+                :mod:`nasforge.run.migrate`, writes a format-2 copy of it into a new
+                directory). Neither is changed by the attempt. Within one format version a
+                record only gains: a writer adds what an earlier build of the same format
+                lacked (an empty ``placement`` column), and readers of either read both
     one writer  a writer holds an OS file lock on ``.writer.lock`` for its whole life
                 (:mod:`nasforge.run.lock`); a second writer is refused at once with a LockError
                 naming the holder; the OS drops the lock when the holder dies, even by kill -9
@@ -39,9 +40,11 @@ Tables
                 state says ``running`` but whose lock is free was interrupted; a writer that
                 ends without :meth:`Store.finish` or :meth:`Store.end`, such as a deployment
                 search on a trained run, puts back the state and error it found), ``error``,
-                ``notes`` (JSON list: what a run did beyond its trials, e.g. which cross-model
-                optimization the engine applied or reverted; rows ``{"source", "event",
-                "detail", "time", ...numbers}`` appended by :meth:`Store.add_note`)
+                ``migrated_from`` (only in a copy of a nasforge 0.1 run made by ``nasforge
+                migrate``: JSON ``{"path", "format", "at", "source"}``), ``notes`` (JSON
+                list: what a run did beyond its trials, e.g. which cross-model optimization
+                the engine applied or reverted; rows ``{"source", "event", "detail", "time",
+                ...numbers}`` appended by :meth:`Store.add_note`)
     progress    rows of one run's progress in order: an epoch or a step, with its numbers
                 (losses, accuracies, the current architecture, seconds); ``step`` is the
                 writer's own counter and ``(step)`` is unique, so a resumed run that writes a
@@ -214,8 +217,9 @@ class Store:
             if (directory / OLD_DB_NAME).exists():
                 raise StoreError(
                     f"{directory} holds a run recorded by nasforge 0.1 ({OLD_DB_NAME}, store "
-                    "format 1), which this nasforge does not read; open it with nasforge 0.1, "
-                    "or run the search again into a new directory"
+                    "format 1), which this nasforge does not read in place; copy it into this "
+                    f"format with `nasforge migrate {directory} NEW_DIR` (the original is left "
+                    "unchanged), or open it with nasforge 0.1"
                 )
             raise StoreError(f"no run record at {path}; start one with `nasforge run FILE`")
         lock = None if readonly else WriterLock(directory, holder)
