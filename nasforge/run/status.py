@@ -17,6 +17,7 @@ from nasforge.run.store import Store, TrialRecord
 
 __all__ = [
     "summary",
+    "record_line",
     "progress_table",
     "trial_table",
     "notes_table",
@@ -57,6 +58,15 @@ def summary(store: Store) -> str:
     elif state == "running":
         line += " (a writer is working on it now)"
     return line
+
+
+def record_line(store: Store) -> str:
+    """Returns one line naming the record's format version and the nasforge versions that
+    created it and last wrote it (``created by 0.2.0, last written by 0.3.0``)."""
+    created = store.get_meta("created_by")
+    last = store.get_meta("nasforge_version")
+    by = f"nasforge {last}" if created in (None, last) else f"nasforge {created}, last by {last}"
+    return f"record format {store.get_meta('version')}, written by {by}"
 
 
 def failure_summary(trials: list[TrialRecord], limit: int = 3) -> str:
@@ -194,7 +204,7 @@ def print_status(directory: str | Path, limit: int | None = 20) -> None:
         StoreError: the run cannot be read.
     """
     with Store.open(directory) as store:
-        sys.stdout.write(summary(store) + "\n")
+        sys.stdout.write(summary(store) + "\n" + record_line(store) + "\n")
         if store.n_progress():
             header, rows = progress_table(store, limit or 10)
             _print_table(f"progress (last {len(rows)} of {store.n_progress()})", header, rows)

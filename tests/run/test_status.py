@@ -108,3 +108,21 @@ def test_trials_in_flight_of_a_killed_run_are_shown_interrupted(tmp_path: Path, 
         assert s.trial(2).status == "interrupted"
     with Store.open(tmp_path, readonly=False) as w:  # a resuming writer sees what to restart
         assert [t.id for t in w.trials("running")] == [2, 3]
+
+
+def test_status_names_the_record_format_and_the_nasforge_that_wrote_it(tmp_path: Path, capsys):
+    """The line under the summary gives the format version and the writer's nasforge; a record
+    created by another version names both."""
+    import nasforge
+    from nasforge.run.status import print_status
+
+    with Store.create(tmp_path, {"kind": "x", "objective": OBJECTIVE}) as s:
+        s.finish()
+    print_status(tmp_path)
+    second = capsys.readouterr().out.splitlines()[1]
+    assert second == f"record format 2, written by nasforge {nasforge.__version__}"
+    with Store.open(tmp_path, readonly=False) as s:
+        s.set_meta("created_by", "0.1.9")
+    print_status(tmp_path)
+    second = capsys.readouterr().out.splitlines()[1]
+    assert second == f"record format 2, written by nasforge 0.1.9, last by {nasforge.__version__}"
