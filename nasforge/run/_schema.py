@@ -123,6 +123,28 @@ def connect(path: Path, readonly: bool) -> sqlite3.Connection:
     return conn
 
 
+def read_meta(
+    path: Path, conn: sqlite3.Connection, required: set[str], what: str, fix: str
+) -> tuple[set[str], dict[str, str]]:
+    """Returns the tables and the ``meta`` table of the intact SQLite record on ``conn`` that
+    holds at least the ``required`` tables (``what`` names such a record, ``fix`` says where
+    to find one).
+
+    Raises:
+        StoreError: sqlite's quick check fails, or a required table is missing.
+        sqlite3.DatabaseError: the file is not SQLite (the caller words that).
+    """
+    ok = conn.execute("PRAGMA quick_check").fetchone()[0]
+    if ok != "ok":
+        raise StoreError(f"{path} is corrupted (sqlite quick_check: {ok}); restore a copy")
+    tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master")}
+    if not required <= tables:
+        raise StoreError(
+            f"{path} is an SQLite database but not {what} (tables {sorted(tables)}); {fix}"
+        )
+    return tables, {str(r[0]): str(r[1]) for r in conn.execute("SELECT key, value FROM meta")}
+
+
 def check(path: Path, conn: sqlite3.Connection) -> None:
     """Returns None when ``conn`` holds an intact run record of this format and version;
     otherwise closes ``conn`` (nothing written) and raises.
@@ -132,16 +154,9 @@ def check(path: Path, conn: sqlite3.Connection) -> None:
             or of a newer or older format version.
     """
     try:
-        ok = conn.execute("PRAGMA quick_check").fetchone()[0]
-        if ok != "ok":
-            raise StoreError(f"{path} is corrupted (sqlite quick_check: {ok}); restore a copy")
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-        if not TABLES <= tables:
-            raise StoreError(
-                f"{path} is an SQLite database but not a nasforge run (tables "
-                f"{sorted(tables)}); point to the directory `nasforge run` created"
-            )
-        meta = {r[0]: r[1] for r in conn.execute("SELECT key, value FROM meta")}
+        _, meta = read_meta(
+            path, conn, TABLES, "a nasforge run", "point to the directory `nasforge run` created"
+        )
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise StoreError(f"{path} is not a readable run record: {exc}") from exc

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from nasforge.errors import ConfigError, StoreError
+from nasforge.run._schema import read_meta
 from nasforge.run.runner import Objective
 from nasforge.run.store import DB_NAME, OLD_DB_NAME, STATUSES, Store
 
@@ -177,16 +178,10 @@ def _read(db: Path) -> tuple[dict[str, str], list[dict[str, Any]], list[tuple[in
             raise StoreError(f"{db} cannot be opened: {exc}") from exc
         try:
             conn.row_factory = sqlite3.Row
-            ok = conn.execute("PRAGMA quick_check").fetchone()[0]
-            if ok != "ok":
-                raise StoreError(f"{db} is corrupted (sqlite quick_check: {ok}); restore a copy")
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            if not _TABLES <= tables:
-                raise StoreError(
-                    f"{db} is an SQLite database but not a nasforge 0.1 record (tables "
-                    f"{sorted(tables)}); give the directory nasforge 0.1 recorded the run in"
-                )
-            meta = {str(r[0]): str(r[1]) for r in conn.execute("SELECT key, value FROM meta")}
+            tables, meta = read_meta(
+                db, conn, _TABLES, "a nasforge 0.1 record",
+                "give the directory nasforge 0.1 recorded the run in",
+            )  # fmt: skip
             _check_format(db, meta)
             cols = ", ".join(_TRIAL_COLUMNS)
             trials = [dict(r) for r in conn.execute(f"SELECT {cols} FROM trials ORDER BY id")]
