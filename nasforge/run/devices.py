@@ -6,41 +6,8 @@ warns: import them from the new module. It goes in the next release.
 
 import warnings
 
-from nasforge.runtime.devices import (
-    Placement,
-    check_device,
-    check_gpu_amount,
-    check_gpus,
-    cuda_visible_devices,
-    gpu_slots,
-    local_placement,
-    placed,
-    placement_text,
-    resolve_device,
-    set_placement,
-    trial_device,
-    trial_devices,
-    trial_placement,
-    visible_gpus,
-)
-
-__all__ = [
-    "Placement",
-    "visible_gpus",
-    "check_device",
-    "check_gpus",
-    "check_gpu_amount",
-    "gpu_slots",
-    "cuda_visible_devices",
-    "local_placement",
-    "set_placement",
-    "placed",
-    "trial_placement",
-    "trial_device",
-    "trial_devices",
-    "resolve_device",
-    "placement_text",
-]
+from nasforge.runtime.devices import *  # noqa: F403 - every public name, as it was here
+from nasforge.runtime.devices import __all__  # noqa: F401
 
 warnings.warn(
     "nasforge.run.devices moved to nasforge.runtime.devices; import from there",

@@ -6,9 +6,8 @@ warns: import them from the new module. It goes in the next release.
 
 import warnings
 
-from nasforge.runtime.loopback import loopback_interface, pin_to_loopback
-
-__all__ = ["loopback_interface", "pin_to_loopback"]
+from nasforge.runtime.loopback import *  # noqa: F403 - every public name, as it was here
+from nasforge.runtime.loopback import __all__  # noqa: F401
 
 warnings.warn(
     "nasforge.run.loopback moved to nasforge.runtime.loopback; import from there",

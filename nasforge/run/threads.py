@@ -6,9 +6,8 @@ warns: import them from the new module. It goes in the next release.
 
 import warnings
 
-from nasforge.runtime.threads import default_threads, set_threads, threads_for
-
-__all__ = ["default_threads", "set_threads", "threads_for"]
+from nasforge.runtime.threads import *  # noqa: F403 - every public name, as it was here
+from nasforge.runtime.threads import __all__  # noqa: F401
 
 warnings.warn(
     "nasforge.run.threads moved to nasforge.runtime.threads; import from there",

@@ -6,9 +6,8 @@ warns: import them from the new module. It goes in the next release.
 
 import warnings
 
-from nasforge.runtime.weights import KEPT_NOTE, load_weights, not_kept, save_state, save_weights
-
-__all__ = ["save_state", "save_weights", "load_weights", "KEPT_NOTE", "not_kept"]
+from nasforge.runtime.weights import *  # noqa: F403 - every public name, as it was here
+from nasforge.runtime.weights import __all__  # noqa: F401
 
 warnings.warn(
     "nasforge.run.weights moved to nasforge.runtime.weights; import from there",

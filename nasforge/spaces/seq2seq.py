@@ -6,15 +6,8 @@ warns: import them from the new module. It goes in the next release.
 
 import warnings
 
-from nasforge.oneshot.dartsformer.space import (
-    FactorizedEmbedding,
-    Seq2SeqSpace,
-    TransformerSeq2Seq,
-    n_params,
-    space_size,
-)
-
-__all__ = ["FactorizedEmbedding", "Seq2SeqSpace", "TransformerSeq2Seq", "n_params", "space_size"]
+from nasforge.oneshot.dartsformer.space import *  # noqa: F403 - every public name, as it was here
+from nasforge.oneshot.dartsformer.space import __all__  # noqa: F401
 
 warnings.warn(
     "nasforge.spaces.seq2seq moved to nasforge.oneshot.dartsformer.space; import from there",

@@ -6,35 +6,8 @@ warns: import them from the new module. It goes in the next release.
 
 import warnings
 
-from nasforge.oneshot.dartsformer.ops import (
-    CONV_WIDTHS,
-    DYN_WIDTHS,
-    CrossAttn,
-    DynConv,
-    FFNOp,
-    GLUOp,
-    SelfAttn,
-    StdConv,
-    Wrapped,
-    Zero,
-    make_ops,
-    op_names,
-)
-
-__all__ = [
-    "CONV_WIDTHS",
-    "DYN_WIDTHS",
-    "CrossAttn",
-    "DynConv",
-    "FFNOp",
-    "GLUOp",
-    "SelfAttn",
-    "StdConv",
-    "Wrapped",
-    "Zero",
-    "make_ops",
-    "op_names",
-]
+from nasforge.oneshot.dartsformer.ops import *  # noqa: F403 - every public name, as it was here
+from nasforge.oneshot.dartsformer.ops import __all__  # noqa: F401
 
 warnings.warn(
     "nasforge.spaces.seq2seq_ops moved to nasforge.oneshot.dartsformer.ops; import from there",

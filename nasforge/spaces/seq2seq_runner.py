@@ -6,9 +6,8 @@ warns: import them from the new module. It goes in the next release.
 
 import warnings
 
-from nasforge.oneshot.dartsformer.runner import Seq2SeqSearch, find_data, load_tokenizer
-
-__all__ = ["Seq2SeqSearch", "find_data", "load_tokenizer"]
+from nasforge.oneshot.dartsformer.runner import *  # noqa: F403 - every public name, as it was here
+from nasforge.oneshot.dartsformer.runner import __all__  # noqa: F401
 
 warnings.warn(
     "nasforge.spaces.seq2seq_runner moved to nasforge.oneshot.dartsformer.runner; "

@@ -6,23 +6,8 @@ warns: import them from the new module. It goes in the next release.
 
 import warnings
 
-from nasforge.oneshot.dartsformer.train import (
-    TrainConfig,
-    beam_search,
-    greedy_decode,
-    seq2seq_loss,
-    train_seq2seq,
-    translate_bleu,
-)
-
-__all__ = [
-    "TrainConfig",
-    "beam_search",
-    "greedy_decode",
-    "seq2seq_loss",
-    "train_seq2seq",
-    "translate_bleu",
-]
+from nasforge.oneshot.dartsformer.train import *  # noqa: F403 - every public name, as it was here
+from nasforge.oneshot.dartsformer.train import __all__  # noqa: F401
 
 warnings.warn(
     "nasforge.spaces.seq2seq_train moved to nasforge.oneshot.dartsformer.train; import from there",

@@ -150,6 +150,18 @@ class _StopAfterCheckpoint(Seq2SeqSearch):
             raise KeyboardInterrupt
 
 
+def _stopped_after_step4(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """Returns the run file and the directory of a TINY run interrupted after its step-4
+    checkpoint."""
+    f, d = _file(tmp_path), tmp_path / name
+    stopper = _StopAfterCheckpoint.from_section(
+        {k: v for k, v in TINY.items() if k != "kind"}, directory=str(d), source={"file": str(f)}
+    )
+    with pytest.raises(KeyboardInterrupt):
+        stopper.run()
+    return f, d
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["darts", "nasb"])
 def test_interrupted_then_resumed_equals_uninterrupted_bitwise(
@@ -198,13 +210,7 @@ def test_interrupted_then_resumed_equals_uninterrupted_bitwise(
 def test_a_missing_checkpoint_is_reported_not_silently_restarted(tmp_path: Path) -> None:
     """Resuming a stopped run whose recorded checkpoint file is gone fails with a StoreError
     naming the file (exit status 2), instead of starting the search over."""
-    f = _file(tmp_path)
-    d = tmp_path / "broken"
-    stopper = _StopAfterCheckpoint.from_section(
-        {k: v for k, v in TINY.items() if k != "kind"}, directory=str(d), source={"file": str(f)}
-    )
-    with pytest.raises(KeyboardInterrupt):
-        stopper.run()
+    f, d = _stopped_after_step4(tmp_path, "broken")
     (d / "checkpoints" / "search_step4.pt").unlink()
     with pytest.raises(StoreError, match="search_step4.pt"):
         load_run_file(f, directory=str(d)).resume()
@@ -317,13 +323,7 @@ def test_a_record_written_before_the_move_resumes_and_exports(tmp_path: Path) ->
     """A record from before the DARTSformer kind moved out of ``nasforge.spaces`` (its config
     names the space ``nasforge.spaces.seq2seq:Seq2SeqSpace``) resumes to the end, and its
     export rebuilds the space through the old path (which warns)."""
-    f = _file(tmp_path)
-    d = tmp_path / "old"
-    stopper = _StopAfterCheckpoint.from_section(
-        {k: v for k, v in TINY.items() if k != "kind"}, directory=str(d), source={"file": str(f)}
-    )
-    with pytest.raises(KeyboardInterrupt):
-        stopper.run()
+    _, d = _stopped_after_step4(tmp_path, "old")
     new, old = "nasforge.oneshot.dartsformer.space:", "nasforge.spaces.seq2seq:"
     with sqlite3.connect(d / "run.db") as con:  # the record as nasforge 0.2 wrote it
         (config,) = con.execute("SELECT value FROM meta WHERE key = 'config'").fetchone()
