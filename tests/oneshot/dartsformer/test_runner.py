@@ -318,22 +318,29 @@ def test_a_diverging_search_stops_failed(tmp_path: Path) -> None:
         assert s.state() == "failed" and not s.trials()
 
 
-@pytest.mark.slow
-def test_a_record_written_before_the_move_resumes_and_exports(tmp_path: Path) -> None:
-    """A record from before the DARTSformer kind moved out of ``nasforge.spaces`` (its config
-    names the space ``nasforge.spaces.seq2seq:Seq2SeqSpace``) resumes to the end, and its
-    export rebuilds the space through the old path (which warns)."""
-    _, d = _stopped_after_step4(tmp_path, "old")
+def _as_before_the_move(d: Path) -> None:
+    """Rewrites the record in ``d`` as nasforge 0.2 wrote it: the space named by its old path."""
     new, old = "nasforge.oneshot.dartsformer.space:", "nasforge.spaces.seq2seq:"
-    with sqlite3.connect(d / "run.db") as con:  # the record as nasforge 0.2 wrote it
+    with sqlite3.connect(d / "run.db") as con:
         (config,) = con.execute("SELECT value FROM meta WHERE key = 'config'").fetchone()
         assert new in config
         con.execute("UPDATE meta SET value = ? WHERE key = 'config'", (config.replace(new, old),))
     con.close()
+    with Store.open(d) as s:
+        assert s.config()["space"]["object"].startswith(old)
+
+
+@pytest.mark.slow
+def test_a_record_written_before_the_move_resumes_and_exports(tmp_path: Path) -> None:
+    """A record from before the DARTSformer kind moved out of ``nasforge.spaces`` (its config
+    names the space ``nasforge.spaces.seq2seq:Seq2SeqSpace``) resumes to the end, and a
+    finished one exports, rebuilding the space through the old path (which warns)."""
+    _, d = _stopped_after_step4(tmp_path, "old")
+    _as_before_the_move(d)
     assert main(["resume", str(d)]) == 0
     with Store.open(d) as s:
         assert s.state() == "finished" and len(s.trials()) == 1
-        assert s.config()["space"]["object"].startswith(old)
+    _as_before_the_move(d)
     (folder,) = export_top(d)
     with pytest.warns(DeprecationWarning, match="nasforge.oneshot.dartsformer.space"):
         sys.modules.pop("nasforge.spaces.seq2seq", None)
