@@ -28,14 +28,7 @@ from nasforge.errors import SpaceError
 from nasforge.space.context import Declaration, Frozen, Recording, current, require
 from nasforge.space.expr import ChoiceInt, ChoiceValue, Leaf
 
-__all__ = [
-    "LayerChoice",
-    "InputChoice",
-    "Repeat",
-    "SelectInputs",
-    "SelectInputList",
-    "reduce_inputs",
-]
+__all__ = ["LayerChoice", "InputChoice", "Repeat", "SelectInputs", "SelectInputList"]
 
 Candidate = nn.Module | Callable[[], nn.Module]
 Reduction = Literal["sum", "mean", "concat", "none"]
@@ -158,19 +151,6 @@ class LayerChoice(_ChoiceModule):
         return [self._modules[str(n)] for n in self.names]  # type: ignore[misc]
 
 
-def reduce_inputs(picked: Sequence[torch.Tensor], reduction: str) -> torch.Tensor:
-    """Returns the tensors ``picked`` reduced as an InputChoice's ``reduction`` says: their
-    concatenation along dim 1 (``concat``), their mean (``mean``), else their sum."""
-    if reduction == "concat":
-        return torch.cat(list(picked), dim=1)
-    out = picked[0]
-    for t in picked[1:]:
-        out = out + t
-    if reduction == "mean":
-        out = out / len(picked)
-    return out
-
-
 class SelectInputs(nn.Module):
     """Returns the reduction of the chosen inputs among a list of tensors (a frozen InputChoice)."""
 
@@ -180,7 +160,15 @@ class SelectInputs(nn.Module):
         self.reduction = reduction
 
     def forward(self, inputs: list[torch.Tensor]) -> torch.Tensor:
-        return reduce_inputs([inputs[i] for i in self.chosen], self.reduction)
+        picked = [inputs[i] for i in self.chosen]
+        if self.reduction == "concat":
+            return torch.cat(picked, dim=1)
+        out = picked[0]
+        for t in picked[1:]:
+            out = out + t
+        if self.reduction == "mean":
+            out = out / len(picked)
+        return out
 
     def extra_repr(self) -> str:
         return f"chosen={self.chosen}, reduction={self.reduction!r}"
