@@ -27,7 +27,7 @@ from torch import nn
 
 from nasforge.errors import SpaceError
 from nasforge.space.model_space import ModelSpace
-from nasforge.space.modules import InputChoice, LayerChoice, Reduction, Repeat
+from nasforge.space.modules import InputChoice, LayerChoice, Reduction, Repeat, SelectInputs
 
 __all__ = [
     "WeightSharing",
@@ -153,15 +153,11 @@ class PathInput(nn.Module):
         self.chosen = [value] if isinstance(value, int) else list(value)
 
     def path(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
-        """Returns the reduction of the chosen inputs (as a frozen InputChoice's
-        ``SelectInputs``, which stays a TorchScript-able module of its own)."""
-        picked = [inputs[i] for i in self.chosen]
-        if self.reduction == "concat":
-            return torch.cat(picked, dim=1)
-        out = picked[0]
-        for t in picked[1:]:
-            out = out + t
-        return out / len(picked) if self.reduction == "mean" else out
+        """Returns the reduction of the chosen inputs: what a frozen InputChoice's
+        ``SelectInputs`` computes (its forward, run on this op's ``chosen`` and ``reduction``;
+        SelectInputs itself stays a TorchScript-able module)."""
+        out: torch.Tensor = SelectInputs.forward(self, list(inputs))  # type: ignore[arg-type]
+        return out
 
 
 class PathRepeat(nn.Module):
