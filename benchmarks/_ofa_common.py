@@ -10,8 +10,8 @@ import torch
 
 from nasforge.data import mnist_tensors
 from nasforge.ofa.mobilenet import OFAMobileNetV3, extract
-from nasforge.ofa.spaces import Phase, small_spec
-from nasforge.ofa.train import Stage, TrainConfig, recalibrate_bn, train
+from nasforge.ofa.spaces import Phase, Stage, small_spec
+from nasforge.ofa.train import TrainConfig, recalibrate_bn, train
 
 __all__ = ["small_spec", "mnist", "trained_supernet", "correct_digits", "top_overlap"]
 

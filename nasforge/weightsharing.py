@@ -7,17 +7,39 @@ can make any architecture of its space active and hand it out as a plain module 
 are copies of its own (:class:`WeightSharing`). A sub-network's batch-norm statistics differ
 from the shared ones, so it is measured after :func:`recalibrate_bn`; :func:`accuracy` is the
 one evaluation loop.
+
+The single-path supernet lives here too, shared by the engine's weight-sharing trials
+(:mod:`nasforge.engine.crossmodel`) and SPOS (:mod:`nasforge.oneshot.spos`): the path ops
+(:class:`PathLayer`, :class:`PathInput`, :class:`PathRepeat`) run only the candidate, inputs and
+depth an architecture picks, :func:`follow_path` points every one of them at an architecture,
+:func:`convert_choices` puts them (or a one-shot algorithm's mixed ops) in place of a space's
+choices, and :class:`SinglePath` is the plain supernet built from them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Protocol, runtime_checkable
+import copy
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import nn
 
-__all__ = ["WeightSharing", "recalibrate_bn", "accuracy"]
+from nasforge.errors import SpaceError
+from nasforge.space.model_space import ModelSpace
+from nasforge.space.modules import InputChoice, LayerChoice, Reduction, Repeat, SelectInputs
+
+__all__ = [
+    "WeightSharing",
+    "recalibrate_bn",
+    "accuracy",
+    "SinglePath",
+    "PathLayer",
+    "PathInput",
+    "PathRepeat",
+    "follow_path",
+    "convert_choices",
+]
 
 
 @runtime_checkable
@@ -86,3 +108,196 @@ def accuracy(
         total += len(y)
     model.train(was)
     return correct / max(1, total)
+
+
+# -- the single-path supernet ------------------------------------------------------------------
+# One module per converted choice runs only the path an architecture picks. The three path ops
+# below carry that behaviour; SinglePath is built from them, and so are SPOS's mixed ops
+# (nasforge.oneshot.spos), which add the supernet's bookkeeping on top: one rule, one walk.
+
+
+class PathLayer(nn.Module):
+    """Returns the chosen candidate's output: the path op of a ``LayerChoice`` (candidate
+    ``c`` is the child named ``str(c)``, in ``names``; ``chosen`` is its position)."""
+
+    label: str
+    names: list[Any]
+    chosen: int = 0
+
+    def follow(self, arch: Mapping[str, Any]) -> None:
+        """Makes this op compute ``arch``'s candidate (``arch`` may spell it as text, as JSON
+        keys do)."""
+        value = arch[self.label]
+        if value not in self.names:
+            value = {str(n): n for n in self.names}[str(value)]
+        self.chosen = self.names.index(value)
+
+    def path(self, *args: Any, **kwargs: Any) -> Any:
+        """Returns the chosen candidate's output."""
+        chosen = self._modules[str(self.names[self.chosen])]
+        assert chosen is not None, f"{self.label}: candidate {self.chosen} was removed"
+        return chosen(*args, **kwargs)
+
+
+class PathInput(nn.Module):
+    """Returns the reduction (``sum``, ``mean``, ``concat``) of the chosen inputs: the path op
+    of an ``InputChoice``."""
+
+    label: str
+    reduction: Reduction
+    chosen: list[int] = [0]
+
+    def follow(self, arch: Mapping[str, Any]) -> None:
+        """Makes this op pick ``arch``'s inputs."""
+        value = arch[self.label]
+        self.chosen = [value] if isinstance(value, int) else list(value)
+
+    def path(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Returns the reduction of the chosen inputs: what a frozen InputChoice's
+        ``SelectInputs`` computes (its forward, run on this op's ``chosen`` and ``reduction``;
+        SelectInputs itself stays a TorchScript-able module)."""
+        out: torch.Tensor = SelectInputs.forward(self, list(inputs))  # type: ignore[arg-type]
+        return out
+
+
+class PathRepeat(nn.Module):
+    """Returns the output after the first ``chosen`` blocks: the path op of a ``Repeat`` of
+    several depths (block ``i`` is the child named ``str(i)``)."""
+
+    label: str
+    chosen: int = 0
+
+    def depth_of(self, arch: Mapping[str, Any]) -> int:
+        """Returns the depth ``arch`` gives this repeat."""
+        return int(arch[self.label])
+
+    def follow(self, arch: Mapping[str, Any]) -> None:
+        """Makes this op run ``arch``'s depth."""
+        self.chosen = self.depth_of(arch)
+
+    def path(self, x: Any) -> Any:
+        """Returns the output after the chosen number of blocks."""
+        for block in list(self._modules.values())[: self.chosen]:
+            assert block is not None, f"{self.label}: a block was removed"
+            x = block(x)
+        return x
+
+
+PATH_OPS = (PathLayer, PathInput, PathRepeat)
+
+
+def follow_path(root: nn.Module, arch: Mapping[str, Any]) -> None:
+    """Makes every path op under ``root`` compute architecture ``arch``'s path."""
+    for m in root.modules():
+        if isinstance(m, PATH_OPS):
+            m.follow(arch)
+
+
+def convert_choices(
+    module: nn.Module,
+    layer: Callable[[LayerChoice], nn.Module],
+    input: Callable[[InputChoice], nn.Module],
+    repeat: Callable[[Repeat], nn.Module],
+) -> list[nn.Module]:
+    """Returns the choices it replaced, after replacing in place, innermost first, every
+    ``LayerChoice``, ``InputChoice`` and ``Repeat`` of several depths under ``module`` by what
+    ``layer``, ``input`` and ``repeat`` build from it (a fixed-depth ``Repeat`` becomes a plain
+    ``nn.Sequential`` of its blocks). Children keep their names, so state-dict keys are the
+    space's.
+
+    Invariants: the order of the calls is the same for the same module tree (the order
+    supernets declare their architecture parameters in).
+    """
+    replaced: list[nn.Module] = []
+    for name, child in list(module.named_children()):
+        replaced += convert_choices(child, layer, input, repeat)  # candidates first
+        if isinstance(child, LayerChoice):
+            module._modules[name] = layer(child)
+        elif isinstance(child, InputChoice):
+            module._modules[name] = input(child)
+        elif isinstance(child, Repeat) and len(child.depth_values) > 1:
+            module._modules[name] = repeat(child)
+        elif isinstance(child, Repeat):
+            module._modules[name] = nn.Sequential(*child.blocks()[: child.depth_values[0]])
+        else:
+            continue
+        replaced.append(child)
+    return replaced
+
+
+class _Layer(PathLayer):
+    def __init__(self, choice: LayerChoice) -> None:
+        super().__init__()
+        self.label, self.names = str(choice.label), list(choice.names)
+        for name in self.names:
+            self.add_module(str(name), choice.candidate(name))
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.path(*args, **kwargs)
+
+
+class _Input(PathInput):
+    def __init__(self, choice: InputChoice) -> None:
+        super().__init__()
+        self.label, self.reduction = str(choice.label), choice.reduction
+        self.chosen = list(range(choice.n_chosen))
+
+    def forward(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+        return self.path(inputs)
+
+
+class _Repeat(PathRepeat):
+    rep: Repeat  # set with object.__setattr__: not a child module
+
+    def __init__(self, rep: Repeat) -> None:
+        super().__init__()
+        self.label = str(rep.label)  # "None" for a depth derived from value choices
+        object.__setattr__(self, "rep", rep)  # for depth_of; not a child
+        for i, block in enumerate(rep.blocks()):
+            self.add_module(str(i), block)
+        self.chosen = max(rep.depth_values)
+
+    def depth_of(self, arch: Mapping[str, Any]) -> int:
+        return self.rep.depth_of(arch)  # also a depth derived from value choices
+
+    def forward(self, x: Any) -> Any:
+        return self.path(x)
+
+
+class SinglePath(nn.Module):
+    """Returns the space's forward along the active architecture's path: the single-path
+    supernet (SPOS's, as the engine's weight-sharing trials train it). ``model`` is a deep copy
+    of the space whose choices are path ops; its state-dict keys are the space's, so any
+    architecture's weights can be looked up in it.
+
+    Invariants: after ``activate(arch)`` it computes what ``freeze(space, arch)`` computes with
+    the same weights; the space itself is not modified.
+
+    Raises:
+        SpaceError: a decision is not a LayerChoice, InputChoice or Repeat reachable in the
+            module tree (e.g. a value choice that sets a width: its architectures do not share
+            one set of weights).
+    """
+
+    space: ModelSpace  # set with object.__setattr__: not a child module
+
+    def __init__(self, space: ModelSpace) -> None:
+        super().__init__()
+        object.__setattr__(self, "space", space)
+        self.model: nn.Module = copy.deepcopy(space)
+        replaced = convert_choices(self.model, _Layer, _Input, _Repeat)
+        labels = {str(c.label) for c in replaced if getattr(c, "label", None) is not None}
+        missing = [d.label for d in space.search_space().decisions if d.label not in labels]
+        if missing:
+            raise SpaceError(
+                f"decision(s) {missing} are not LayerChoice/InputChoice/Repeat modules, so one "
+                "super-graph cannot hold every architecture's weights; search this space "
+                "without weight sharing"
+            )
+
+    def activate(self, arch: Mapping[str, Any]) -> None:
+        """Makes the super-graph compute architecture ``arch``."""
+        follow_path(self.model, arch)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.model(*args, **kwargs)

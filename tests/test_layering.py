@@ -95,3 +95,16 @@ def test_families_do_not_import_each_other_except_through_the_floor() -> None:
     for family in FAMILIES:
         crossing = imports.get(family, set()) & (FAMILIES - {family})
         assert not crossing, f"{family} imports {crossing}"
+
+
+def test_no_function_is_longer_than_120_lines() -> None:
+    """Every function and method of the package fits in 120 lines (the style guide's limit:
+    a longer body is split into steps, as ``simulate`` and the dashboard's registrars are)."""
+    long = []
+    for path in sorted(PKG.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > 120:
+                    long.append(f"{path.relative_to(PKG.parent)}:{node.lineno} {node.name} ({n})")
+    assert not long, f"functions over 120 lines: {long}"

@@ -13,6 +13,7 @@ MOVED = {
     "nasforge.engine.export": ("nasforge.run.export", "load_model"),
     "nasforge.engine.progress": ("nasforge.run.progress", "Progress"),
     "nasforge.oneshot.experiment": ("nasforge.oneshot.runner", "OneShotExperiment"),
+    "nasforge.engine.crossmodel.singlepath": ("nasforge.weightsharing", "SinglePath"),
 }
 #: moved after 0.2 (issue 34): the DARTSformer kind left the example spaces for its family ...
 MOVED_AFTER_0_2 = {

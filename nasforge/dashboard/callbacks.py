@@ -100,9 +100,10 @@ def _fail(exc: Exception) -> html.Div:
     return layout.message(str(exc))
 
 
-def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None:
-    """Returns None; registers every callback of the dashboard on ``app``."""
-    reader = _Reader(served, cache)
+def _register_shell(app: dash.Dash, reader: _Reader) -> None:
+    """Returns None; registers the callbacks around the tabs: the route of a URL, the live
+    overview and clock, a run's version token, summary line and the tab the user opens."""
+    served, cache = reader.served, reader.cache
     summaries = data.SummaryCache(cache)
 
     @app.callback(Output("page", "children"), Input("url", "pathname"), Input("url", "search"))
@@ -211,6 +212,10 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
             return _fail(exc)
         return layout.tab_layout(value, info)
 
+
+def _register_trials(app: dash.Dash, reader: _Reader) -> None:
+    """Returns None; registers the callbacks of the trials tab: table pages, row clicks."""
+
     @app.callback(
         Output("trial-table", "data"),
         Output("trial-table", "columns"),
@@ -229,7 +234,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
             p = reader.read(
                 key,
                 lambda s: data.trial_page(
-                    s, cache, page or 0, size or 20, sort_by or [], statuses or []
+                    s, reader.cache, page or 0, size or 20, sort_by or [], statuses or []
                 ),
             )
         except NasforgeError as exc:
@@ -265,6 +270,10 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         picked = rows[cell["row"]]["id"]
         return {"a": picked, "b": (sel or {}).get("a")}, "architecture"
 
+
+def _register_charts(app: dash.Dash, reader: _Reader) -> None:
+    """Returns None; registers the callbacks of the charts tab: best so far, curves, rungs."""
+
     @app.callback(
         Output("best-graph", "figure"),
         Input("run-version", "data"),
@@ -274,7 +283,9 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
     def best(_: Any, over: str, key: str) -> Any:
         """Returns the best-so-far chart over trials or time."""
         try:
-            return charts.best_so_far(reader.read(key, lambda s: data.best_so_far(s, cache)), over)
+            return charts.best_so_far(
+                reader.read(key, lambda s: data.best_so_far(s, reader.cache)), over
+            )
         except NasforgeError as exc:
             return charts.empty(str(exc))
 
@@ -289,7 +300,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
     def curve(_: Any, metric: str | None, key: str) -> Any:
         """Returns the intermediate-report chart of one metric and the metrics to choose from."""
         try:
-            c = reader.read(key, lambda s: data.curves(s, cache))
+            c = reader.read(key, lambda s: data.curves(s, reader.cache))
         except NasforgeError as exc:
             return charts.empty(str(exc)), [], None
         metric = metric if metric in c["metrics"] else (c["metrics"] or [None])[0]
@@ -305,6 +316,10 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
             return charts.rungs(reader.read(key, data.rungs))
         except NasforgeError as exc:
             return charts.empty(str(exc))
+
+
+def _register_pareto(app: dash.Dash, reader: _Reader) -> None:
+    """Returns None; registers the callbacks of the Pareto tab: its chart and front."""
 
     @app.callback(
         Output("pareto-graph", "figure"),
@@ -322,7 +337,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         if not x or not y:
             return charts.empty("choose two metrics"), ""
         try:
-            p = reader.read(key, lambda s: data.pareto(s, cache, (x, xm), (y, ym), group))
+            p = reader.read(key, lambda s: data.pareto(s, reader.cache, (x, xm), (y, ym), group))
         except NasforgeError as exc:
             return charts.empty(str(exc)), _fail(exc)
         by_id = {q["id"]: q for q in p["points"]}
@@ -333,6 +348,10 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         ]
         table = layout.kv_table(rows, ["trial", x, y] + ([group] if group else []), "front-table")
         return charts.pareto(p, x, y), table
+
+
+def _register_architecture(app: dash.Dash, reader: _Reader) -> None:
+    """Returns None; registers the callbacks of the architecture tab: a trial and a diff."""
 
     @app.callback(
         Output("arch-view", "children"),
@@ -380,6 +399,10 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         )
         return view, diff_view
 
+
+def _register_importance(app: dash.Dash, reader: _Reader) -> None:
+    """Returns None; registers the callbacks of the importance tab."""
+
     @app.callback(
         Output("importance-view", "children"),
         Input("run-version", "data"),
@@ -392,6 +415,10 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         except NasforgeError as exc:
             return _fail(exc)
         return dcc.Graph(figure=charts.importance(values, metric), id="importance-graph")
+
+
+def _register_progress(app: dash.Dash, reader: _Reader) -> None:
+    """Returns None; registers the callbacks of the progress tab: rows, decisions, artifacts."""
 
     @app.callback(
         Output("progress-view", "children"),
@@ -426,6 +453,10 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
             ]
         return layout.progress_block(graphs, ps["decisions"], html.Div(art_parts))
 
+
+def _register_config(app: dash.Dash, reader: _Reader) -> None:
+    """Returns None; registers the callbacks of the config tab: config, state, plan, error."""
+
     @app.callback(
         Output("config-view", "children"),
         Input("run-version", "data"),
@@ -452,3 +483,24 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
             id="config-json",
             style={"fontSize": "12px", "background": "#f7f7f7", "padding": "8px"},
         )
+
+
+#: one registrar per tab of a run's page (the keys of ``layout.TABS``)
+PAGES: dict[str, Callable[[dash.Dash, _Reader], None]] = {
+    "trials": _register_trials,
+    "charts": _register_charts,
+    "pareto": _register_pareto,
+    "architecture": _register_architecture,
+    "importance": _register_importance,
+    "progress": _register_progress,
+    "config": _register_config,
+}
+
+
+def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None:
+    """Returns None; registers every callback of the dashboard on ``app``: the shell around
+    the tabs, then each tab's own (:data:`PAGES`)."""
+    reader = _Reader(served, cache)
+    _register_shell(app, reader)
+    for registrar in PAGES.values():
+        registrar(app, reader)

@@ -20,7 +20,6 @@ slots) and sets ``CUDA_VISIBLE_DEVICES`` in the child before the trial runs; Ray
 
 from __future__ import annotations
 
-import abc
 import collections
 import logging
 import multiprocessing as mp
@@ -33,12 +32,15 @@ from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import wait
 from typing import Any
 
+# the contract and the table of executors by name sit below the executors (this module's and
+# ray_executor's), which register themselves; importing ray_executor needs no Ray
+from nasforge.engine import ray_executor as _ray_executor  # noqa: F401 - registers "ray"
+from nasforge.engine._executor_base import BaseExecutor, executors, register_executor
 from nasforge.engine.evaluator import BaseEvaluator
 from nasforge.engine.trial import TrialResult, TrialTask, failed_result, run_trial
 from nasforge.errors import ConfigError
 from nasforge.runtime.devices import (
     Placement,
-    check_gpus,
     cuda_visible_devices,
     gpu_slots,
     local_placement,
@@ -51,67 +53,13 @@ __all__ = [
     "InProcessExecutor",
     "ProcessPoolExecutor",
     "get_executor",
+    "register_executor",
 ]
 
 log = logging.getLogger("nasforge.engine")
 
 
-class BaseExecutor(abc.ABC):
-    """Returns results of submitted trials from :meth:`poll`.
-
-    Invariants: each submitted task yields exactly one result, whatever happens to the trial;
-    ``n_running`` never exceeds ``concurrency``; ``shutdown`` leaves no process behind.
-    """
-
-    name: str = ""
-    concurrency: int = 1
-    gpus_per_trial: float = 0.0  # GPUs per trial: 0, a share 1/n, or a whole number
-    devices: tuple[int, ...] = ()  # the GPUs trials may use (empty for CPU trials)
-
-    def use_gpus(self, gpus_per_trial: float = 0, devices: Sequence[int] | None = None) -> None:
-        """Gives each trial ``gpus_per_trial`` GPUs out of ``devices`` (None: every GPU this
-        machine has); checked now, before anything runs.
-
-        Raises:
-            ConfigError: as :func:`nasforge.runtime.devices.check_gpus` (a bad amount, a GPU that
-                does not exist, more GPUs than there are).
-        """
-        self.gpus_per_trial, self.devices = check_gpus(gpus_per_trial, devices)
-
-    def local_placement(self) -> Placement:
-        """Returns the placement of a trial run in this process (in-process executors)."""
-        return local_placement(self.gpus_per_trial, self.devices)
-
-    def start(self, space: Any, evaluator: BaseEvaluator) -> None:
-        """Prepares to run trials of ``evaluator`` on ``space``; raises ConfigError if it can't."""
-        self._space, self._evaluator = space, evaluator
-
-    @property
-    @abc.abstractmethod
-    def n_running(self) -> int:
-        """Returns the number of trials submitted and not yet returned by poll."""
-
-    @abc.abstractmethod
-    def submit(self, task: TrialTask) -> None:
-        """Starts a trial (may run it to completion right away)."""
-
-    @abc.abstractmethod
-    def poll(self, timeout: float) -> list[TrialResult]:
-        """Returns results of finished trials, waiting up to ``timeout`` s for at least one."""
-
-    def shutdown(self) -> None:  # noqa: B027 - optional hook
-        """Stops every running trial and frees resources."""
-
-    def spec(self) -> str | dict[str, Any]:
-        """Returns what rebuilds this executor with :func:`get_executor` (its name, or a
-        mapping with ``name`` and its settings), as stored in the run's config."""
-        return self.name
-
-    def resume_from(self, spec: Any) -> None:  # noqa: B027 - optional hook
-        """Takes over, on resume, what the run's record says this executor used (``spec`` as
-        :meth:`spec` returned it then); by default nothing."""
-
-
+@register_executor("inprocess", "in_process", "local", takes_concurrency=False)
 class InProcessExecutor(BaseExecutor):
     """Returns results of trials run synchronously in this process (concurrency 1)."""
 
@@ -174,6 +122,7 @@ def _child_main(
     conn.close()
 
 
+@register_executor("pool", "process", "processpool")
 class ProcessPoolExecutor(BaseExecutor):
     """Returns results of trials each run in a fresh child process, ``concurrency`` at a time.
 
@@ -385,17 +334,10 @@ def get_executor(
         settings = dict(name_or_obj)
         name_or_obj = settings.pop("name", None)
         concurrency = settings.pop("concurrency", concurrency)
-    cls: type[BaseExecutor] | None = None
-    if name_or_obj in ("inprocess", "in_process", "local"):
-        cls, concurrency_arg = InProcessExecutor, False
-    elif name_or_obj in ("pool", "process", "processpool"):
-        cls, concurrency_arg = ProcessPoolExecutor, True
-    elif name_or_obj == "ray":
-        from nasforge.engine.ray_executor import RayExecutor
-
-        cls, concurrency_arg = RayExecutor, True
-    if cls is not None:
-        args = (concurrency,) if concurrency_arg else ()
+    entry = executors().get(name_or_obj) if isinstance(name_or_obj, str) else None
+    if entry is not None:
+        cls, takes_concurrency = entry
+        args = (concurrency,) if takes_concurrency else ()
         try:
             return cls(*args, **settings)
         except TypeError as exc:
@@ -403,7 +345,8 @@ def get_executor(
                 f"executor {name_or_obj!r} does not take the settings {sorted(settings)} "
                 f"({exc}); see the arguments of {cls.__name__}"
             ) from exc
+    names = ", ".join(repr(n) for n in sorted(executors()))
     raise ConfigError(
-        f"unknown executor {name_or_obj!r}; expected 'pool' (default), 'inprocess', 'ray' or a "
-        "BaseExecutor instance"
+        f"unknown executor {name_or_obj!r}; expected one of {names} ('pool' is the default), "
+        "or a BaseExecutor instance"
     )

@@ -40,8 +40,8 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from nasforge.engine._executor_base import BaseExecutor, register_executor
 from nasforge.engine.evaluator import BaseEvaluator
-from nasforge.engine.executor import BaseExecutor
 from nasforge.engine.trial import TrialResult, TrialTask, failed_result, run_trial
 from nasforge.errors import ConfigError
 from nasforge.runtime.devices import Placement, check_gpu_amount, placed
@@ -93,6 +93,7 @@ def _as_id(gpu: Any) -> Any:
         return str(gpu)  # a GPU named by UUID
 
 
+@register_executor("ray")
 class RayExecutor(BaseExecutor):
     """Returns results of trials run as Ray tasks, ``concurrency`` at a time.
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from nasforge.errors import StoreError
-from nasforge.ofa.spaces import OFASpec, Phase
+from nasforge.ofa.spaces import OFASpec, Phase, Stage
 from nasforge.run.runner import Objective
 from nasforge.run.store import Store, is_run
 
@@ -43,16 +43,14 @@ __all__ = [
 KIND = "ofa"
 
 
-def stage_to_dict(stage: Any) -> dict[str, Any]:
+def stage_to_dict(stage: Stage) -> dict[str, Any]:
     """Returns a training stage as JSON-able plain data (its phase spelled out)."""
     phase = None if stage.phase is None else dataclasses.asdict(stage.phase)
     return {"name": stage.name, "epochs": stage.epochs, "lr": stage.lr, "phase": phase}
 
 
-def stage_from_dict(data: Mapping[str, Any]) -> Any:
-    """Returns the :class:`nasforge.ofa.train.Stage` that :func:`stage_to_dict` wrote."""
-    from nasforge.ofa.train import Stage  # train imports this module
-
+def stage_from_dict(data: Mapping[str, Any]) -> Stage:
+    """Returns the :class:`~nasforge.ofa.spaces.Stage` that :func:`stage_to_dict` wrote."""
     p = data["phase"]
     phase = None
     if p is not None:

@@ -37,6 +37,7 @@ __all__ = [
     "OFASpec",
     "OFASearchSpace",
     "Phase",
+    "Stage",
     "make_divisible",
     "block_size",
     "coupled_expand",
@@ -222,6 +223,17 @@ class Phase:
     expands: tuple[int, ...]
     kernels: tuple[int, ...]
     sort_channels: bool = False  # sort channels by importance before this phase (width phases)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Returns nothing; one stage of a training plan: a phase (None for the full network) and
+    its epochs."""
+
+    name: str
+    phase: Phase | None
+    epochs: int
+    lr: float | None = None  # None: the training config's lr
 
 
 def progressive_phases(spec: OFASpec) -> list[Phase]:

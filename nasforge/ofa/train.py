@@ -26,6 +26,7 @@ import math
 import os
 import random
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,14 +39,14 @@ from torch import nn
 from nasforge.errors import ConfigError, DivergenceError, StoreError
 from nasforge.ofa.mobilenet import OFAMobileNetV3, extract, sort_channels
 from nasforge.ofa.record import open_run, run_config
-from nasforge.ofa.spaces import Phase, compofa_phases, progressive_phases
+from nasforge.ofa.spaces import Stage as _Stage
+from nasforge.ofa.spaces import compofa_phases, progressive_phases
 from nasforge.run.store import Store
 from nasforge.runtime.weights import save_state
 from nasforge.weightsharing import accuracy, recalibrate_bn
 
 __all__ = [
     "TrainConfig",
-    "Stage",
     "training_plan",
     "train",
     "evaluate",
@@ -56,6 +57,19 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SUPERNET_FILE = "artifacts/supernet.pt"
+
+
+def __getattr__(name: str) -> Any:
+    """Returns ``Stage`` from its new home, :mod:`nasforge.ofa.spaces`, with a warning."""
+    if name == "Stage":
+        warnings.warn(
+            "nasforge.ofa.train.Stage moved to nasforge.ofa.spaces.Stage (beside the phases it "
+            "runs); import it from there",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return _Stage
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -73,19 +87,9 @@ class TrainConfig:
     seed: int = 0
 
 
-@dataclass(frozen=True)
-class Stage:
-    """Returns nothing; one stage of a plan: a phase (None for the full network) and epochs."""
-
-    name: str
-    phase: Phase | None
-    epochs: int
-    lr: float | None = None  # None: TrainConfig.lr
-
-
 def training_plan(
     supernet: OFAMobileNetV3, full_epochs: int, shrink_epochs: int, schedule: str = "auto"
-) -> list[Stage]:
+) -> list[_Stage]:
     """Returns the stages: the full network for ``full_epochs``, then ``shrink_epochs`` split as
     evenly as possible over the shrinking phases (``schedule``: ``progressive`` = OFA's phases,
     ``single`` = CompOFA's, ``auto`` = by the space's coupling).
@@ -104,11 +108,11 @@ def training_plan(
             f"{shrink_epochs} shrink epochs cannot cover {len(phases)} phases "
             f"({[p.name for p in phases]}); give at least one epoch per phase"
         )
-    stages = [Stage("full", None, full_epochs)] if full_epochs else []
+    stages = [_Stage("full", None, full_epochs)] if full_epochs else []
     if shrink_epochs:
         base, extra = divmod(shrink_epochs, len(phases))
         for i, p in enumerate(phases):
-            stages.append(Stage(p.name, p, base + (1 if i < extra else 0)))
+            stages.append(_Stage(p.name, p, base + (1 if i < extra else 0)))
     return stages
 
 
@@ -150,7 +154,7 @@ def _probe(
 def train(
     supernet: OFAMobileNetV3,
     data: tuple[torch.Tensor, torch.Tensor],
-    plan: Sequence[Stage],
+    plan: Sequence[_Stage],
     config: TrainConfig = TrainConfig(),
     directory: str | os.PathLike[str] | None = None,
     progress: Callable[[str, int, int, int, float], None] | None = None,
@@ -206,7 +210,7 @@ def _train(
     supernet: OFAMobileNetV3,
     x_all: torch.Tensor,
     y_all: torch.Tensor,
-    plan: Sequence[Stage],
+    plan: Sequence[_Stage],
     config: TrainConfig,
     store: Store | None,
     progress: Callable[[str, int, int, int, float], None] | None,
@@ -296,7 +300,7 @@ def _train(
     return logs
 
 
-def _drop_superseded(directory: Path, logs: list[dict[str, Any]], plan: Sequence[Stage]) -> None:
+def _drop_superseded(directory: Path, logs: list[dict[str, Any]], plan: Sequence[_Stage]) -> None:
     # the previous checkpoint is superseded unless it ended its stage (kept: one per phase)
     if not logs:
         return
@@ -309,7 +313,7 @@ def _epoch(
     supernet: OFAMobileNetV3,
     teacher: nn.Module | None,
     space: Any,
-    stage: Stage,
+    stage: _Stage,
     si: int,
     epoch: int,
     x_all: torch.Tensor,

@@ -106,7 +106,8 @@ class PartitionWorker:
         self.order = partition_order(self.m, job.schedule, self.k)
         full = torch.load(job.init, weights_only=True)
         algo = get_algorithm(job.algorithm)
-        self.binary = issubclass(algo, nasb.Nasb)
+        self.algo = algo
+        self.binary = algo.draws_gates
         net = Supernet(job.space, algo)
         net.find_nodes(job.split.train[0][: min(2, len(job.split.train[0]))])
         net.load_state_dict(full["net"])
@@ -143,7 +144,7 @@ class PartitionWorker:
         self.epoch = int(full["epoch"])
         self.waited = 0.0  # seconds blocked on neighbours (receives, all-reduces, sends)
         self.alphas = net.arch_parameters()
-        self.can_defer = algo.layer is nasb.NasbLayer
+        self.can_defer = algo.defers_arch_grads
         self.deferred = job.defer_arch_grads and self.can_defer
         self.saved: dict[str, Any] = {}
         self._losses: dict[str, torch.Tensor] = {}
@@ -332,8 +333,7 @@ class PartitionWorker:
     def step(self, train: Any, val: Any) -> tuple[float, float]:
         """Returns (train loss, val loss) (NaN on partitions that hold no loss) after one
         consecutive step in this partition's schedule order."""
-        if self.binary:
-            nasb.binarize(self.net)
+        self.algo.draw_gates(self.net)
         for phase in self.order:
             if phase.startswith("F"):
                 self.forward(phase, val if phase == "F_A" else train)

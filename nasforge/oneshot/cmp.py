@@ -78,7 +78,7 @@ def check_parallel(
             architecture gradients (SPOS).
     """
     algo = get_algorithm(algorithm)
-    if not algo.uses_val or algo.name == "spos":
+    if not (algo.uses_val and algo.learns_arch):
         raise ConfigError(
             f"model parallel search needs architecture gradients (darts, nasb, nasp); got "
             f"{algo.name!r}"

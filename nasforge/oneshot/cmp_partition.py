@@ -32,7 +32,6 @@ import torch
 from torch import nn
 
 from nasforge.errors import ConfigError, ScheduleError, SpaceError
-from nasforge.oneshot import nasb
 from nasforge.oneshot.cmp_schedule import balanced_partition
 from nasforge.oneshot.supernet import Supernet
 
@@ -152,8 +151,7 @@ def phase_costs(
     net = copy.deepcopy(net)
     object.__setattr__(net, "_cmp_units", None)
     mods = units(net)
-    if isinstance(net.algorithm, type) and issubclass(net.algorithm, nasb.Nasb):
-        nasb.binarize(net)
+    net.algorithm.draw_gates(net)
     x, y = batch
     samples: list[dict[str, list[float]]] = [
         {p: [] for p in ("F_A", "B_A", "F_w", "B_w")} for _ in mods

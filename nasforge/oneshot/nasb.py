@@ -263,6 +263,13 @@ class Nasb(Algorithm):
     layer: type[MixedLayer] = NasbLayer  # Nasp swaps in NaspLayer, a sibling class
     input = NasbInput
     repeat = NasbRepeat
+    draws_gates = True
+    defers_arch_grads = True
+
+    @classmethod
+    def draw_gates(cls, net: Supernet) -> None:
+        """Draws the binary gates G from A (:func:`binarize`)."""
+        binarize(net)
 
     @staticmethod
     def strength(a: torch.Tensor) -> torch.Tensor:
@@ -290,6 +297,7 @@ class Nasp(Nasb):
     layer = NaspLayer
     input = NaspInput
     repeat = NaspRepeat
+    defers_arch_grads = False  # dense layers: the gradient needs every candidate's output now
 
 
 def nasb_step(

@@ -24,6 +24,7 @@ from nasforge.oneshot.common import Batch, accuracy, batches
 from nasforge.oneshot.supernet import Algorithm, MixedInput, MixedLayer, MixedRepeat, Supernet
 from nasforge.space.search_space import Arch, arch_id
 from nasforge.strategy import RegularizedEvolution
+from nasforge.weightsharing import PathInput, PathLayer, PathRepeat
 
 __all__ = [
     "Spos",
@@ -38,8 +39,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class SposLayer(MixedLayer):
-    """Returns the chosen candidate's output; a zero placeholder for a node's unchosen edge."""
+class SposLayer(MixedLayer, PathLayer):
+    """Returns the chosen candidate's output (the single-path rule of
+    :class:`~nasforge.weightsharing.PathLayer`); a zero placeholder for a node's unchosen
+    edge."""
 
     chosen: int = 0
     skip: bool = False
@@ -47,27 +50,33 @@ class SposLayer(MixedLayer):
     def mixed_forward(self, *args: torch.Tensor, **kwargs: Any) -> torch.Tensor:
         if self.skip:
             return self.zeros(args[0])
-        return self.candidates()[self.chosen](*args, **kwargs)
+        out: torch.Tensor = self.path(*args, **kwargs)
+        return out
 
 
-class SposInput(MixedInput):
-    """Returns the reduction of the chosen inputs."""
+class SposInput(MixedInput, PathInput):
+    """Returns the reduction of the chosen inputs; a node's unchosen edges are not computed."""
 
     chosen: list[int] = [0]
 
+    def follow(self, arch: Mapping[str, Any]) -> None:
+        """Picks ``arch``'s inputs, and marks this node's other edges to be skipped."""
+        super().follow(arch)
+        for i, e in enumerate(self.edges):
+            assert isinstance(e, SposLayer), type(e).__name__  # a SPOS supernet's edges
+            e.skip = i not in self.chosen
+
     def mixed_forward(self, inputs: list[torch.Tensor]) -> torch.Tensor:
-        return self.reduce([inputs[i] for i in self.chosen], len(self.chosen))
+        return self.path(inputs)
 
 
-class SposRepeat(MixedRepeat):
+class SposRepeat(MixedRepeat, PathRepeat):
     """Returns the output after the chosen number of blocks."""
 
     chosen: int = 0
 
     def forward(self, x: Any) -> Any:
-        for block in self.blocks()[: self.chosen]:
-            x = block(x)
-        return x
+        return self.path(x)
 
 
 class Spos(Algorithm):
@@ -121,18 +130,9 @@ class Spos(Algorithm):
 
 
 def activate(net: Supernet, arch: Mapping[str, Any]) -> None:
-    """Makes the supernet compute the single path of ``arch``."""
-    for m in net.mixed():
-        value = arch[m.label]
-        if isinstance(m, SposLayer):
-            m.chosen = m.names.index(value)
-        elif isinstance(m, SposInput):
-            m.chosen = [value] if isinstance(value, int) else list(value)
-            for i, e in enumerate(m.edges):
-                assert isinstance(e, SposLayer), type(e).__name__  # a SPOS supernet's edges
-                e.skip = i not in m.chosen
-        elif isinstance(m, SposRepeat):
-            m.chosen = int(value)
+    """Makes the supernet compute the single path of ``arch`` (the one walk of
+    :func:`nasforge.weightsharing.follow_path`)."""
+    weightsharing.follow_path(net.model, arch)
 
 
 def recalibrate_bn(net: nn.Module, data: Batch, batch_size: int, n_batches: int, seed: int) -> None:

@@ -34,6 +34,7 @@ from torch import nn
 from nasforge.errors import ArchitectureError, SpaceError
 from nasforge.space import InputChoice, LayerChoice, ModelSpace, Repeat, freeze
 from nasforge.space.search_space import Arch
+from nasforge.weightsharing import convert_choices
 
 __all__ = [
     "Algorithm",
@@ -235,6 +236,17 @@ class Algorithm:
     uses_val: bool = True
     #: whether the search learns the architecture parameters (their strengths are recorded)
     learns_arch: bool = True
+    #: whether its mixed ops compute with gates drawn from the architecture parameters, which
+    #: :meth:`draw_gates` draws again before each pass (NASB, NASP)
+    draws_gates: bool = False
+    #: whether the architecture gradient of a pass can be computed after the weight pass (NASB's
+    #: sampled ops keep what it needs; NASP's dense ones do not), as model-parallel search may
+    defers_arch_grads: bool = False
+
+    @classmethod
+    def draw_gates(cls, net: Supernet) -> None:  # noqa: B027 - optional hook
+        """Draws the mixed ops' gates from the architecture parameters before a pass (only
+        where :attr:`draws_gates`; by default nothing)."""
 
     @staticmethod
     def strength(a: torch.Tensor) -> torch.Tensor:
@@ -336,17 +348,14 @@ class Supernet(nn.Module):
         self.arch_params.append(nn.Parameter(1e-3 * torch.randn(n)))
 
     def _convert(self, module: nn.Module) -> None:
-        for name, child in list(module.named_children()):
-            self._convert(child)  # nested choices first: candidates are converted modules
-            if isinstance(child, LayerChoice):
-                module._modules[name] = self.algorithm.layer(child, self)
-            elif isinstance(child, InputChoice):
-                module._modules[name] = self.algorithm.input(child, self)
-            elif isinstance(child, Repeat):
-                if len(child.depth_values) == 1:  # a fixed depth is a plain sequence
-                    module._modules[name] = nn.Sequential(*child.blocks()[: child.depth_values[0]])
-                else:
-                    module._modules[name] = self.algorithm.repeat(child, self)
+        # nested choices first (candidates are converted modules); a fixed depth is a plain
+        # sequence; the same walk as the single-path supernet's, so the same parameter order
+        convert_choices(
+            module,
+            lambda c: self.algorithm.layer(c, self),
+            lambda c: self.algorithm.input(c, self),
+            lambda c: self.algorithm.repeat(c, self),
+        )
 
     def find_nodes(self, *example: Any) -> None:
         """Groups edges into nodes by one no-grad forward pass on ``example`` (see module doc)."""

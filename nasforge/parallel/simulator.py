@@ -172,58 +172,89 @@ def simulate(
     """
     n_stages = len(partition)
     window = window or n_stages
-    bulk = bulk or n_stages
     _check(policy, n_stages, subnets, window)
+    sim = _Simulation(
+        subnets, partition, fwd, bwd, policy, window, bulk or n_stages, swap, comm,
+        record_trace, lookahead, per_subnet, batch,
+    )  # fmt: skip
     use_cache = swap is not None and cache_subnets is not None
-    use_cache = use_cache and (policy == "csp" or cache_for_all)
-    stages = [_Stage() for _ in range(n_stages)]
-    if use_cache:
+    if use_cache and (policy == "csp" or cache_for_all):
         assert cache_subnets is not None  # use_cache implies it
-        for k, st in enumerate(stages):
+        sim.give_caches(cache_subnets)
+    return sim.run()
+
+
+class _Simulation:
+    """Returns, from :meth:`run`, one simulated run: the stages, the event queue and the
+    admission state of :func:`simulate`, with one method per step of the event loop."""
+
+    def __init__(
+        self,
+        subnets: Sequence[Subnet],
+        partition: Sequence[range],
+        fwd: Sequence[Sequence[float]],
+        bwd: Sequence[Sequence[float]],
+        policy: str,
+        window: int,
+        bulk: int,
+        swap: Sequence[Sequence[float]] | None,
+        comm: float,
+        record_trace: bool,
+        lookahead: bool,
+        per_subnet: Sequence[Sequence[range]] | None,
+        batch: int,
+    ) -> None:
+        self.subnets, self.partition, self.policy = subnets, partition, policy
+        self.window, self.bulk, self.swap, self.comm = window, bulk, swap, comm
+        self.record_trace, self.lookahead, self.per_subnet = record_trace, lookahead, per_subnet
+        self.n_stages = n = len(partition)
+        self.stages = [_Stage() for _ in range(n)]
+        self.res = SimResult(policy, n, len(subnets), 0.0, [0.0] * n, batch=batch)
+        self.parts = per_subnet or [partition] * len(subnets)
+        self.layers = [
+            [stage_layers(sn, self.parts[i], k) for k in range(n)] for i, sn in enumerate(subnets)
+        ]
+        self.written: set[tuple[int, int]] = set()  # (subnet, stage) backwards done (mirrors)
+        self.global_done = FinishedList()
+        self.cost_f = [[sum(fwd[b][c] for b, c in ls) for ls in per] for per in self.layers]
+        self.cost_b = [[sum(bwd[b][c] for b, c in ls) for ls in per] for per in self.layers]
+        self.events: list[tuple[float, int, int, str, int]] = []  # (time, order, stage, kind, seq)
+        self.order = 0
+        self.admitted = 0  # subnets handed to stage 0
+        self.done = 0  # subnets whose stage-0 backward finished
+        self.bulk_end = 0  # bsp: subnets up to here belong to admitted bulks
+
+    def give_caches(self, cache_subnets: float) -> None:
+        """Gives each stage a layer cache of ``cache_subnets`` stage slices."""
+        for k, st in enumerate(self.stages):
             # Room for cache_subnets stage slices, and at least the largest task (mirroring
             # can give one subnet's stage more layers than the static slice).
-            biggest = max(len(p[k]) for p in (per_subnet or [partition]))
-            cap = max(biggest, int(round(cache_subnets * len(partition[k]))), 1)
+            biggest = max(len(p[k]) for p in (self.per_subnet or [self.partition]))
+            cap = max(biggest, int(round(cache_subnets * len(self.partition[k]))), 1)
             st.cache = LayerCache(cap)
-    res = SimResult(policy, n_stages, len(subnets), 0.0, [0.0] * n_stages, batch=batch)
-    parts = per_subnet or [partition] * len(subnets)
-    layers = [
-        [stage_layers(sn, parts[i], k) for k in range(n_stages)] for i, sn in enumerate(subnets)
-    ]
-    written: set[tuple[int, int]] = set()  # (subnet, stage) backwards done (mirror mode)
-    global_done = FinishedList()
-    cost_f = [[sum(fwd[b][c] for b, c in ls) for ls in per] for per in layers]
-    cost_b = [[sum(bwd[b][c] for b, c in ls) for ls in per] for per in layers]
 
-    events: list[tuple[float, int, int, str, int]] = []  # (time, order, stage, kind, seq)
-    order = 0
+    def push(self, t: float, k: int, kind: str, seq: int) -> None:
+        heapq.heappush(self.events, (t, self.order, k, kind, seq))
+        self.order += 1
 
-    def push(t: float, k: int, kind: str, seq: int) -> None:
-        nonlocal order
-        heapq.heappush(events, (t, order, k, kind, seq))
-        order += 1
-
-    admitted = 0  # subnets handed to stage 0
-    done = 0  # subnets whose stage-0 backward finished
-    bulk_end = 0  # bsp: subnets up to here belong to admitted bulks
-
-    def admit(now: float) -> None:
-        nonlocal admitted, bulk_end
-        if policy == "bsp":
-            if admitted == done and admitted < len(subnets):  # flush done: next bulk
-                bulk_end = min(len(subnets), admitted + bulk)
-                while admitted < bulk_end:
-                    stages[0].fwd_queue.append(admitted)
-                    admitted += 1
+    def admit(self, now: float) -> None:
+        n = len(self.subnets)
+        if self.policy == "bsp":
+            if self.admitted == self.done and self.admitted < n:  # flush done: next bulk
+                self.bulk_end = min(n, self.admitted + self.bulk)
+                while self.admitted < self.bulk_end:
+                    self.stages[0].fwd_queue.append(self.admitted)
+                    self.admitted += 1
             return
-        while admitted < len(subnets) and admitted - done < window:
-            stages[0].fwd_queue.append(admitted)
-            admitted += 1
+        while self.admitted < n and self.admitted - self.done < self.window:
+            self.stages[0].fwd_queue.append(self.admitted)
+            self.admitted += 1
 
-    def stall_for(st: _Stage, task_layers: Iterable[Layer], now: float) -> float:
+    def stall_for(self, st: _Stage, task_layers: Iterable[Layer], now: float) -> float:
         """Returns when the task's layers are all resident, counting hits and misses."""
         if st.cache is None:
             return now
+        swap, res = self.swap, self.res
         assert swap is not None  # a stage has a cache only when swap costs are given
         ready = now
         for layer in sorted(task_layers):
@@ -244,11 +275,12 @@ def simulate(
                 ready = max(ready, st.copy_free)
         return ready
 
-    def prefetch(st: _Stage, k: int, tasks: list[Task], now: float) -> None:
+    def prefetch(self, st: _Stage, k: int, tasks: list[Task], now: float) -> None:
         if st.cache is None:
             return
+        swap = self.swap
         assert swap is not None  # a stage has a cache only when swap costs are given
-        want = [layer for t in tasks for layer in sorted(layers[t.seq][k])]
+        want = [layer for t in tasks for layer in sorted(self.layers[t.seq][k])]
         loaded, evicted = st.cache.prefetch(want)
         for e in evicted:
             st.ready_at.pop(e, None)
@@ -257,96 +289,115 @@ def simulate(
             st.copy_free = start + swap[layer[0]][layer[1]]
             st.ready_at[layer] = st.copy_free
 
-    def try_start(k: int, now: float) -> None:
-        st = stages[k]
+    def next_task(self, k: int) -> tuple[int, bool, list[Task]]:
+        """Returns (subnet, whether a backward, the predicted next tasks) of the task stage
+        ``k`` runs next, or subnet -1 when none may run."""
+        st, subnets, partition = self.stages[k], self.subnets, self.partition
+        if st.bwd_ready:
+            seq = st.bwd_ready.pop(0)
+            tasks = predict(st.fwd_queue, st.finished, subnets, k, partition, backward_of=seq)
+            return seq, True, tasks
+        if self.policy == "csp" and self.per_subnet is not None:
+            qidx, seq = _pick_mirrored(
+                st.fwd_queue, k, subnets, self.parts, self.written, self.global_done
+            )
+        elif self.policy == "csp":
+            qidx, seq = schedule(st.fwd_queue, st.finished, subnets, k, partition)
+        else:
+            qidx, seq = (0, st.fwd_queue[0]) if st.fwd_queue else (-1, -1)
+        if seq < 0:
+            return -1, False, []
+        st.fwd_queue.pop(qidx)
+        pending = [(x, seq) for x in st.forwarded[:1]]
+        tasks = predict(
+            st.fwd_queue, st.finished, subnets, k, partition,
+            current=seq, pending_backward=pending,
+        )  # fmt: skip
+        return seq, False, tasks
+
+    def try_start(self, k: int, now: float) -> None:
+        st = self.stages[k]
         if st.free_at > now:
             return
-        if st.bwd_ready:
-            seq, backward = st.bwd_ready.pop(0), True
-            tasks = predict(st.fwd_queue, st.finished, subnets, k, partition, backward_of=seq)
-        else:
-            if policy == "csp" and per_subnet is not None:
-                qidx, seq = _pick_mirrored(st.fwd_queue, k, subnets, parts, written, global_done)
-            elif policy == "csp":
-                qidx, seq = schedule(st.fwd_queue, st.finished, subnets, k, partition)
-            else:
-                qidx, seq = (0, st.fwd_queue[0]) if st.fwd_queue else (-1, -1)
-            if seq < 0:
-                return
-            st.fwd_queue.pop(qidx)
-            backward = False
-            pending = [(x, seq) for x in st.forwarded[:1]]
-            tasks = predict(
-                st.fwd_queue, st.finished, subnets, k, partition,
-                current=seq, pending_backward=pending,
-            )  # fmt: skip
-        task_layers = layers[seq][k]
-        begin = stall_for(st, task_layers, now)
-        prefetch(st, k, tasks, now)
+        seq, backward, tasks = self.next_task(k)
+        if seq < 0:
+            return
+        task_layers = self.layers[seq][k]
+        begin = self.stall_for(st, task_layers, now)
+        self.prefetch(st, k, tasks, now)
         # The status passed between stages (§3.3): a task starting here is the next one of its
         # kind to reach the neighbour, which starts copying its layers now.
         if backward and k > 0:
-            prefetch(stages[k - 1], k - 1, [Task(seq, k - 1, True)], now)
-        if not backward and k + 1 < n_stages and lookahead:
-            prefetch(stages[k + 1], k + 1, [Task(seq, k + 1)], now)
-        dur = cost_b[seq][k] if backward else cost_f[seq][k]
+            self.prefetch(self.stages[k - 1], k - 1, [Task(seq, k - 1, True)], now)
+        if not backward and k + 1 < self.n_stages and self.lookahead:
+            self.prefetch(self.stages[k + 1], k + 1, [Task(seq, k + 1)], now)
+        dur = self.cost_b[seq][k] if backward else self.cost_f[seq][k]
         end = begin + dur
-        res.busy[k] += dur
+        self.res.busy[k] += dur
         st.free_at = end
-        if record_trace and not backward:
-            res.trace.extend((layer, seq, "R") for layer in sorted(task_layers))
-        push(end, k, "bdone" if backward else "fdone", seq)
+        if self.record_trace and not backward:
+            self.res.trace.extend((layer, seq, "R") for layer in sorted(task_layers))
+        self.push(end, k, "bdone" if backward else "fdone", seq)
 
-    def write(k: int, seqs: Sequence[int]) -> None:
-        if record_trace:
+    def write(self, k: int, seqs: Sequence[int]) -> None:
+        if self.record_trace:
             for s in seqs:
-                res.trace.extend((layer, s, "W") for layer in sorted(layers[s][k]))
+                self.res.trace.extend((layer, s, "W") for layer in sorted(self.layers[s][k]))
 
-    admit(0.0)
-    for k in range(n_stages):
-        try_start(k, 0.0)
-    now = 0.0
-    while events:
-        now, _, k, kind, seq = heapq.heappop(events)
-        st = stages[k]
-        if kind == "fwd":
-            st.fwd_queue.append(seq)
-        elif kind == "bwd":
-            st.bwd_ready.append(seq)
-        elif kind == "fdone":
-            st.forwarded.append(seq)
-            if k + 1 < n_stages:
-                push(now + comm, k + 1, "fwd", seq)
-            else:
-                st.bwd_ready.append(seq)  # the loss is here: backward is ready at once
-        elif kind == "bdone":
-            st.forwarded.remove(seq)
-            if st.cache is not None:
-                st.cache.release(layers[seq][k])
-            if policy == "bsp":
-                st.bulk_done.append(seq)
-                if len(st.bulk_done) == _bulk_size(bulk_end, bulk):  # this stage flushes
-                    write(k, sorted(st.bulk_done))
-                    for s in sorted(st.bulk_done):
-                        st.finished.add(s)
-                    st.bulk_done = []
-            else:
-                write(k, [seq])
-                st.finished.add(seq)
-            written.add((seq, k))
-            if k > 0:
-                push(now + comm, k - 1, "bwd", seq)
-            else:
-                done += 1
-                global_done.add(seq)
-                admit(now)
-        if kind == "fdone" and st.cache is not None:
-            st.cache.release(layers[seq][k])  # Alg. 1 line 24: evictable after the forward
-        for j in range(n_stages):
-            try_start(j, now)
-    res.makespan = now
-    assert done == len(subnets), f"simulation stalled with {done}/{len(subnets)} subnets done"
-    return res
+    def backward_done(self, k: int, seq: int, now: float) -> None:
+        """Takes the end of subnet ``seq``'s backward on stage ``k``: its WRITEs (bsp: at the
+        flush), the backward's hand-off to stage ``k - 1``, or at stage 0 the next admission."""
+        st = self.stages[k]
+        st.forwarded.remove(seq)
+        if st.cache is not None:
+            st.cache.release(self.layers[seq][k])
+        if self.policy == "bsp":
+            st.bulk_done.append(seq)
+            if len(st.bulk_done) == _bulk_size(self.bulk_end, self.bulk):  # this stage flushes
+                self.write(k, sorted(st.bulk_done))
+                for s in sorted(st.bulk_done):
+                    st.finished.add(s)
+                st.bulk_done = []
+        else:
+            self.write(k, [seq])
+            st.finished.add(seq)
+        self.written.add((seq, k))
+        if k > 0:
+            self.push(now + self.comm, k - 1, "bwd", seq)
+        else:
+            self.done += 1
+            self.global_done.add(seq)
+            self.admit(now)
+
+    def run(self) -> SimResult:
+        """Returns the result after running the event loop until every subnet is done."""
+        self.admit(0.0)
+        for k in range(self.n_stages):
+            self.try_start(k, 0.0)
+        now = 0.0
+        while self.events:
+            now, _, k, kind, seq = heapq.heappop(self.events)
+            st = self.stages[k]
+            if kind == "fwd":
+                st.fwd_queue.append(seq)
+            elif kind == "bwd":
+                st.bwd_ready.append(seq)
+            elif kind == "fdone":
+                st.forwarded.append(seq)
+                if k + 1 < self.n_stages:
+                    self.push(now + self.comm, k + 1, "fwd", seq)
+                else:
+                    st.bwd_ready.append(seq)  # the loss is here: backward is ready at once
+            elif kind == "bdone":
+                self.backward_done(k, seq, now)
+            if kind == "fdone" and st.cache is not None:
+                st.cache.release(self.layers[seq][k])  # Alg. 1 line 24: evictable after forward
+            for j in range(self.n_stages):
+                self.try_start(j, now)
+        self.res.makespan = now
+        n = len(self.subnets)
+        assert self.done == n, f"simulation stalled with {self.done}/{n} subnets done"
+        return self.res
 
 
 def _pick_mirrored(

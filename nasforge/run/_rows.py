@@ -2,8 +2,11 @@
 NaN or infinity, checked decoding (the config's objective too), and the trials table read as
 :class:`TrialRecord` with the statuses a reader sees.
 
-Private to :mod:`nasforge.run.store`, whose docstring states the contract these steps keep
-(``plain data``, ``validation``, and the trial statuses a reader sees); the
+:class:`RowReader` is the part of :class:`~nasforge.run.store.Store` that reads: the store
+composes one over its connection, and every read of trials (query, statuses, decoding) runs
+here, in one object, without calling back into the store. Private to
+:mod:`nasforge.run.store`, whose docstring states the contract these steps keep (``plain
+data``, ``validation``, and the trial statuses a reader sees); the
 :class:`~nasforge.run.store.Store` methods of the same names are the way in.
 """
 
@@ -14,13 +17,11 @@ import math
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nasforge.errors import StoreError
+from nasforge.run.lock import WriterLock
 from nasforge.run.records import INTERRUPTED, TrialRecord
-
-if TYPE_CHECKING:
-    from nasforge.run.store import Store
 
 __all__: list[str] = []
 
@@ -48,139 +49,201 @@ def dumps(what: str, data: Any) -> str:
         raise StoreError(f"{what} must be JSON-able plain data: {exc}") from exc
 
 
-def decode(directory: Path, text: Any, table: str, row: Any, want: type | tuple[type, ...]) -> Any:
-    """Returns the JSON ``text`` of ``row`` in ``table`` of the run in ``directory``, decoded.
+class RowReader:
+    """Returns rows of one run's database, decoded and checked: meta values, the objective,
+    notes, and trials with the statuses a reader sees.
 
-    Raises:
-        StoreError: it does not decode, or is not of type ``want``.
+    ``writer``: whether the store that owns this reader holds the run's writer lock (a writer
+    sees what it stored; a reader of a run no writer works on sees ``interrupted``).
+
+    Invariants: it only reads (``SELECT``/``PRAGMA``); every row it returns decoded or raised
+    StoreError naming the run, the table and the row.
     """
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(
-            f"{directory}: {table} row {row} does not decode ({exc}); the record is "
-            "damaged there: restore a copy, or delete that row"
-        ) from exc
-    if not isinstance(value, want):
-        raise StoreError(
-            f"{directory}: {table} row {row} holds {type(value).__name__}, expected "
-            f"{want}; the record is damaged there"
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, writer: bool) -> None:
+        self.path = path
+        self.directory = path.parent
+        self._conn = conn
+        self.writer = writer
+        self._trial_columns: set[str] | None = None
+
+    # -- plain reads ---------------------------------------------------------------------------
+    def query(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """Returns the rows of one read.
+
+        Raises:
+            StoreError: the database cannot be read (it is damaged).
+        """
+        try:
+            return self._conn.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: reading failed ({exc}); the file is damaged") from exc
+
+    def columns(self) -> set[str]:
+        """Returns the names of the trials table's columns (older records lack some)."""
+        if self._trial_columns is None:
+            self._trial_columns = {r[1] for r in self.query("PRAGMA table_info(trials)")}
+        return self._trial_columns
+
+    def forget_columns(self) -> None:
+        """Drops the remembered columns (after a writer added one)."""
+        self._trial_columns = None
+
+    def meta(self, key: str, default: str | None = None) -> str | None:
+        """Returns one meta value (text), or ``default``."""
+        rows = self.query("SELECT value FROM meta WHERE key=?", (key,))
+        return default if not rows else rows[0][0]
+
+    def state(self) -> str:
+        """Returns ``running`` (a writer holds the lock), ``finished``, ``failed`` or
+        ``interrupted`` (the record says running but no writer holds it)."""
+        state = self.meta("state", "running") or "running"
+        if state == "running" and not self.writer and not WriterLock.held(self.directory):
+            return "interrupted"
+        return state
+
+    # -- decoding ------------------------------------------------------------------------------
+    def decode(self, text: Any, table: str, row: Any, want: type | tuple[type, ...]) -> Any:
+        """Returns the JSON ``text`` of ``row`` in ``table``, decoded.
+
+        Raises:
+            StoreError: it does not decode, or is not of type ``want``.
+        """
+        try:
+            value = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(
+                f"{self.directory}: {table} row {row} does not decode ({exc}); the record is "
+                "damaged there: restore a copy, or delete that row"
+            ) from exc
+        if not isinstance(value, want):
+            raise StoreError(
+                f"{self.directory}: {table} row {row} holds {type(value).__name__}, expected "
+                f"{want}; the record is damaged there"
+            )
+        return value
+
+    def decode_notes(self, text: str | None) -> list[dict[str, Any]]:
+        """Returns the notes in meta text ``text`` (none when it is empty or absent).
+
+        Raises:
+            StoreError: it is not a JSON list of objects.
+        """
+        if not text:
+            return []
+        try:
+            rows = json.loads(text)
+        except ValueError:
+            rows = None
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise StoreError(f"{self.directory}: meta 'notes' is not a JSON list of objects")
+        return rows
+
+    def objective(self, obj: Any) -> dict[str, Any]:
+        """Returns the config's objective ``obj`` checked and complete: ``metric``, ``mode``,
+        ``constraints``, ``second``.
+
+        Raises:
+            StoreError: it is missing or malformed.
+        """
+        ok = (
+            isinstance(obj, dict)
+            and isinstance(obj.get("metric"), str)
+            and obj.get("mode") in ("max", "min")
+            and isinstance(obj.get("constraints", {}), dict)
+            and all(
+                isinstance(v, list) and len(v) == 2 for v in obj.get("constraints", {}).values()
+            )
+            and (
+                obj.get("second") is None
+                or (isinstance(obj["second"], list) and len(obj["second"]) == 2)
+            )
         )
-    return value
+        if not ok:
+            raise StoreError(
+                f"{self.directory}: the config's objective is missing or malformed "
+                f"({obj!r:.200}); the record is damaged there"
+            )
+        return {"metric": obj["metric"], "mode": obj["mode"],
+                "constraints": obj.get("constraints", {}), "second": obj.get("second")}  # fmt: skip
 
+    # -- trials --------------------------------------------------------------------------------
+    def trial_row(
+        self, r: sqlite3.Row, light: bool = False, abandoned: bool = False
+    ) -> TrialRecord:
+        """Returns trials row ``r`` as a record (architecture and intermediates empty when
+        ``light``; ``interrupted`` for a stored ``running`` when ``abandoned``).
 
-def decode_notes(directory: Path, text: str | None) -> list[dict[str, Any]]:
-    """Returns the notes in meta text ``text`` (none when it is empty or absent).
-
-    Raises:
-        StoreError: it is not a JSON list of objects.
-    """
-    if not text:
-        return []
-    try:
-        rows = json.loads(text)
-    except ValueError:
-        rows = None
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise StoreError(f"{directory}: meta 'notes' is not a JSON list of objects")
-    return rows
-
-
-def objective(directory: Path, obj: Any) -> dict[str, Any]:
-    """Returns the config's objective ``obj`` checked and complete: ``metric``, ``mode``,
-    ``constraints``, ``second``.
-
-    Raises:
-        StoreError: it is missing or malformed.
-    """
-    ok = (
-        isinstance(obj, dict)
-        and isinstance(obj.get("metric"), str)
-        and obj.get("mode") in ("max", "min")
-        and isinstance(obj.get("constraints", {}), dict)
-        and all(isinstance(v, list) and len(v) == 2 for v in obj.get("constraints", {}).values())
-        and (
-            obj.get("second") is None
-            or (isinstance(obj["second"], list) and len(obj["second"]) == 2)
+        Raises:
+            StoreError: a JSON column does not decode.
+        """
+        tid = r["id"]
+        metrics = r["metrics"]
+        where = r["placement"] if "placement" in r.keys() else None
+        status = r["status"]
+        return TrialRecord(
+            id=tid,
+            arch_id=r["arch_id"],
+            arch={} if light else self.decode(r["arch"], "trials", tid, dict),
+            status=INTERRUPTED if abandoned and status == "running" else status,
+            metrics=None if metrics is None else self.decode(metrics, "trials", tid, dict),
+            intermediates=[] if light else self.decode(r["intermediates"], "trials", tid, list),
+            error=r["error"],
+            started=r["started"],
+            finished=r["finished"],
+            duration=r["duration"],
+            checkpoint=r["checkpoint"],
+            cached_from=r["cached_from"],
+            evaluation=r["evaluation"],
+            placement=None if where is None else self.decode(where, "trials", tid, dict),
         )
-    )
-    if not ok:
-        raise StoreError(
-            f"{directory}: the config's objective is missing or malformed ({obj!r:.200}); "
-            "the record is damaged there"
-        )
-    return {"metric": obj["metric"], "mode": obj["mode"],
-            "constraints": obj.get("constraints", {}), "second": obj.get("second")}  # fmt: skip
 
+    def abandoned(self, statuses: Any) -> bool:
+        """Returns whether the trials stored ``running`` among ``statuses`` run nowhere: this
+        is a reader and no writer works on the run (it was interrupted, or it finished or
+        failed). Asked only when one is there; a lock that cannot be probed (a read-only copy
+        of a run) leaves them as stored."""
+        if self.writer or "running" not in statuses:
+            return False
+        try:
+            return self.state() != "running"
+        except OSError:
+            return False
 
-def trial(
-    directory: Path, r: sqlite3.Row, light: bool = False, abandoned: bool = False
-) -> TrialRecord:
-    """Returns trials row ``r`` as a record (architecture and intermediates empty when
-    ``light``; ``interrupted`` for a stored ``running`` when ``abandoned``).
+    def trials(self, status: str | None, light: bool) -> list[TrialRecord]:
+        """Returns the trials in id order (see :meth:`Store.trials`).
 
-    Raises:
-        StoreError: a JSON column does not decode.
-    """
-    tid = r["id"]
-    metrics = r["metrics"]
-    where = r["placement"] if "placement" in r.keys() else None
-    status = r["status"]
-    return TrialRecord(
-        id=tid,
-        arch_id=r["arch_id"],
-        arch={} if light else decode(directory, r["arch"], "trials", tid, dict),
-        status=INTERRUPTED if abandoned and status == "running" else status,
-        metrics=None if metrics is None else decode(directory, metrics, "trials", tid, dict),
-        intermediates=[] if light else decode(directory, r["intermediates"], "trials", tid, list),
-        error=r["error"],
-        started=r["started"],
-        finished=r["finished"],
-        duration=r["duration"],
-        checkpoint=r["checkpoint"],
-        cached_from=r["cached_from"],
-        evaluation=r["evaluation"],
-        placement=None if where is None else decode(directory, where, "trials", tid, dict),
-    )
+        Raises:
+            StoreError: a row does not decode.
+        """
+        cols = "id, arch_id, status, metrics, error, started, finished, duration, checkpoint, "
+        cols += "cached_from, evaluation" + ("" if light else ", arch, intermediates")
+        cols += ", placement" if "placement" in self.columns() else ""
+        if status is None:
+            rows = self.query(f"SELECT {cols} FROM trials ORDER BY id")
+            gone = self.abandoned({r["status"] for r in rows})
+        else:
+            if status in ("running", INTERRUPTED) and self.abandoned({"running"}):
+                status = "" if status == "running" else "running"
+            elif status == INTERRUPTED:  # a writer works on it: no trial is interrupted
+                status = ""
+            rows = self.query(f"SELECT {cols} FROM trials WHERE status=? ORDER BY id", (status,))
+            gone = status == "running" and self.abandoned({"running"})
+        return [self.trial_row(r, light, gone) for r in rows]
 
+    def trial(self, trial_id: int) -> TrialRecord:
+        """Returns one trial (see :meth:`Store.trial`).
 
-def abandoned(store: Store, statuses: Any) -> bool:
-    """Returns whether the trials stored ``running`` among ``statuses`` run nowhere: ``store``
-    is a reader and no writer works on the run (it was interrupted, or it finished or failed).
-    Asked only when one is there; a lock that cannot be probed (a read-only copy of a run)
-    leaves them as stored."""
-    if not store.readonly or "running" not in statuses:
-        return False
-    try:
-        return store.state() != "running"
-    except OSError:
-        return False
+        Raises:
+            StoreError: no trial has that id, or it does not decode.
+        """
+        rows = self.query("SELECT * FROM trials WHERE id=?", (trial_id,))
+        if not rows:
+            raise StoreError(f"no trial {trial_id} in {self.directory}")
+        return self.trial_row(rows[0], abandoned=self.abandoned({rows[0]["status"]}))
 
-
-def trials(store: Store, status: str | None, light: bool) -> list[TrialRecord]:
-    """Returns the trials of ``store`` in id order (see :meth:`Store.trials`).
-
-    Raises:
-        StoreError: a row does not decode.
-    """
-    cols = "id, arch_id, status, metrics, error, started, finished, duration, checkpoint, "
-    cols += "cached_from, evaluation" + ("" if light else ", arch, intermediates")
-    cols += ", placement" if "placement" in store._columns() else ""
-    if status is None:
-        rows = store._query(f"SELECT {cols} FROM trials ORDER BY id")
-        gone = abandoned(store, {r["status"] for r in rows})
-    else:
-        if status in ("running", INTERRUPTED) and abandoned(store, {"running"}):
-            status = "" if status == "running" else "running"
-        elif status == INTERRUPTED:  # a writer works on it: no trial is interrupted
-            status = ""
-        rows = store._query(f"SELECT {cols} FROM trials WHERE status=? ORDER BY id", (status,))
-        gone = status == "running" and abandoned(store, {"running"})
-    return [store._row(r, light, gone) for r in rows]
-
-
-def counts(store: Store) -> dict[str, int]:
-    """Returns the number of trials of ``store`` per status (see :meth:`Store.counts`)."""
-    rows = store._query("SELECT status, COUNT(*) FROM trials GROUP BY status")
-    gone = abandoned(store, {r[0] for r in rows})
-    return {INTERRUPTED if gone and r[0] == "running" else r[0]: int(r[1]) for r in rows}
+    def counts(self) -> dict[str, int]:
+        """Returns the number of trials per status (see :meth:`Store.counts`)."""
+        rows = self.query("SELECT status, COUNT(*) FROM trials GROUP BY status")
+        gone = self.abandoned({r[0] for r in rows})
+        return {INTERRUPTED if gone and r[0] == "running" else r[0]: int(r[1]) for r in rows}

@@ -91,8 +91,9 @@ from nasforge._version import __version__
 from nasforge.errors import NasforgeError, StoreError
 
 # the heavy steps behind Store: _schema (format names, SQL schema, format and version checks,
-# migrations) and _rows (JSON rows, checked decoding, trial rows and queries)
-from nasforge.run import _rows, _schema
+# migrations) and _rows (JSON rows; RowReader: checked decoding, trial rows and queries)
+from nasforge.run import _schema
+from nasforge.run._rows import RowReader
 from nasforge.run._rows import dumps as _dumps
 from nasforge.run._schema import DB_NAME, FORMAT, FORMAT_VERSION, OLD_DB_NAME
 from nasforge.run.lock import WriterLock
@@ -146,7 +147,8 @@ class Store:
         self._lock = lock
         self.readonly = readonly
         self._config: dict[str, Any] | None = None
-        self._trial_columns: set[str] | None = None
+        # every read of rows (trials, meta, notes) goes through this one reader
+        self._rows = RowReader(path, conn, writer=not readonly)
         # the (state, error) a writer found when it opened the run (None: it created the run),
         # put back by close() unless the writer ended its work with finish() or end()
         self._found: tuple[str, str] | None = None
@@ -247,17 +249,10 @@ class Store:
             store.set_meta("error", "")
         return store
 
-    def _columns(self) -> set[str]:
-        """Returns the names of the trials table's columns (older records lack some)."""
-        if self._trial_columns is None:
-            rows = self._query("PRAGMA table_info(trials)")
-            self._trial_columns = {r[1] for r in rows}
-        return self._trial_columns
-
     def _migrate(self) -> None:
         """Adds the columns a record made by an earlier nasforge lacks (empty), as writer."""
-        if _schema.migrate(self._write(), self._columns()):
-            self._trial_columns = None
+        if _schema.migrate(self._write(), self._rows.columns()):
+            self._rows.forget_columns()
 
     def close(self) -> None:
         """Closes the database and releases the writer lock (if held). A writer that opened
@@ -294,15 +289,6 @@ class Store:
         assert not self.readonly, "a read-only store is never written"
         return self._conn
 
-    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        try:
-            return self._conn.execute(sql, args).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: reading failed ({exc}); the file is damaged") from exc
-
-    def _decode(self, text: Any, table: str, row: Any, want: type | tuple[type, ...]) -> Any:
-        return _rows.decode(self.directory, text, table, row, want)
-
     # -- meta ----------------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
         """Returns the stored run configuration (a copy).
@@ -311,10 +297,10 @@ class Store:
             StoreError: the stored config does not decode.
         """
         if self._config is None:
-            rows = self._query("SELECT value FROM meta WHERE key='config'")
+            rows = self._rows.query("SELECT value FROM meta WHERE key='config'")
             if not rows:
                 raise StoreError(f"{self.directory}: the record has no config row; it is damaged")
-            self._config = self._decode(rows[0][0], "meta", "'config'", dict)
+            self._config = self._rows.decode(rows[0][0], "meta", "'config'", dict)
         copied: dict[str, Any] = json.loads(json.dumps(self._config))
         return copied
 
@@ -325,7 +311,7 @@ class Store:
         Raises:
             StoreError: the config has no well-formed objective.
         """
-        return _rows.objective(self.directory, self.config().get("objective"))
+        return self._rows.objective(self.config().get("objective"))
 
     @property
     def kind(self) -> str:
@@ -334,8 +320,7 @@ class Store:
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
         """Returns one meta value (text), or ``default``."""
-        rows = self._query("SELECT value FROM meta WHERE key=?", (key,))
-        return default if not rows else rows[0][0]
+        return self._rows.meta(key, default)
 
     def set_meta(self, key: str, value: str) -> None:
         """Sets one meta value (text)."""
@@ -349,7 +334,7 @@ class Store:
         text = _dumps("a note", row)
         with self._write() as conn:
             got = conn.execute("SELECT value FROM meta WHERE key = 'notes'").fetchone()
-            rows = self._decode_notes(got[0] if got else None)
+            rows = self._rows.decode_notes(got[0] if got else None)
             rows.append(json.loads(text))
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('notes', ?)", (json.dumps(rows),))
 
@@ -359,11 +344,8 @@ class Store:
         Raises:
             StoreError: the notes do not decode.
         """
-        rows = self._decode_notes(self.get_meta("notes"))
+        rows = self._rows.decode_notes(self.get_meta("notes"))
         return [r for r in rows if source is None or r.get("source") == source]
-
-    def _decode_notes(self, text: str | None) -> list[dict[str, Any]]:
-        return _rows.decode_notes(self.directory, text)
 
     def set_config(self, config: Mapping[str, object]) -> None:
         """Replaces the stored config (a resume that extends a budget records the new one)."""
@@ -375,10 +357,7 @@ class Store:
     def state(self) -> str:
         """Returns ``running`` (a writer holds the lock), ``finished``, ``failed`` or
         ``interrupted`` (the record says running but no writer holds it)."""
-        state = self.get_meta("state", "running") or "running"
-        if state == "running" and self._lock is None and not WriterLock.held(self.directory):
-            return "interrupted"
-        return state
+        return self._rows.state()
 
     def finish(self, state: str = "finished", error: str = "") -> None:
         """Records the end of the writer's work: ``finished`` or ``failed`` with ``error``."""
@@ -431,18 +410,18 @@ class Store:
             StoreError: a row does not decode.
         """
         if last is None:
-            rows = self._query("SELECT step, data FROM progress ORDER BY step")
+            rows = self._rows.query("SELECT step, data FROM progress ORDER BY step")
         else:
-            rows = self._query(
+            rows = self._rows.query(
                 "SELECT step, data FROM (SELECT step, data FROM progress ORDER BY step DESC "
                 "LIMIT ?) ORDER BY step",
                 (int(last),),
             )
-        return [dict(self._decode(d, "progress", s, dict), step=s) for s, d in rows]
+        return [dict(self._rows.decode(d, "progress", s, dict), step=s) for s, d in rows]
 
     def n_progress(self) -> int:
         """Returns the number of progress rows."""
-        return int(self._query("SELECT COUNT(*) FROM progress")[0][0])
+        return int(self._rows.query("SELECT COUNT(*) FROM progress")[0][0])
 
     # -- trials --------------------------------------------------------------------------------
     def add_trial(self, arch_id: str, arch: Mapping[str, object], event: bool = True) -> int:
@@ -523,9 +502,6 @@ class Store:
         self.finish_trial(tid, status, metrics, evaluation=evaluation, event=False, **fields)
         return tid
 
-    def _row(self, r: sqlite3.Row, light: bool = False, abandoned: bool = False) -> TrialRecord:
-        return _rows.trial(self.directory, r, light, abandoned)
-
     def trials(self, status: str | None = None, light: bool = False) -> list[TrialRecord]:
         """Returns the trials in id order, optionally only those with ``status``; ``light``
         leaves the architecture and intermediate metrics out (empty), which is what ranking
@@ -535,7 +511,7 @@ class Store:
         Raises:
             StoreError: a row does not decode.
         """
-        return _rows.trials(self, status, light)
+        return self._rows.trials(status, light)
 
     def trial(self, trial_id: int) -> TrialRecord:
         """Returns one trial.
@@ -543,19 +519,17 @@ class Store:
         Raises:
             StoreError: no trial has that id, or it does not decode.
         """
-        rows = self._query("SELECT * FROM trials WHERE id=?", (trial_id,))
-        if not rows:
-            raise StoreError(f"no trial {trial_id} in {self.directory}")
-        return self._row(rows[0], abandoned=_rows.abandoned(self, {rows[0]["status"]}))
+        return self._rows.trial(trial_id)
 
     def counts(self) -> dict[str, int]:
         """Returns the number of trials per status (one aggregate query), with the trials
         :meth:`trials` shows ``interrupted`` counted so."""
-        return _rows.counts(self)
+        return self._rows.counts()
 
     def events(self) -> list[tuple[str, int]]:
         """Returns every (kind, trial id) event in happening order."""
-        return [(r[0], r[1]) for r in self._query("SELECT kind, trial FROM events ORDER BY seq")]
+        rows = self._rows.query("SELECT kind, trial FROM events ORDER BY seq")
+        return [(r[0], r[1]) for r in rows]
 
     # -- artifacts -----------------------------------------------------------------------------
     def add_artifact(
@@ -574,13 +548,13 @@ class Store:
 
     def artifacts(self, kind: str | None = None) -> dict[str, dict[str, Any]]:
         """Returns ``name -> {"path" (absolute), "kind", "time", "meta"}`` of the artifacts."""
-        rows = self._query("SELECT * FROM artifacts ORDER BY time")
+        rows = self._rows.query("SELECT * FROM artifacts ORDER BY time")
         return {
             r["name"]: {
                 "path": self.directory / r["path"],
                 "kind": r["kind"],
                 "time": r["time"],
-                "meta": self._decode(r["meta"], "artifacts", repr(r["name"]), dict),
+                "meta": self._rows.decode(r["meta"], "artifacts", repr(r["name"]), dict),
             }
             for r in rows
             if kind is None or r["kind"] == kind

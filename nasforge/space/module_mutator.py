@@ -23,8 +23,8 @@ from typing import Any
 from torch import nn
 
 from nasforge.errors import SpaceError
+from nasforge.space._mutator_base import MutableGraph, Mutator, _is_plain, _set_submodule
 from nasforge.space.modules import LayerChoice
-from nasforge.space.mutator import MutableGraph, Mutator, _is_plain, _set_submodule
 
 __all__ = ["ModuleMutator", "MutableModel", "ModuleMatch", "ModuleChoice"]
 

@@ -277,3 +277,10 @@ def test_browsing_changed_no_byte_of_any_run(
     for name, digest in before.items():
         if name not in ("live",):
             assert _digest(runs / name) == digest, name
+
+
+def test_every_tab_of_a_run_page_has_one_registrar() -> None:
+    """Each tab of ``layout.TABS`` has its own registrar of callbacks, in the tabs' order."""
+    from nasforge.dashboard import callbacks, layout
+
+    assert list(callbacks.PAGES) == list(layout.TABS)

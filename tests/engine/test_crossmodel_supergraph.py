@@ -110,8 +110,8 @@ class _Widths(nf.ModelSpace):
 
 def test_a_space_with_shape_changing_value_choices_has_no_supergraph() -> None:
     """SinglePath refuses a width decision with a SpaceError naming it."""
-    from nasforge.engine.crossmodel.singlepath import SinglePath
     from nasforge.errors import SpaceError
+    from nasforge.weightsharing import SinglePath
 
     with pytest.raises(SpaceError, match=r"\['w'\]"):
         SinglePath(_Widths())

@@ -98,6 +98,33 @@ def test_get_executor():
         get_executor("slurm")
 
 
+def test_executors_register_in_a_table_that_get_executor_reads():
+    """An executor registered under a name is built by that name (with the settings of a run
+    file's mapping); a name another class holds is refused; every built-in is in the table."""
+    from nasforge.engine._executor_base import _EXECUTORS
+    from nasforge.engine.executor import register_executor
+    from nasforge.engine.ray_executor import RayExecutor
+
+    assert get_executor({"name": "ray", "max_retries": 1}).max_retries == 1
+    assert isinstance(get_executor("ray"), RayExecutor)
+
+    @register_executor("test-serial", takes_concurrency=False)
+    class Serial(InProcessExecutor):
+        def __init__(self, tag: str = "") -> None:
+            super().__init__()
+            self.tag = tag
+
+    try:
+        built = get_executor({"name": "test-serial", "tag": "x"})
+        assert isinstance(built, Serial) and built.tag == "x"
+        with pytest.raises(ConfigError, match="taken by Serial"):
+            register_executor("test-serial")(InProcessExecutor)
+        with pytest.raises(ConfigError, match="'test-serial'"):
+            get_executor("slurm")  # the message lists the names there are
+    finally:
+        _EXECUTORS.pop("test-serial")
+
+
 # -- GPUs: each child gets exactly its slot's GPUs (a fake list of two GPUs on this machine) ----
 @pytest.fixture
 def two_fake_gpus(monkeypatch):

@@ -8,7 +8,8 @@ import torch
 from nasforge.errors import ConfigError, StoreError
 from nasforge.ofa.mobilenet import OFAMobileNetV3
 from nasforge.ofa.record import open_ofa_store, stage_from_dict
-from nasforge.ofa.train import Stage, TrainConfig, evaluate, train, training_plan
+from nasforge.ofa.spaces import Stage
+from nasforge.ofa.train import TrainConfig, evaluate, train, training_plan
 from nasforge.run.store import DB_NAME, Store
 from tests.ofa.conftest import tiny_spec
 
@@ -155,3 +156,14 @@ def test_a_diverging_training_stops_with_a_divergence_error(tmp_path):
     store = open_ofa_store(tmp_path)
     assert store.artifact("supernet") is None and store.state() == "failed"
     store.close()
+
+
+def test_stage_from_its_old_home_warns_and_is_the_same_class():
+    """``nasforge.ofa.train.Stage`` (before 0.3: its home) still gives Stage, with a
+    DeprecationWarning naming ``nasforge.ofa.spaces``."""
+    import nasforge.ofa.train as old
+
+    with pytest.warns(DeprecationWarning, match="nasforge.ofa.spaces"):
+        assert old.Stage is Stage
+    with pytest.raises(AttributeError):
+        _ = old.NotAName  # type: ignore[attr-defined]

@@ -74,3 +74,28 @@ def test_evolve_uses_the_engines_evolution_and_is_seeded() -> None:
     strategy.setup(ss)
     first = strategy.ask()
     assert history[0][0] == first  # the same ask sequence as the engine's strategy
+
+
+def test_spos_supernet_and_the_engines_single_path_are_one_supernet() -> None:
+    """SPOS's supernet and ``weightsharing.SinglePath`` hold the same weights under the same
+    keys and, given them, compute the same output for every sampled architecture (also a
+    node's skipped edges change nothing); ``spos.activate`` and ``SinglePath.activate`` are
+    one walk."""
+    from nasforge.weightsharing import SinglePath, follow_path
+
+    torch.manual_seed(0)
+    space = tiny_cell_space()
+    x = torch.randn(3, 1, 8, 8)
+    net = supernet(space, "spos", example=x[:2]).eval()
+    single = SinglePath(space).eval()
+    assert set(single.model.state_dict()) == set(net.model.state_dict())
+    single.model.load_state_dict(net.model.state_dict())
+    for seed in range(4):
+        arch = space.search_space().sample(seed)
+        activate(net, arch)
+        single.activate(arch)
+        torch.testing.assert_close(single(x), net(x), rtol=0, atol=0)
+    default = space.search_space().default()
+    follow_path(net.model, default)  # the walk spos.activate takes, skipped edges included
+    single.activate(default)
+    torch.testing.assert_close(single(x), net(x), rtol=0, atol=0)

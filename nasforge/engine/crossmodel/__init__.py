@@ -4,7 +4,8 @@ trains are nearly alike, so the engine merges what they share (docs/crossmodel.m
     policy       (pure, no torch) which optimization applies, the frozen-prefix rule, and the
                  introspective keep/revert rule
     plan         the engine's one hook: detect, apply, measure, fall back, record
-    supergraph   weight-sharing trials train one in-memory super-graph (``singlepath``),
+    supergraph   weight-sharing trials train one in-memory super-graph
+                 (``nasforge.weightsharing.SinglePath``, SPOS's single-path supernet),
                  activated by control flow, instead of checkpointing the shared weights
     opbatch      models over one frozen prefix run it once per batch and train their trainable
                  parts together (stacked weights, ``torch.func.vmap``); ``groups`` applies it

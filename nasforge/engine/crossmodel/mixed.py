@@ -1,7 +1,7 @@
 """Mixed parallelism for weight-sharing training (Retiarii §5.2, §7.4), and the baseline it is
 measured against: data parallelism with synchronised batch norm.
 
-    mixed   W worker processes each hold the super-graph (:class:`.singlepath.SinglePath`);
+    mixed   W worker processes each hold the super-graph (``weightsharing.SinglePath``);
             at every step each samples its own architecture and trains it on its own batch;
             the shared weights' gradients are then averaged over the workers that used them
             (one coalesced ``all_reduce`` of gradients and one of use counts), so every worker
@@ -33,9 +33,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from nasforge.engine.crossmodel.singlepath import SinglePath
 from nasforge.runtime.procgroup import LocalGroup, file_rendezvous, join_group
 from nasforge.space.model_space import ModelSpace
+from nasforge.weightsharing import SinglePath
 
 __all__ = ["SyncBatchNorm2d", "sync_batchnorm", "train_worker", "subnet_accuracy", "run_gloo"]
 

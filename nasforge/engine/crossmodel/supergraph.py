@@ -8,7 +8,7 @@ the space, and scores it. Where those shared weights live is the whole differenc
                 shared weights and the optimizer's momenta from a checkpoint file, trains, and
                 saves them back; works across worker processes
     dict        the same, with the checkpoint kept in an in-memory dict of tensors
-    supergraph  one in-memory super-graph (:class:`.singlepath.SinglePath`, single-path
+    supergraph  one in-memory super-graph (:class:`~nasforge.weightsharing.SinglePath`, single-path
                 control flow as SPOS) holds every candidate's weights and one optimizer; a
                 trial activates its architecture and trains; nothing is built, loaded or saved
 
@@ -157,7 +157,7 @@ class SharedWeightsEvaluator(BaseEvaluator):
 
     # -- the shared state ------------------------------------------------------------------
     def _new_supernet(self, space: Any) -> Any:
-        from nasforge.engine.crossmodel.singlepath import SinglePath
+        from nasforge.weightsharing import SinglePath
 
         net = SinglePath(space)
         torch.manual_seed(self.seed)  # the initial shared weights depend on the seed alone

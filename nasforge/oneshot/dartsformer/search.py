@@ -36,7 +36,7 @@ from torch import nn
 
 from nasforge.errors import ConfigError, DivergenceError
 from nasforge.oneshot.darts import Darts
-from nasforge.oneshot.nasb import Nasb, binarize
+from nasforge.oneshot.nasb import Nasb
 from nasforge.oneshot.reversible import set_reconstruct
 from nasforge.oneshot.supernet import Supernet
 from nasforge.runtime.devices import check_device
@@ -140,8 +140,7 @@ def rev_step(
     parameters held out), then α on ``val_batch`` (weights held out); NASB gates re-drawn
     before each half."""
     opt_w, opt_a, sched = opts
-    if net.algorithm is Nasb:
-        binarize(net)
+    net.algorithm.draw_gates(net)
     with _held_out(net.arch_parameters()):
         loss_t = _loss(net, train_batch, cfg.label_smoothing)
         opt_w.zero_grad(set_to_none=True)
@@ -149,8 +148,7 @@ def rev_step(
     nn.utils.clip_grad_norm_(net.weights(), cfg.grad_clip)
     opt_w.step()
     sched.step()
-    if net.algorithm is Nasb:
-        binarize(net)
+    net.algorithm.draw_gates(net)
     with _held_out(net.weights()):
         loss_v = _loss(net, val_batch, cfg.label_smoothing)
         opt_a.zero_grad(set_to_none=True)
