@@ -125,7 +125,7 @@ def pnas(**kwargs: Any) -> NDSSpace:
 
 def darts(**kwargs: Any) -> NDSSpace:
     """Returns DARTS's search space: 4 nodes, each of two distinct inputs."""
-    return NDSSpace(DARTS_OPS, node="darts", n_nodes=4, merge="all", **kwargs)
+    return NDSSpace(DARTS_OPS, **{"node": "darts", "n_nodes": 4, "merge": "all", **kwargs})
 
 
 Genotype = dict[str, Sequence[tuple[tuple[str, int], tuple[str, int]]]]
