@@ -129,7 +129,8 @@ def freeze_direct(builder: Any, kwargs: Mapping[str, Any], arch: Mapping[str, An
     """Returns the model of ``arch`` built by ``builder(**kwargs)`` with only the chosen
     candidates, without recording the whole space first (a paper-sized cell space holds every
     operation of every edge: minutes to build). The hub's spaces label every choice, which
-    this needs; a space with an unlabelled choice is recorded and frozen the usual way.
+    this needs; a space with an unlabelled choice is recorded and frozen the usual way. A
+    model built directly carries no mutation history (``nf.freeze`` of the space gives one).
 
     Raises:
         ArchitectureError: a label of the space is missing from ``arch``, or a value is not
