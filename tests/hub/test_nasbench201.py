@@ -22,7 +22,7 @@ BEST = (
 
 def test_size_and_operation_order_are_the_benchmarks() -> None:
     """Exactly 5^6 cells; every edge's values are the benchmark's operations in its order."""
-    ss = hub.space("nasbench201").search_space()
+    ss = hub.space("nasbench201", channels=4, n_cells=1).search_space()
     assert ss.size == 15_625 == hub.space_info("nasbench201").size_paper
     assert [d.values for d in ss.decisions] == [NB201_OPS] * 6
     assert list(ss) == [f"e{j}_{i}" for j, i in NB201_EDGES]
