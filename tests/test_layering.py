@@ -17,6 +17,7 @@ FLOOR = {
     "strategy": {"errors", "space"},
     "spaces": {"errors", "space"},
     "proxies": {"errors", "space"},
+    "hub": {"errors", "space", "spaces"},
     "data": {"errors"},
     "weightsharing": {"errors", "space"},
     "partition": {"errors"},

@@ -1,0 +1,214 @@
+"""The hub's registry: which published model spaces and architectures exist, and their sources.
+
+How a family module registers (one module per family of spaces, e.g. ``nasforge/hub/nasnet.py``):
+
+1. At import, call :func:`register_space` once per space it defines and :func:`register_arch`
+   once per published architecture. Nothing else runs at import (no model is built)::
+
+       from nasforge.hub._registry import register_arch, register_space
+
+       register_space(
+           "nasbench201",          # the name users pass to hub.space(); lower case, dashes
+           NasBench201Space,       # builder: **kwargs -> ModelSpace; defaults = paper's setting
+           paper="Dong & Yang 2020, NAS-Bench-201 (ICLR)",
+           size_paper=15_625,      # the number of architectures the paper states, or None
+           family="nasbench201",   # the module's family name (groups spaces in docs/benchmark)
+           note="",                # optional: how size_paper is counted, if not obvious
+       )
+       register_arch(
+           "nasnet-a",                       # the name users pass to hub.arch()
+           space="nasnet",                   # a registered space name
+           arch={"normal.n2.op0": ...},      # a plain arch dict of that space (a Mapping)
+           space_kwargs={"dataset": "imagenet", "n_cells": 4, "channels": 44},  # paper setting
+           resolution=224, num_classes=1000, # the paper's input side and class count
+           params_paper=5.3e6,               # parameters in the paper's table (None: not given)
+           madds_paper=564e6,                # multiply-adds in the paper's table (None: not given)
+           source="Zoph et al. 2018, Table 2: NASNet-A (4 @ 1056)",  # paper and table
+           note="",                          # optional: why a number may not be met
+       )
+
+   ``space_kwargs`` is passed to the space's builder together with ``num_classes`` (as
+   ``n_classes=``) to freeze the architecture at the paper's setting: ``hub.model(name)``. An
+   architecture whose input is not an image sets ``input_shape`` (without the batch dimension)
+   and ``input_dtype`` (``"float"`` or ``"long"``, token ids).
+
+2. Add ``from nasforge.hub import <module>`` to ``nasforge/hub/__init__.py`` (cell families) or
+   ``nasforge/hub/_mobile_families.py`` (mobile and transformer families): modules are imported
+   by fixed names, never by a string built at run time.
+
+3. Add ``tests/hub/test_<module>.py``: the registered architectures freeze, a short search
+   runs. ``benchmarks/hub.py`` and ``docs/hub.md`` pick the entries up from this registry.
+
+Invariants: names are unique among spaces and among architectures; an architecture names a
+registered space (checked when it is looked up, so families may register in any order).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from nasforge.errors import ConfigError, SpaceError
+
+__all__ = [
+    "SpaceEntry",
+    "ArchEntry",
+    "register_space",
+    "register_arch",
+    "get_space_entry",
+    "get_arch_entry",
+    "space_names",
+    "arch_names",
+]
+
+
+@dataclass(frozen=True)
+class SpaceEntry:
+    """Returns nothing; one registered space: its builder and what its paper says of it."""
+
+    name: str
+    builder: Callable[..., Any]
+    paper: str
+    size_paper: int | None
+    family: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ArchEntry:
+    """Returns nothing; one published architecture, the setting it was published at, and the
+    paper's numbers for it."""
+
+    name: str
+    space: str
+    arch: Mapping[str, Any]
+    resolution: int
+    num_classes: int
+    params_paper: float | None
+    madds_paper: float | None
+    source: str
+    space_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    input_shape: tuple[int, ...] | None = None
+    input_dtype: str = "float"
+    note: str = ""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Returns the shape of one input without the batch dimension (``3×R×R`` for images)."""
+        return self.input_shape or (3, self.resolution, self.resolution)
+
+
+_SPACES: dict[str, SpaceEntry] = {}
+_ARCHS: dict[str, ArchEntry] = {}
+
+
+def _suggest(name: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(str(name), names, n=3, cutoff=0.5)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
+def register_space(
+    name: str,
+    builder: Callable[..., Any],
+    *,
+    paper: str,
+    size_paper: int | None,
+    family: str,
+    note: str = "",
+) -> SpaceEntry:
+    """Returns the entry of a new space, registered under ``name``.
+
+    Raises:
+        SpaceError: ``name`` is already registered.
+    """
+    if name in _SPACES:
+        raise SpaceError(f"hub space {name!r} is registered twice; give each space one name")
+    entry = SpaceEntry(name, builder, paper, size_paper, family, note)
+    _SPACES[name] = entry
+    return entry
+
+
+def register_arch(
+    name: str,
+    *,
+    space: str,
+    arch: Mapping[str, Any],
+    resolution: int,
+    num_classes: int,
+    params_paper: float | None,
+    madds_paper: float | None,
+    source: str,
+    space_kwargs: Mapping[str, Any] | None = None,
+    input_shape: tuple[int, ...] | None = None,
+    input_dtype: str = "float",
+    note: str = "",
+) -> ArchEntry:
+    """Returns the entry of a new published architecture, registered under ``name``.
+
+    Raises:
+        SpaceError: ``name`` is already registered, or ``input_dtype`` is not float or long.
+    """
+    if name in _ARCHS:
+        raise SpaceError(f"hub architecture {name!r} is registered twice; give each one name")
+    if input_dtype not in ("float", "long"):
+        raise SpaceError(f"hub architecture {name!r}: input_dtype must be 'float' or 'long'")
+    entry = ArchEntry(
+        name,
+        space,
+        dict(arch),
+        resolution,
+        num_classes,
+        params_paper,
+        madds_paper,
+        source,
+        dict(space_kwargs or {}),
+        input_shape,
+        input_dtype,
+        note,
+    )
+    _ARCHS[name] = entry
+    return entry
+
+
+def get_space_entry(name: str) -> SpaceEntry:
+    """Returns the registered space called ``name``.
+
+    Raises:
+        ConfigError: no space has that name (the message suggests the closest names).
+    """
+    try:
+        return _SPACES[name]
+    except (KeyError, TypeError):
+        raise ConfigError(
+            f"no hub space is called {name!r}{_suggest(name, space_names())}; "
+            f"the hub has: {', '.join(space_names())}"
+        ) from None
+
+
+def get_arch_entry(name: str) -> ArchEntry:
+    """Returns the registered published architecture called ``name``.
+
+    Raises:
+        ConfigError: no architecture has that name, or it names an unregistered space.
+    """
+    try:
+        entry = _ARCHS[name]
+    except (KeyError, TypeError):
+        raise ConfigError(
+            f"no published architecture is called {name!r}{_suggest(name, arch_names())}; "
+            f"the hub has: {', '.join(arch_names())}"
+        ) from None
+    get_space_entry(entry.space)
+    return entry
+
+
+def space_names(family: str | None = None) -> list[str]:
+    """Returns the registered space names (of one ``family`` if given), sorted."""
+    return sorted(n for n, e in _SPACES.items() if family is None or e.family == family)
+
+
+def arch_names(space: str | None = None) -> list[str]:
+    """Returns the registered architecture names (of one ``space`` if given), sorted."""
+    return sorted(n for n, e in _ARCHS.items() if space is None or e.space == space)
