@@ -113,6 +113,57 @@ def objective(directory: Path, obj: Any) -> dict[str, Any]:
             "constraints": obj.get("constraints", {}), "second": obj.get("second")}  # fmt: skip
 
 
+#: trials columns read as scalars -> the types a reader accepts besides NULL (SQLite keeps
+#: whatever type was written: a damaged or migrated record can hold text where a number
+#: belongs, or a BLOB)
+_SCALARS: dict[str, type | tuple[type, ...]] = {
+    "arch_id": str,
+    "status": str,
+    "error": str,
+    "started": (int, float),
+    "finished": (int, float),
+    "duration": (int, float),
+    "checkpoint": str,
+    "cached_from": int,
+    "evaluation": str,
+}
+
+
+def _damaged(directory: Path, tid: Any, column: str, value: Any, expected: str) -> StoreError:
+    return StoreError(
+        f"{directory}: trials row {tid} column {column} holds {type(value).__name__} "
+        f"{value!r:.60}, expected {expected}; the record is damaged there: restore a copy, "
+        "or delete that row"
+    )
+
+
+def _numbers(directory: Path, tid: Any, column: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Returns ``values`` (a metrics mapping) when every value is a number or null.
+
+    Raises:
+        StoreError: one is not (a text metric).
+    """
+    for k, v in values.items():
+        if v is not None and (type(v) is bool or not isinstance(v, (int, float))):
+            raise _damaged(directory, tid, column, v, f"numbers (metric {k!r})")
+    return values
+
+
+def check_scalars(directory: Path, r: Any) -> None:
+    """Returns None when every scalar column of trials row ``r`` (a mapping) holds its type.
+
+    Raises:
+        StoreError: one holds another (text in a number column, a BLOB), naming row and column.
+    """
+    for column, want in _SCALARS.items():
+        v = r[column]
+        if v is not None and (type(v) is bool or not isinstance(v, want)):
+            names = want.__name__ if isinstance(want, type) else "number"
+            raise _damaged(directory, r["id"], column, v, f"{names} or NULL")
+    if r["status"] is None:
+        raise _damaged(directory, r["id"], "status", None, "a status")
+
+
 def trial(
     directory: Path, r: sqlite3.Row, light: bool = False, abandoned: bool = False
 ) -> TrialRecord:
@@ -120,19 +171,34 @@ def trial(
     ``light``; ``interrupted`` for a stored ``running`` when ``abandoned``).
 
     Raises:
-        StoreError: a JSON column does not decode.
+        StoreError: a JSON column does not decode, or a column holds a value of another type
+            (a text metric or duration, a BLOB error); the message names the row and column.
     """
     tid = r["id"]
+    check_scalars(directory, r)
     metrics = r["metrics"]
-    where = r["placement"] if "placement" in r.keys() else None
+    if metrics is not None:
+        metrics = decode(directory, metrics, "trials", tid, dict)
+        _numbers(directory, tid, "metrics", metrics)
+    try:
+        where = r["placement"]
+    except IndexError:  # a query that did not ask for it
+        where = None
+    intermediates: list[Any] = []
+    if not light:
+        intermediates = decode(directory, r["intermediates"], "trials", tid, list)
+        for step in intermediates:
+            if not isinstance(step, dict):
+                raise _damaged(directory, tid, "intermediates", step, "a list of objects")
+            _numbers(directory, tid, "intermediates", step)
     status = r["status"]
     return TrialRecord(
         id=tid,
         arch_id=r["arch_id"],
         arch={} if light else decode(directory, r["arch"], "trials", tid, dict),
         status=INTERRUPTED if abandoned and status == "running" else status,
-        metrics=None if metrics is None else decode(directory, metrics, "trials", tid, dict),
-        intermediates=[] if light else decode(directory, r["intermediates"], "trials", tid, list),
+        metrics=metrics,
+        intermediates=intermediates,
         error=r["error"],
         started=r["started"],
         finished=r["finished"],
