@@ -9,6 +9,7 @@ Private to :mod:`nasforge.run.store`, whose docstring states the contract these 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sqlite3
@@ -206,8 +207,30 @@ def trial(
         checkpoint=r["checkpoint"],
         cached_from=r["cached_from"],
         evaluation=r["evaluation"],
-        placement=None if where is None else decode(directory, where, "trials", tid, dict),
+        placement=None if where is None else _placement(directory, where, tid),
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _placement_cached(text: str) -> Any:
+    return json.loads(text)
+
+
+def _placement(directory: Path, text: Any, tid: Any) -> dict[str, Any]:
+    """Returns the placement JSON ``text`` of trial ``tid`` decoded (a fresh copy: a run's
+    trials share a few placements, decoded once each).
+
+    Raises:
+        StoreError: it does not decode to an object.
+    """
+    try:
+        value = _placement_cached(text) if isinstance(text, str) else None
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        value = decode(directory, text, "trials", tid, dict)  # raises, naming the row
+    assert isinstance(value, dict)
+    return {k: list(v) if type(v) is list else v for k, v in value.items()}
 
 
 def abandoned(store: Store, statuses: Any) -> bool:

@@ -312,12 +312,18 @@ class BaseRunner(abc.ABC):
     def best(self, k: int = 1) -> list[TrialRecord]:
         """Returns the k best feasible trials (one per architecture), best first; empty when
         the run has no record yet."""
+        o = self.objective
         try:
-            trials = self.trials()
+            if self.store is not None:
+                return rank_trials(self.store.trials(), o.metric, o.mode, o.constraints)[:k]
+            with Store.open(self.directory) as store:
+                # rank on light rows (no architecture, no curves), then read the k in full:
+                # a long run's every architecture would dominate the time
+                light = store.trials(light=True)
+                top = rank_trials(light, o.metric, o.mode, o.constraints)[:k]
+                return [store.trial(t.id) for t in top]
         except StoreError:
             return []
-        o = self.objective
-        return rank_trials(trials, o.metric, o.mode, o.constraints)[:k]
 
     # exposed for code written against the 0.1 experiment objects
     @property

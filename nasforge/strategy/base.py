@@ -135,8 +135,11 @@ class BaseStrategy(abc.ABC):
         lookup = self._lookup
         if lookup and type(arch) is dict and len(arch) == len(lookup):
             out: Arch = {}
+            exact = _EXACT
             for label, table in lookup.items():
-                key = _value_key(arch.get(label, _MISSING))
+                v = arch.get(label, _MISSING)
+                t = type(v)
+                key = (t, v) if t in exact else _value_key(v)  # inlined: the common case
                 value = _MISSING if key is None else table.get(key, _MISSING)
                 if value is _MISSING:
                     break

@@ -90,3 +90,39 @@ def test_runs_of_another_kind_are_delegated_or_refused(tmp_path, capsys):
     Store.create(tmp_path / "x", {"kind": "nosuchkind"}).close()
     for cmd in ("status", "resume", "export", "plot"):
         assert main([cmd, str(tmp_path / "x")]) == 2
+
+
+PLAIN = """
+from nasforge.space.search_space import Decision, SearchSpace
+
+space = SearchSpace([Decision(f"d{i}", "value", (0, 1, 2, 3)) for i in range(4)])
+strategy = "random"
+config = {"n_trials": 5, "executor": "inprocess", "progress": "off"}
+
+
+def evaluate(arch, report):
+    return float(sum(arch.values()))
+"""
+
+
+def test_resume_of_a_plain_data_space_never_imports_torch(tmp_path):
+    """A search over plain data (a benchmark table, a no-op evaluator) resumes without
+    importing torch: the cross-model plan only loads it for an evaluator that trains models
+    (a cold torch import was most of `nasforge resume`'s time on 10,000 trials)."""
+    f = tmp_path / "exp.py"
+    f.write_text(PLAIN)
+    d = tmp_path / "run"
+    assert main(["run", str(f), "--dir", str(d)]) == 0
+    code = (
+        "import sys\n"
+        "from nasforge.cli import main\n"
+        f"assert main(['resume', {str(d)!r}, '--n-trials', '7']) == 0\n"
+        "print('torch' in sys.modules)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"
+    assert len(Store.open(d).trials()) == 7
