@@ -44,7 +44,7 @@ from nasforge.engine.evaluator import BaseEvaluator
 from nasforge.engine.executor import BaseExecutor
 from nasforge.engine.trial import TrialResult, TrialTask, failed_result, run_trial
 from nasforge.errors import ConfigError
-from nasforge.run.devices import Placement, check_gpu_amount, placed
+from nasforge.runtime.devices import Placement, check_gpu_amount, placed
 
 __all__ = ["RayExecutor"]
 
