@@ -128,6 +128,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
 #: errno values that mean the disk (or the user's quota on it) has no room left
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+#: SQLite's result code for a full database or disk (sqlite3.SQLITE_FULL, from Python 3.11)
+_SQLITE_FULL = 13
 
 
 def _disk_full(exc: BaseException) -> BaseException | None:
@@ -140,7 +142,7 @@ def _disk_full(exc: BaseException) -> BaseException | None:
         if isinstance(e, OSError) and e.errno in _FULL_ERRNOS:
             return e
         if isinstance(e, sqlite3.Error) and (
-            getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+            getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL
             or "database or disk is full" in str(e)
         ):
             return e
