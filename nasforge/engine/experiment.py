@@ -238,15 +238,18 @@ class Experiment(BaseRunner):
 
     def check(self) -> None:
         """Returns None when the executor's optional package is installed (Ray for the
-        ``ray`` executor), checked before the record exists.
+        ``ray`` executor) and the Ray cluster it names answers, checked before the record
+        exists.
 
         Raises:
-            ConfigError: it is missing (``pip install 'nasforge[ray]'``).
+            ConfigError: it is missing (``pip install 'nasforge[ray]'``), or no cluster is
+                found (``address: auto``) or answers at the address.
         """
         from nasforge.engine.ray_executor import RayExecutor
 
         if isinstance(self.executor, RayExecutor):
             require("ray", "ray", "the 'ray' executor")
+            self.executor.check_cluster()
 
     def section(self) -> dict[str, Any]:
         """Returns the experiment's settings as JSON-able data (stored with it)."""
