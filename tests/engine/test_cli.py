@@ -202,3 +202,16 @@ def test_the_first_example_of_docs_engine_runs_as_a_script_and_resumes(tmp_path)
     for page in ROOT.glob("docs/*.md"):
         if page.name != "engine.md":
             assert "runs/engine_digits" not in page.read_text(), page
+
+
+def test_set_stopper_null_turns_the_files_stopper_off(tmp_path):
+    """`--set stopper=null` turns off the stopper a run file sets (it was silently kept)."""
+    f = tmp_path / "exp.py"
+    f.write_text(EXPERIMENT.replace('"n_trials": 4}', '"n_trials": 2, "stopper": "asha"}'))
+    on, off = tmp_path / "on", tmp_path / "off"
+    assert main(["run", str(f), "--dir", str(on)]) == 0
+    assert main(["run", str(f), "--dir", str(off), "--set", "stopper=null"]) == 0
+    with Store.open(on) as s:
+        assert s.config()["multitrial"]["stopper"] is not None
+    with Store.open(off) as s:
+        assert s.config()["multitrial"]["stopper"] is None
