@@ -8,9 +8,11 @@ The shared commands (``run``, ``resume``, ``status``, ``export``, ``plot``) come
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import select
+import sqlite3
 import sys
 from collections.abc import Sequence
 
@@ -109,6 +111,43 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except (OSError, sqlite3.Error) as exc:
+        full = _disk_full(exc)
+        if full is None:
+            raise
+        where = getattr(args, "dir", None)
+        logging.getLogger("nasforge").error(
+            "the disk holding %s is full (%s); free space there, then `nasforge resume %s` "
+            "continues the run (every finished trial is saved)",
+            where or "the run directory",
+            full,
+            where or "DIR",
+        )
+        return 2
+
+
+#: errno values that mean the disk (or the user's quota on it) has no room left
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+#: SQLite's result code for a full database or disk (sqlite3.SQLITE_FULL, from Python 3.11)
+_SQLITE_FULL = 13
+
+
+def _disk_full(exc: BaseException) -> BaseException | None:
+    """Returns the error in ``exc``'s chain that says the disk is full (an OSError with
+    ENOSPC or EDQUOT, SQLite's SQLITE_FULL), or None."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in _FULL_ERRNOS:
+            return e
+        if isinstance(e, sqlite3.Error) and (
+            getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL
+            or "database or disk is full" in str(e)
+        ):
+            return e
+        e = e.__cause__ or e.__context__
+    return None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -57,3 +57,66 @@ def test_version_is_the_package_version_and_pyproject_reads_it(capsys) -> None:
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
     attr = project["tool"]["setuptools"]["dynamic"]["version"]["attr"]
     assert attr == "nasforge._version.__version__"
+
+
+FILLS = """
+import torch.nn as nn
+import nasforge as nf
+
+
+class Net(nf.ModelSpace):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, nf.choice(list(range(8, 72)), label="w"))
+
+
+def evaluate(model, report):
+    return float(model.fc.out_features)
+
+
+space = Net()
+strategy = "random"
+config = {"n_trials": 400, "executor": "inprocess", "progress": "off"}
+"""
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """Returns a folder on a 512 KiB tmpfs of its own (skipped where mounting is not allowed:
+    it needs root)."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    try:
+        out = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(where)],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"cannot mount a small disk here: {exc}")
+    if out.returncode != 0:
+        pytest.skip(f"cannot mount a small disk here: {out.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True, timeout=30)
+
+
+def test_a_full_disk_is_one_line_naming_resume_and_leaves_no_tmp(tmp_path, small_disk):
+    """`nasforge run` on a disk that fills up: one line (no traceback) that says the disk is
+    full and names `nasforge resume`, exit 2, no half-written `.tmp` file; the record stays
+    readable."""
+    f = tmp_path / "exp.py"
+    f.write_text(FILLS)
+    d = small_disk / "run"
+    out = subprocess.run(
+        [sys.executable, "-m", "nasforge.cli", "run", str(f), "--dir", str(d)],
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert "Traceback" not in out.stderr
+    errors = [line for line in out.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "disk" in errors[0] and f"nasforge resume {d}" in errors[0]
+    assert not list(d.rglob("*.tmp"))
+    with Store.open(d) as s:
+        assert s.trials()

@@ -398,3 +398,18 @@ def test_config_blocks(name: str, tmp_path: Path) -> None:
             run_file.write_text(block.text)
             cmd = f"nasforge run {run_file.name} --dir runs/block{k}"
             _run_shell([Block(block.path, block.line, "bash", cmd + "\n", None, False)], work)
+
+
+def test_every_python_m_build_installs_build_first() -> None:
+    """A block that runs `python -m build` installs `build` before it (a fresh venv from the
+    Quickstart does not have it, and `python -m build` then fails)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for page in pages:
+        for block in parse_blocks(page):
+            lines = command_lines(block.text)
+            for i, line in enumerate(lines):
+                if "-m build" in line and "mkdocs" not in line:
+                    before = " ".join(lines[:i])
+                    assert re.search(r"pip install[^|;&]*\bbuild\b", before), (
+                        f"{block.where}: `python -m build` without installing `build` first"
+                    )

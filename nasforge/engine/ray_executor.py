@@ -170,6 +170,28 @@ class RayExecutor(BaseExecutor):
             )
         self._checked_gpus = True
 
+    def check_cluster(self) -> None:
+        """Returns None when Ray is already initialised in this process, or the cluster the
+        address names (itself, or for ``"auto"`` the one Ray would find) accepts a TCP
+        connection, or no address is given (a local Ray starts).
+
+        Raises:
+            ConfigError: ``"auto"`` finds no running cluster, or nothing answers at the
+                address (one line: the address and the fix).
+        """
+        import ray
+
+        if ray.is_initialized():
+            return
+        target = _bootstrap_address(ray, self.address)
+        if self.address == "auto" and target is None:
+            raise ConfigError(
+                "executor 'ray' with address 'auto' finds no running Ray cluster (no "
+                "RAY_ADDRESS, no `ray start` on this machine); start one (docs/cluster.md), "
+                "give its address (HOST:PORT), or leave the address out to start a local Ray"
+            )
+        _check_reachable(target)
+
     def start(self, space: Any, evaluator: BaseEvaluator) -> None:
         """Connects to Ray, checks its GPUs against ``gpus_per_trial``, and uploads the space
         and evaluator once."""

@@ -12,6 +12,7 @@ data``, ``validation``, and the trial statuses a reader sees); the
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sqlite3
@@ -47,6 +48,62 @@ def dumps(what: str, data: Any) -> str:
         return json.dumps(finite_or_none(data), sort_keys=True)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"{what} must be JSON-able plain data: {exc}") from exc
+
+
+#: trials columns read as scalars -> the types a reader accepts besides NULL (SQLite keeps
+#: whatever type was written: a damaged or migrated record can hold text where a number
+#: belongs, or a BLOB)
+_SCALARS: dict[str, type | tuple[type, ...]] = {
+    "arch_id": str,
+    "status": str,
+    "error": str,
+    "started": (int, float),
+    "finished": (int, float),
+    "duration": (int, float),
+    "checkpoint": str,
+    "cached_from": int,
+    "evaluation": str,
+}
+
+
+def _damaged(directory: Path, tid: Any, column: str, value: Any, expected: str) -> StoreError:
+    return StoreError(
+        f"{directory}: trials row {tid} column {column} holds {type(value).__name__} "
+        f"{value!r:.60}, expected {expected}; the record is damaged there: restore a copy, "
+        "or delete that row"
+    )
+
+
+def _numbers(directory: Path, tid: Any, column: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Returns ``values`` (a metrics mapping) when every value is a number or null.
+
+    Raises:
+        StoreError: one is not (a text metric).
+    """
+    for k, v in values.items():
+        if v is not None and (type(v) is bool or not isinstance(v, (int, float))):
+            raise _damaged(directory, tid, column, v, f"numbers (metric {k!r})")
+    return values
+
+
+def check_scalars(directory: Path, r: Any) -> None:
+    """Returns None when every scalar column of trials row ``r`` (a mapping) holds its type.
+
+    Raises:
+        StoreError: one holds another (text in a number column, a BLOB), naming row and column.
+    """
+    for column, want in _SCALARS.items():
+        v = r[column]
+        if v is not None and (type(v) is bool or not isinstance(v, want)):
+            names = want.__name__ if isinstance(want, type) else "number"
+            raise _damaged(directory, r["id"], column, v, f"{names} or NULL")
+    if r["status"] is None:
+        raise _damaged(directory, r["id"], "status", None, "a status")
+
+
+@functools.lru_cache(maxsize=64)
+def _placement_cached(text: str) -> Any:
+    return json.loads(text)
 
 
 class RowReader:
@@ -175,19 +232,31 @@ class RowReader:
         ``light``; ``interrupted`` for a stored ``running`` when ``abandoned``).
 
         Raises:
-            StoreError: a JSON column does not decode.
+            StoreError: a JSON column does not decode, or a column holds a value of another type
+                (a text metric or duration, a BLOB error); the message names the row and column.
         """
         tid = r["id"]
+        check_scalars(self.directory, r)
         metrics = r["metrics"]
+        if metrics is not None:
+            metrics = self.decode(metrics, "trials", tid, dict)
+            _numbers(self.directory, tid, "metrics", metrics)
         where = r["placement"] if "placement" in r.keys() else None
+        intermediates: list[Any] = []
+        if not light:
+            intermediates = self.decode(r["intermediates"], "trials", tid, list)
+            for step in intermediates:
+                if not isinstance(step, dict):
+                    raise _damaged(self.directory, tid, "intermediates", step, "a list of objects")
+                _numbers(self.directory, tid, "intermediates", step)
         status = r["status"]
         return TrialRecord(
             id=tid,
             arch_id=r["arch_id"],
             arch={} if light else self.decode(r["arch"], "trials", tid, dict),
             status=INTERRUPTED if abandoned and status == "running" else status,
-            metrics=None if metrics is None else self.decode(metrics, "trials", tid, dict),
-            intermediates=[] if light else self.decode(r["intermediates"], "trials", tid, list),
+            metrics=metrics,
+            intermediates=intermediates,
             error=r["error"],
             started=r["started"],
             finished=r["finished"],
@@ -195,8 +264,24 @@ class RowReader:
             checkpoint=r["checkpoint"],
             cached_from=r["cached_from"],
             evaluation=r["evaluation"],
-            placement=None if where is None else self.decode(where, "trials", tid, dict),
+            placement=None if where is None else self._placement(where, tid),
         )
+
+    def _placement(self, text: Any, tid: Any) -> dict[str, Any]:
+        """Returns the placement JSON ``text`` of trial ``tid`` decoded (a fresh copy: a run's
+        trials share a few placements, decoded once each).
+
+        Raises:
+            StoreError: it does not decode to an object.
+        """
+        try:
+            value = _placement_cached(text) if isinstance(text, str) else None
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):
+            value = self.decode(text, "trials", tid, dict)  # raises, naming the row
+        assert isinstance(value, dict)
+        return {k: list(v) if type(v) is list else v for k, v in value.items()}
 
     def abandoned(self, statuses: Any) -> bool:
         """Returns whether the trials stored ``running`` among ``statuses`` run nowhere: this

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from nasforge.run.files import load_run_file, rebuild_runner
+from nasforge.run.files import NULL, load_run_file, rebuild_runner
 from nasforge.run.runner import BaseRunner
 
 __all__ = ["register", "add_run_commands"]
@@ -30,9 +30,11 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
             raise ConfigError(f"--set takes KEY=VALUE, got {item!r}")
         try:
-            pairs[key.strip().replace("-", "_")] = json.loads(value)
+            parsed = json.loads(value)
         except ValueError:
-            pairs[key.strip().replace("-", "_")] = value
+            parsed = value
+        # null sets the setting to None (a plain None would read as "not given")
+        pairs[key.strip().replace("-", "_")] = NULL if parsed is None else parsed
     return {
         "n_trials": args.n_trials,
         "time_budget": args.time_budget,

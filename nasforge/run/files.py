@@ -29,7 +29,7 @@ from nasforge.run.refs import load_script
 from nasforge.run.runner import BaseRunner, get_runner, runner_for_strategy
 from nasforge.runtime.devices import check_device
 
-__all__ = ["read_run_file", "load_run_file", "rebuild_runner", "PY_NAMES"]
+__all__ = ["read_run_file", "load_run_file", "rebuild_runner", "PY_NAMES", "NULL"]
 
 #: Module-level names a Python run file may define (besides ``config``).
 PY_NAMES = ("kind", "space", "evaluator", "evaluate", "strategy", "data", "benchmark")
@@ -81,9 +81,26 @@ def read_run_file(path: str | Path) -> dict[str, Any]:
     return settings
 
 
+class _Null:
+    """The type of :data:`NULL`."""
+
+    def __repr__(self) -> str:
+        return "NULL"
+
+
+#: An override that sets a setting to None (``--set stopper=null``), where a plain None
+#: means "not given" and is ignored.
+NULL = _Null()
+
+
+def _given(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Returns the overrides that were given: None dropped, :data:`NULL` as None."""
+    return {k: None if v is NULL else v for k, v in overrides.items() if v is not None}
+
+
 def load_run_file(path: str | Path, **overrides: Any) -> BaseRunner:
     """Returns the runner a run file describes, its settings replaced by ``overrides`` (None
-    values ignored). Its directory defaults to ``runs/<file stem>``.
+    values ignored; :data:`NULL` sets None). Its directory defaults to ``runs/<file stem>``.
 
     Raises:
         ConfigError: see :func:`read_run_file`; no ``kind`` and a ``strategy`` no runner
@@ -101,7 +118,7 @@ def load_run_file(path: str | Path, **overrides: Any) -> BaseRunner:
     else:
         runner = get_runner("multitrial")  # a file with a space and an evaluator
     settings.setdefault("directory", str(Path("runs") / path.stem))
-    overrides = {k: v for k, v in overrides.items() if v is not None}
+    overrides = _given(overrides)
     try:
         return runner.from_section(
             settings, base=path.parent, source={"file": str(path)}, **overrides
@@ -131,5 +148,5 @@ def rebuild_runner(directory: str | Path, **overrides: Any) -> BaseRunner:
     if set(source) == {"file"}:
         return load_run_file(source["file"], directory=str(directory), **overrides)
     runner = get_runner(config["kind"])
-    overrides = {k: v for k, v in overrides.items() if v is not None}
+    overrides = _given(overrides)
     return runner.from_record(config, Path(directory), **overrides)

@@ -5,13 +5,18 @@ nasforge 0.1 recorded a multi-trial search in store format 1 (``<dir>/experiment
 name ``nasforge-experiment``). This nasforge reads format 2 (``run.db``) and refuses format 1;
 :func:`migrate` writes a format-2 copy into a new directory and never writes to the old one.
 
-    reads       ``OLD/experiment.db`` (and its ``-wal`` journal, if 0.1 left one) are copied
-                into a private temporary folder and read there with ``mode=ro``: SQLite opens
-                even a read-only WAL database by creating ``-wal`` and ``-shm`` files beside it,
-                so reading in place would leave files in OLD. Weight files are copied. Nothing
-                in OLD is written, renamed or touched
+    reads       ``OLD/experiment.db`` (and its ``-wal`` journal, if 0.1 left one: a regular
+                file, never a link or device) are copied into a private hidden folder beside
+                NEW and read there with ``mode=ro``: SQLite opens even a read-only WAL database
+                by creating ``-wal`` and ``-shm`` files beside it, so reading in place would
+                leave files in OLD. Weight files are copied, only those inside OLD (a stored
+                path or a link that leads outside it counts as gone). Nothing in OLD is
+                written, renamed or touched. Every value is checked by type (a text metric,
+                a BLOB error, a text event trial): such a row is refused, naming it
     writes      the copy is built in a hidden folder beside NEW and renamed to NEW at the end,
-                so NEW is either absent or complete; NEW must not exist or be empty
+                so NEW is either absent or complete; NEW must not exist or be empty, and not
+                be a symbolic link. The hidden folders of a migration that was killed (its
+                process is gone) are removed by the next migration into the same NEW
     config      0.1's keys become the ``multitrial`` config: ``metric``, ``mode``,
                 ``constraints``, ``second_objective`` -> the objective; ``search_space``,
                 ``strategy``, the budgets and executor settings -> the section (settings 0.1
@@ -45,14 +50,16 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import secrets
 import shutil
 import sqlite3
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from nasforge.errors import ConfigError, StoreError
+from nasforge.run._rows import check_scalars
 from nasforge.run._schema import read_meta
 from nasforge.run.runner import Objective
 from nasforge.run.store import DB_NAME, OLD_DB_NAME, STATUSES, Store
@@ -105,6 +112,11 @@ def migrate(old: str | Path, new: str | Path) -> Path:
         ConfigError: ``new``, or a folder above it, is a file or cannot be written.
     """
     old, new = Path(old), Path(new)
+    if new.is_symlink():
+        raise StoreError(
+            f"{new} is a symbolic link; migrate writes its copy into a new directory of its "
+            "own: give a path that is not a link (nothing was written)"
+        )
     if old.name == OLD_DB_NAME:
         old = old.parent
     db = old / OLD_DB_NAME
@@ -119,21 +131,55 @@ def migrate(old: str | Path, new: str | Path) -> Path:
             f"run in (it holds {OLD_DB_NAME})"
         )
     _check_new(old, new)
-    meta, trials, events, records = _read(db)
-    config = _config(db, meta)
-    work = new.parent / f".{new.name}.migrating-{os.getpid()}"
-    if work.exists():
-        shutil.rmtree(work)
+    _remove_leftovers(new)
+    # unique per call: two migrations in one process never share a folder
+    work = new.parent / f".{new.name}.migrating-{os.getpid()}-{secrets.token_hex(4)}"
     try:
+        meta, trials, events, records = _read(db, work.with_name(work.name + ".read"))
+        config = _config(db, meta)
         _write(work, old, config, meta, trials, events, records)
-        if new.exists():
-            new.rmdir()  # empty, checked above
-        os.replace(work, new)
+        try:
+            if new.exists():
+                new.rmdir()  # empty, checked above
+            os.replace(work, new)
+        except OSError as exc:  # filled meanwhile: another migration into the same NEW
+            raise StoreError(
+                f"{new} was filled by another migration while this one ran ({exc.strerror}); "
+                "the other copy is kept: use it, or migrate into another directory"
+            ) from exc
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
     log.info("migrated the nasforge 0.1 run %s into %s (format 2)", old, new)
     return new
+
+
+#: the hidden folders of a migration into NEW: ``.NEW.migrating-<pid>-<token>[.read]``
+_WORK = re.compile(r"\.migrating-(\d+)-[0-9a-f]+(\.read)?$")
+
+
+def _remove_leftovers(new: Path) -> None:
+    """Removes the hidden folders beside ``new`` of migrations into it whose process is gone
+    (killed: nothing else removes them); those of a live process are left to it."""
+    prefix = f".{new.name}.migrating-"
+    try:
+        found = [p for p in new.parent.iterdir() if p.name.startswith(prefix)]
+    except OSError:
+        return  # no parent yet: nothing left
+    for p in found:
+        m = _WORK.search(p.name[len(new.name) + 1 :])
+        if m is None or p.is_symlink():
+            continue
+        pid = int(m.group(1))
+        try:
+            os.kill(pid, 0)
+            continue  # alive (or not ours to signal): its own folder
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        log.info("removing %s, left by a migration that was stopped", p)
+        shutil.rmtree(p, ignore_errors=True)
 
 
 def _check_new(old: Path, new: Path) -> None:
@@ -158,18 +204,31 @@ def _check_new(old: Path, new: Path) -> None:
         )
 
 
-def _read(db: Path) -> tuple[dict[str, str], list[dict[str, Any]], list[tuple[int, str, int]],
-                             list[tuple[int, str, str, float]]]:  # fmt: skip
+def _read(db: Path, scratch: Path) -> tuple[dict[str, str], list[dict[str, Any]],
+                                            list[tuple[int, str, int]],
+                                            list[tuple[int, str, str, float]]]:  # fmt: skip
     """Returns (meta, trials, events, records rows) of the format-1 database ``db``, read from
-    a private copy (see ``reads`` in the module docstring).
+    a private copy in the new folder ``scratch`` (removed at the end; see ``reads`` in the
+    module docstring).
 
     Raises:
-        StoreError: it is not a readable format-1 record of a multi-trial run.
+        StoreError: it is not a readable format-1 record of a multi-trial run, or its ``-wal``
+            is not a regular file.
+        ConfigError: the folder of ``scratch`` cannot be written.
     """
-    with tempfile.TemporaryDirectory(prefix="nasforge-migrate-") as scratch:
-        copy = Path(scratch) / OLD_DB_NAME
+    wal = db.with_name(db.name + "-wal")
+    if wal.is_symlink() or (os.path.lexists(wal) and not wal.is_file()):
+        raise StoreError(
+            f"{wal} is not a regular file (a link or a device); a nasforge 0.1 journal is a "
+            "plain file: remove it if the record is otherwise whole (nothing was copied)"
+        )
+    try:
+        scratch.mkdir(parents=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot write beside the new directory: {scratch}: {exc}") from exc
+    try:
+        copy = scratch / OLD_DB_NAME
         shutil.copyfile(db, copy)
-        wal = db.with_name(db.name + "-wal")
         if wal.exists():
             shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
         try:
@@ -185,21 +244,39 @@ def _read(db: Path) -> tuple[dict[str, str], list[dict[str, Any]], list[tuple[in
             _check_format(db, meta)
             cols = ", ".join(_TRIAL_COLUMNS)
             trials = [dict(r) for r in conn.execute(f"SELECT {cols} FROM trials ORDER BY id")]
-            events = [
-                (int(r[0]), str(r[1]), int(r[2]))
-                for r in conn.execute("SELECT seq, kind, trial FROM events ORDER BY seq")
-            ]
+            events = _typed(db, "events", conn.execute(
+                "SELECT seq, kind, trial FROM events ORDER BY seq"), (int, str, int))  # fmt: skip
             records = []
             if "records" in tables:
-                records = [
-                    (int(r[0]), str(r[1]), str(r[2]), float(r[3]))
-                    for r in conn.execute("SELECT seq, kind, data, time FROM records ORDER BY seq")
-                ]
+                records = _typed(db, "records", conn.execute(
+                    "SELECT seq, kind, data, time FROM records ORDER BY seq"),
+                    (int, str, str, (int, float)))  # fmt: skip
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{db} is not a readable nasforge 0.1 record: {exc}") from exc
         finally:
             conn.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return meta, trials, events, records
+
+
+def _typed(db: Path, table: str, rows: Any, types: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """Returns ``rows`` of ``table`` as tuples when each value has its column's type.
+
+    Raises:
+        StoreError: one has another (text where a number belongs), naming the row.
+    """
+    out = []
+    for r in rows:
+        for v, want in zip(r, types):
+            if type(v) is bool or not isinstance(v, want):
+                raise StoreError(
+                    f"{db}: {table} row {r[0]!r:.40} holds {type(v).__name__} {v!r:.40} where "
+                    f"{getattr(want, '__name__', 'a number')} belongs; the record is damaged "
+                    "there: restore a copy, or delete that row"
+                )
+        out.append(tuple(float(v) if want == (int, float) else v for v, want in zip(r, types)))
+    return out
 
 
 def _check_format(db: Path, meta: dict[str, str]) -> None:
@@ -296,12 +373,13 @@ def _checkpoint(old: Path, stored: str | None) -> tuple[Path, str] | None:
     p = Path(stored)
     candidates = [old / "checkpoints" / p.name]  # where 0.1 always wrote them
     candidates.append(p if p.is_absolute() else old / p)
+    root = old.resolve()
     for c in candidates:
+        try:  # only a file inside OLD: a path or a link leading out is not the run's
+            rel = c.resolve().relative_to(root)
+        except (ValueError, OSError, RuntimeError):
+            continue
         if c.is_file():
-            try:
-                rel = c.resolve().relative_to(old.resolve())
-            except ValueError:
-                rel = Path("checkpoints") / c.name
             return c, rel.as_posix()
     return None
 
@@ -392,6 +470,10 @@ def _check_trial(old: Path, t: dict[str, Any]) -> None:
         StoreError: a status this format lacks, or JSON that does not decode.
     """
     where = f"{old / OLD_DB_NAME}: trial {t['id']}"
+    try:
+        check_scalars(old / OLD_DB_NAME, {**t, "evaluation": None})
+    except StoreError as exc:
+        raise StoreError(str(exc).replace("trials row", "trial")) from exc
     if t["status"] not in STATUSES:
         raise StoreError(f"{where} has status {t['status']!r}, expected one of {STATUSES}")
     for key, want in (("arch", dict), ("metrics", (dict, type(None))), ("intermediates", list)):
@@ -401,3 +483,17 @@ def _check_trial(old: Path, t: dict[str, Any]) -> None:
             raise StoreError(f"{where}: {key} does not decode ({exc}); it is damaged") from exc
         if not isinstance(value, want):
             raise StoreError(f"{where}: {key} is {type(value).__name__}; it is damaged")
+        rows: list[Any] = []
+        if key == "metrics" and value is not None:
+            rows = [value]
+        elif key == "intermediates" and isinstance(value, list):
+            rows = value
+        for row in rows:
+            bad = [
+                k
+                for k, v in (row.items() if isinstance(row, dict) else [("", row)])
+                if v is not None and (type(v) is bool or not isinstance(v, (int, float)))
+            ]
+            if bad:
+                raise StoreError(f"{where}: {key} holds a value that is not a number ({bad[0]!r}); "
+                                 "it is damaged")  # fmt: skip

@@ -88,7 +88,8 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
             ax.set_xlabel("trial")
             ax.set_ylabel(f"{metric} ({mode})")
             ax.set_title(f"{directory.name}: {len(trials)} trials")
-            ax.legend()
+            # a fixed corner: "best" searches every point for a free spot (slow on long runs)
+            ax.legend(loc="lower right" if mode == "max" else "upper right")
         else:
             m2 = second[0]
             pts = [(t.metrics[metric], t.metrics[m2]) for t in trials

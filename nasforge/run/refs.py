@@ -95,6 +95,7 @@ def object_path(obj: object) -> tuple[str, str | None]:
                 "again; define it in a file"
             )
         script = str(Path(script).resolve())
+        module = "__main__"  # a re-imported script is named by its file, as when it was run
     return f"{module}:{qual}", script
 
 

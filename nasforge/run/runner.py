@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from nasforge.errors import ConfigError, StoreError
-from nasforge.run.refs import object_path, to_ref
+from nasforge.run.refs import SCRIPT_PREFIX, object_path, to_ref
 from nasforge.run.results import Constraints, parse_constraints, rank_trials
 from nasforge.run.store import Store, TrialRecord, check_compatible
 
@@ -47,6 +47,7 @@ __all__ = [
     "list_runners",
     "runner_for_strategy",
     "find_ref",
+    "keep_rebuildable",
     "did_you_mean",
 ]
 
@@ -110,10 +111,15 @@ def find_ref(obj: object) -> dict[str, Any] | None:
         return to_ref(obj)
     except ConfigError:
         pass
-    main = sys.modules.get("__main__")
-    script = getattr(main, "__file__", None)
-    if main is not None and script is not None:
-        for name, value in vars(main).items():
+    # the script being run, then the scripts a resume imported again (as SCRIPT_PREFIX
+    # modules: the record names them by their file, as the script's __main__)
+    scripts = [sys.modules.get("__main__")]
+    scripts += [m for n, m in list(sys.modules.items()) if n.startswith(SCRIPT_PREFIX)]
+    for module in scripts:
+        script = getattr(module, "__file__", None)
+        if module is None or script is None:
+            continue
+        for name, value in vars(module).items():
             if value is obj and not name.startswith("_"):
                 return {"object": f"__main__:{name}", "file": str(Path(script).resolve())}
     try:
@@ -124,6 +130,33 @@ def find_ref(obj: object) -> dict[str, Any] | None:
     if script:
         ref["file"] = script
     return ref
+
+
+def _rebuilds(value: Any) -> bool:
+    """Returns whether a recorded value is a reference that rebuilds an object."""
+    return isinstance(value, Mapping) and "object" in value
+
+
+def keep_rebuildable(stored: Mapping[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """Returns ``config`` (a resumed run's new config) with each reference of ``stored``
+    (the space, the kind section's evaluator or data) kept where the new value cannot
+    rebuild its object (None, or ``{"unrebuildable": ...}``): a resume never rewrites what it
+    could not rebuild better."""
+    out = dict(config)
+    if _rebuilds(stored.get("space")) and not _rebuilds(out.get("space")):
+        out["space"] = stored["space"]
+    kind = str(out.get("kind"))
+    old, new = stored.get(kind), out.get(kind)
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        section = dict(new)
+        for key, value in old.items():
+            if _rebuilds(value) and key in section and not _rebuilds(section[key]):
+                if section[key] is None or (
+                    isinstance(section[key], Mapping) and "unrebuildable" in section[key]
+                ):
+                    section[key] = value
+        out[kind] = section
+    return out
 
 
 class BaseRunner(abc.ABC):
@@ -269,6 +302,7 @@ class BaseRunner(abc.ABC):
                     )
                 keys = self.compatible_keys()
                 check_compatible(self.directory, stored[self.kind], config[self.kind], keys)
+                config = keep_rebuildable(stored, config)
                 store.set_config(config)
             except BaseException:
                 store.close()
@@ -312,12 +346,18 @@ class BaseRunner(abc.ABC):
     def best(self, k: int = 1) -> list[TrialRecord]:
         """Returns the k best feasible trials (one per architecture), best first; empty when
         the run has no record yet."""
+        o = self.objective
         try:
-            trials = self.trials()
+            if self.store is not None:
+                return rank_trials(self.store.trials(), o.metric, o.mode, o.constraints)[:k]
+            with Store.open(self.directory) as store:
+                # rank on light rows (no architecture, no curves), then read the k in full:
+                # a long run's every architecture would dominate the time
+                light = store.trials(light=True)
+                top = rank_trials(light, o.metric, o.mode, o.constraints)[:k]
+                return [store.trial(t.id) for t in top]
         except StoreError:
             return []
-        o = self.objective
-        return rank_trials(trials, o.metric, o.mode, o.constraints)[:k]
 
     # exposed for code written against the 0.1 experiment objects
     @property

@@ -130,31 +130,58 @@ def check_device(device: D, what: str = "device") -> D:
     return device
 
 
+#: how far a share may sit from 1/n and still be 1/n (0.333333 for 1/3): relative to n
+_SHARE_TOLERANCE = 1e-4
+
+
+def _share_text(text: str) -> float | None:
+    """Returns the value of a share written ``"1/n"`` or as a number, else None."""
+    top, slash, bottom = text.replace(" ", "").partition("/")
+    try:
+        if not slash:
+            return float(top)
+        a, b = int(top), int(bottom)
+    except ValueError:
+        return None
+    return a / b if b > 0 else None
+
+
 def check_gpu_amount(gpus_per_trial: object) -> float:
-    """Returns ``gpus_per_trial`` as a float when it is 0, a share 1/n, or a whole number.
+    """Returns ``gpus_per_trial`` as a float when it is 0, a share 1/n, or a whole number. A
+    share within rounding of 1/n (``0.333333``) or written ``"1/n"`` (YAML reads ``1/3`` as
+    text) is exactly 1/n.
 
     Raises:
-        ConfigError: anything else (negative, 0.3, 1.5, not a number).
+        ConfigError: anything else (negative, 0.3, 1.5, not a number); a refused share
+            suggests only shares that are accepted.
     """
+    value = gpus_per_trial
+    if isinstance(value, str):
+        value = _share_text(value)
     if (
-        not isinstance(gpus_per_trial, (int, float))
-        or isinstance(gpus_per_trial, bool)
-        or not math.isfinite(gpus_per_trial)
-        or gpus_per_trial < 0
+        not isinstance(value, (int, float))
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or value < 0
     ):
         raise ConfigError(
-            f"gpus_per_trial must be a number >= 0 (0: CPU trials; 0.5: two trials share a "
-            f"GPU; 2: two GPUs per trial), got {gpus_per_trial!r}"
+            f"gpus_per_trial must be a number >= 0 (0: CPU trials; 0.5 or '1/2': two trials "
+            f"share a GPU; 2: two GPUs per trial), got {gpus_per_trial!r}"
         )
-    g = float(gpus_per_trial)
+    g = float(value)
     if 0 < g < 1:
         n = 1 / g
-        if abs(n - round(n)) > 1e-9:
-            raise ConfigError(
-                f"gpus_per_trial {gpus_per_trial!r} shares a GPU unevenly; a share must be 1/n "
-                f"(0.5, 0.25, ...) so that n trials fill a GPU, e.g. {1 / max(1, round(n)):g}"
-            )
-    elif g >= 1 and g != int(g):
+        k = max(1, round(n))
+        if abs(n - k) <= _SHARE_TOLERANCE * k:
+            return 1 / k
+        lo, hi = max(2, math.floor(n)), math.ceil(n)
+        options = sorted({lo, hi})
+        hint = " or ".join(f"{1 / m:.6g} ('1/{m}')" for m in options)
+        raise ConfigError(
+            f"gpus_per_trial {gpus_per_trial!r} shares a GPU unevenly; a share must be 1/n "
+            f"(0.5, 0.25, ...) so that n trials fill a GPU, e.g. {hint}"
+        )
+    if g >= 1 and g != int(g):
         raise ConfigError(
             f"gpus_per_trial {gpus_per_trial!r}: a trial with more than one GPU takes whole "
             f"GPUs; use {math.floor(g)} or {math.ceil(g)}"

@@ -36,8 +36,12 @@ def save_state(state: object, path: str | Path) -> str:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, a kill signal turned exception: no half file left
+        tmp.unlink(missing_ok=True)
+        raise
     return str(path)
 
 

@@ -135,8 +135,11 @@ class BaseStrategy(abc.ABC):
         lookup = self._lookup
         if lookup and type(arch) is dict and len(arch) == len(lookup):
             out: Arch = {}
+            exact = _EXACT
             for label, table in lookup.items():
-                key = _value_key(arch.get(label, _MISSING))
+                v = arch.get(label, _MISSING)
+                t = type(v)
+                key = (t, v) if t in exact else _value_key(v)  # inlined: the common case
                 value = _MISSING if key is None else table.get(key, _MISSING)
                 if value is _MISSING:
                     break
@@ -211,13 +214,25 @@ def list_strategies() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get_strategy(name_or_obj: str | BaseStrategy, **kwargs: Any) -> BaseStrategy:
-    """Returns a strategy: an instance passes through; a name builds the registered class.
+def get_strategy(
+    name_or_obj: str | BaseStrategy | Mapping[str, Any], **kwargs: Any
+) -> BaseStrategy:
+    """Returns a strategy: an instance passes through; a name builds the registered class, as
+    does a run file's mapping ``{"name": ..., "config": {...}, other arguments}``.
 
     Raises:
         ConfigError: unknown name (the message lists the known ones), kwargs given with an
             instance, or an object that is not a BaseStrategy.
     """
+    if isinstance(name_or_obj, Mapping):
+        spec = dict(name_or_obj)
+        name = spec.pop("name", None)
+        if not isinstance(name, str):
+            raise ConfigError(
+                f"a strategy mapping needs a 'name' (e.g. {{'name': 'evolution', 'seed': 0}}), "
+                f"got {dict(name_or_obj)!r:.120}"
+            )
+        return get_strategy(name, **spec.pop("config", {}), **spec, **kwargs)
     if isinstance(name_or_obj, BaseStrategy):
         if kwargs:
             raise ConfigError(f"got a strategy instance and extra arguments {sorted(kwargs)}")

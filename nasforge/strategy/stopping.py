@@ -21,6 +21,8 @@ The rung rules (successive halving, ASHA, Hyperband) live in :mod:`nasforge.stra
 from __future__ import annotations
 
 import abc
+import difflib
+import inspect
 import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -71,11 +73,28 @@ def get_stopper(spec: BaseStopper | str | dict[str, Any] | None) -> BaseStopper 
     args = dict(spec)
     name = args.pop("rule", "median")
     if name not in _RULES:
-        raise ConfigError(f"unknown stopping rule {name!r}; expected one of {list_stoppers()}")
+        close = difflib.get_close_matches(str(name), list(_RULES), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ConfigError(
+            f"unknown stopping rule {name!r}; {hint}expected one of {list_stoppers()}"
+        )
+    cls = _RULES[name]
+    params = inspect.signature(cls).parameters
+    keys = [k for k, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    unknown = [k for k in args if k not in keys]
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        close = difflib.get_close_matches(str(unknown[0]), keys, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(
+            f"stopping rule {name!r} takes no {unknown[0]!r}{hint}; its valid keys are "
+            f"rule, {', '.join(keys)}"
+        )
     try:
-        return _RULES[name](**args)
+        return cls(**args)
     except TypeError as exc:
-        raise ConfigError(f"stopping rule {name!r}: {exc}") from exc
+        raise ConfigError(
+            f"stopping rule {name!r}: {exc}; its valid keys are rule, {', '.join(keys)}"
+        ) from exc
 
 
 class BaseStopper(abc.ABC):

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from nasforge.cli import main
 from nasforge.engine import Store
 from nasforge.run.export import load_model
@@ -90,3 +92,126 @@ def test_runs_of_another_kind_are_delegated_or_refused(tmp_path, capsys):
     Store.create(tmp_path / "x", {"kind": "nosuchkind"}).close()
     for cmd in ("status", "resume", "export", "plot"):
         assert main([cmd, str(tmp_path / "x")]) == 2
+
+
+PLAIN = """
+from nasforge.space.search_space import Decision, SearchSpace
+
+space = SearchSpace([Decision(f"d{i}", "value", (0, 1, 2, 3)) for i in range(4)])
+strategy = "random"
+config = {"n_trials": 5, "executor": "inprocess", "progress": "off"}
+
+
+def evaluate(arch, report):
+    return float(sum(arch.values()))
+"""
+
+
+def test_resume_of_a_plain_data_space_never_imports_torch(tmp_path):
+    """A search over plain data (a benchmark table, a no-op evaluator) resumes without
+    importing torch: the cross-model plan only loads it for an evaluator that trains models
+    (a cold torch import was most of `nasforge resume`'s time on 10,000 trials)."""
+    f = tmp_path / "exp.py"
+    f.write_text(PLAIN)
+    d = tmp_path / "run"
+    assert main(["run", str(f), "--dir", str(d)]) == 0
+    code = (
+        "import sys\n"
+        "from nasforge.cli import main\n"
+        f"assert main(['resume', {str(d)!r}, '--n-trials', '7']) == 0\n"
+        "print('torch' in sys.modules)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"
+    assert len(Store.open(d).trials()) == 7
+
+
+SCRIPT = """
+from nasforge.engine import Experiment
+from nasforge.space.search_space import Decision, SearchSpace
+
+
+class Scorer:  # an instance: found again only as the script's global
+    def __call__(self, arch, report):
+        return float(sum(arch.values()))
+
+
+space = SearchSpace([Decision(f"d{i}", "value", (0, 1, 2)) for i in range(3)])
+evaluator = Scorer()
+
+if __name__ == "__main__":
+    Experiment(space, evaluator, "random", n_trials=2, executor="inprocess", progress="off",
+               directory=__import__("sys").argv[1]).run()
+"""
+
+
+def test_a_run_started_from_python_resumes_again_and_again(tmp_path):
+    """A run started by `python script.py` resumes from the command line twice, then is
+    extended: a resume never replaces what the record says of the space or the evaluator
+    with something it cannot rebuild (it once recorded the evaluator `unrebuildable`)."""
+    f = tmp_path / "script.py"
+    f.write_text(SCRIPT)
+    d = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run(
+        [sys.executable, str(f), str(d)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    with Store.open(d) as s:
+        recorded = s.config()
+    assert main(["resume", str(d)]) == 0
+    with Store.open(d) as s:
+        again = s.config()
+    for key in ("space", "source"):
+        assert again[key] == recorded[key]
+    assert again["multitrial"]["evaluator"] == recorded["multitrial"]["evaluator"]
+    assert main(["resume", str(d)]) == 0
+    assert main(["resume", str(d), "--n-trials", "4"]) == 0
+    assert len(Store.open(d).trials()) == 4
+
+
+@pytest.mark.slow
+def test_the_first_example_of_docs_engine_runs_as_a_script_and_resumes(tmp_path):
+    """docs/engine.md's first block, saved as a file and run with `python` as a reader would,
+    records a run that `nasforge resume` continues (resume imports the file again: its run
+    must not start a second time), in a directory no other page writes."""
+    from tests.test_docs import parse_blocks
+
+    block = next(b for b in parse_blocks(ROOT / "docs" / "engine.md") if b.lang == "python")
+    f = tmp_path / "search.py"
+    f.write_text(block.text)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NASFORGE_THREADS="1")
+    run = [sys.executable, "-m", "nasforge.cli"]
+    out = subprocess.run(
+        [sys.executable, str(f)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    d = tmp_path / "runs" / "engine_digits"
+    assert len(Store.open(d).trials()) == 4
+    out = subprocess.run(
+        [*run, "resume", str(d)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert len(Store.open(d).trials()) == 4
+    for page in ROOT.glob("docs/*.md"):
+        if page.name != "engine.md":
+            assert "runs/engine_digits" not in page.read_text(), page
+
+
+def test_set_stopper_null_turns_the_files_stopper_off(tmp_path):
+    """`--set stopper=null` turns off the stopper a run file sets (it was silently kept)."""
+    f = tmp_path / "exp.py"
+    f.write_text(EXPERIMENT.replace('"n_trials": 4}', '"n_trials": 2, "stopper": "asha"}'))
+    on, off = tmp_path / "on", tmp_path / "off"
+    assert main(["run", str(f), "--dir", str(on)]) == 0
+    assert main(["run", str(f), "--dir", str(off), "--set", "stopper=null"]) == 0
+    with Store.open(on) as s:
+        assert s.config()["multitrial"]["stopper"] is not None
+    with Store.open(off) as s:
+        assert s.config()["multitrial"]["stopper"] is None

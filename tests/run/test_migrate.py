@@ -218,3 +218,137 @@ def test_other_0_1_kinds_and_gone_weights(old: Path, tmp_path: Path) -> None:
     with Store.open(migrate(script, tmp_path / "script-new")) as s:
         assert s.config()["space"] is None
         assert "pass space= to load_model" in s.notes(MIGRATE_NOTE)[0]["detail"]
+
+
+def _damage(old: Path, sql: str, *args: object) -> None:
+    conn = sqlite3.connect(old / OLD_DB_NAME)
+    conn.execute(sql, args)
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    "sql, args, words",
+    [
+        ("UPDATE trials SET metrics=? WHERE id=1", ('{"accuracy": "high"}',), "trial 1.*metrics"),
+        ("UPDATE trials SET duration=? WHERE id=1", ("two seconds",), "trial 1.*duration"),
+        ("UPDATE trials SET error=? WHERE id=2", (b"\x00\xff",), "trial 2.*error"),
+        ("UPDATE events SET trial=? WHERE seq=1", ("one",), "events row 1"),
+        ("UPDATE records SET time=? WHERE seq=1", ("noon",), "records row 1"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_in_one_line(
+    old: Path, tmp_path: Path, sql: str, args: tuple, words: str
+) -> None:
+    """A text metric or duration, a BLOB error, a text event trial or record time: migrate
+    refuses the record naming the row, as it refuses JSON that does not decode (the CLI: one
+    line, exit 2), and writes nothing."""
+    _damage(old, sql, *args)
+    with pytest.raises(StoreError, match=words) as info:
+        migrate(old, tmp_path / "new")
+    assert "\n" not in str(info.value)
+    assert main(["migrate", str(old), str(tmp_path / "new")]) == 2
+    assert not (tmp_path / "new").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["old"]
+
+
+def test_a_symlink_as_new_is_refused(old: Path, tmp_path: Path) -> None:
+    """NEW a symlink to a folder, a dangling symlink or a symlink loop: one line, exit 2,
+    nothing written through it."""
+    target = tmp_path / "target"
+    target.mkdir()
+    links = {"to-folder": target, "dangling": tmp_path / "nowhere", "loop": tmp_path / "loop"}
+    for name, to in links.items():
+        (tmp_path / name).symlink_to(to)
+        with pytest.raises(StoreError, match="symbolic link") as info:
+            migrate(old, tmp_path / name)
+        assert "\n" not in str(info.value)
+        assert main(["migrate", str(old), str(tmp_path / name)]) == 2
+    assert list(target.iterdir()) == [] and not (tmp_path / "nowhere").exists()
+
+
+def test_two_migrations_into_one_new_the_second_is_refused(old: Path, tmp_path: Path) -> None:
+    """A second migration into a NEW that another filled meanwhile (between its checks and its
+    rename) is one line, keeps the first copy and leaves no folder of its own."""
+    import nasforge.run.migrate as m
+
+    new = tmp_path / "new"
+    real_write = m._write
+
+    def racing(work, *a, **k):  # the other migration finishes while this one writes
+        real_write(work, *a, **k)
+        m._write = real_write
+        migrate(old, new)
+
+    m._write = racing
+    try:
+        with pytest.raises(StoreError, match="another migration") as info:
+            migrate(old, new)
+    finally:
+        m._write = real_write
+    assert "\n" not in str(info.value)
+    with Store.open(new) as s:
+        assert len(s.trials()) == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "old"]
+
+
+def test_files_outside_old_are_never_copied(old: Path, tmp_path: Path) -> None:
+    """A checkpoint stored as an absolute path outside OLD, as ``../x``, or a symlink in
+    ``checkpoints/`` pointing outside: none is copied (the trial keeps no checkpoint, the
+    note counts it), so export cannot ship it."""
+    secret = tmp_path / "secret.pt"
+    secret.write_bytes(b"not yours")
+    (old / "checkpoints" / "trial_1.pt").unlink()
+    (old / "checkpoints" / "trial_1.pt").symlink_to(secret)
+    new = migrate(old, tmp_path / "new")
+    for stored in (str(secret), "../secret.pt"):
+        _damage(old, "UPDATE trials SET checkpoint=? WHERE id IN (1, 3)", stored)
+        (old / "checkpoints" / "trial_1.pt").unlink(missing_ok=True)
+        shutil.rmtree(new)
+        new = migrate(old, tmp_path / "new")
+        with Store.open(new) as s:
+            assert [t.checkpoint for t in s.trials()] == [None] * 4
+    assert not any(b"not yours" in p.read_bytes() for p in new.rglob("*") if p.is_file())
+
+
+def test_a_wal_that_is_not_a_regular_file_is_refused(old: Path, tmp_path: Path) -> None:
+    """An ``experiment.db-wal`` that is a symlink (to /dev/zero: it would fill the disk) or
+    not a regular file is refused in one line before anything is copied."""
+    wal = old / (OLD_DB_NAME + "-wal")
+    wal.symlink_to("/dev/zero")
+    with pytest.raises(StoreError, match="-wal.*not a regular file") as info:
+        migrate(old, tmp_path / "new")
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_killed_migrations_leftovers_are_removed(old: Path, tmp_path: Path) -> None:
+    """A migrate killed (kill -9) while writing leaves its hidden work folder beside NEW; the
+    next migrate into that NEW removes it, and keeps its own scratch copy beside NEW too
+    (nothing in the system temp folder that a kill would leave)."""
+    import subprocess
+    import sys
+    import time
+
+    new = tmp_path / "new"
+    code = (
+        "import os, sys, nasforge.run.migrate as m\n"
+        "real = m._write\n"
+        "def slow(work, *a, **k):\n"
+        "    real(work, *a, **k)\n"
+        "    sys.stdout.write('written\\n'); sys.stdout.flush()\n"
+        "    import time; time.sleep(60)\n"
+        "m._write = slow\n"
+        f"m.migrate({str(old)!r}, {str(new)!r})\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "written\n"
+    finally:
+        proc.kill()
+        proc.wait()
+    time.sleep(0.1)
+    left = [p.name for p in tmp_path.iterdir() if p.name.startswith(".new.migrating-")]
+    assert left  # what a kill leaves
+    migrate(old, new)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "old"]

@@ -287,3 +287,36 @@ def test_a_writer_that_does_not_finish_leaves_the_state_it_found(tmp_path):
     w.close()
     Store.open(tmp_path, readonly=False).close()
     assert Store.open(tmp_path).state() == "finished"
+
+
+@pytest.mark.parametrize(
+    "column, value",
+    [
+        ("metrics", '{"m": "high"}'),  # a text metric
+        ("duration", "two seconds"),  # a text duration
+        ("error", b"\x00\xffbinary"),  # a BLOB error
+        ("started", "yesterday"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_a_store_error_naming_the_row(tmp_path, column, value):
+    """A trial column holding a value of another type (as a damaged or migrated record can)
+    is a StoreError naming the row and the column, for every reader: trials, one trial,
+    and `nasforge status` (one line, exit 2, no traceback)."""
+    from nasforge.cli import main
+
+    objective = {"metric": "m", "mode": "max", "constraints": {}, "second": None}
+    s = Store.create(tmp_path, {"kind": "multitrial", "objective": objective})
+    s.finish_trial(s.add_trial("a" * 16, {"a": 1}), "done", {"m": 1.0}, duration=1.0)
+    s.finish_trial(s.add_trial("b" * 16, {"a": 2}), "done", {"m": 2.0}, duration=1.0)
+    s.close()
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    conn.execute(f"UPDATE trials SET {column}=? WHERE id=2", (value,))
+    conn.commit()
+    conn.close()
+    with Store.open(tmp_path) as r:
+        with pytest.raises(StoreError, match=f"trials row 2.*{column}"):
+            r.trials()
+        with pytest.raises(StoreError, match=f"trials row 2.*{column}"):
+            r.trial(2)
+        assert r.trial(1).metrics == {"m": 1.0}
+    assert main(["status", str(tmp_path)]) == 2

@@ -4,6 +4,7 @@ one-line ConfigError before any record for every kind of run asked for a GPU it 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -244,3 +245,24 @@ def test_python_apis_with_a_device_check_it(two_gpus):
     ):
         with pytest.raises(ConfigError, match="cuda:3"):
             call()
+
+
+@pytest.mark.parametrize(
+    "given, n", [(0.333333, 3), ("1/3", 3), (" 1 / 4 ", 4), (1 / 3, 3), (0.1666667, 6), ("0.5", 2)]
+)
+def test_a_share_near_1_over_n_or_written_1_over_n_is_accepted_as_1_over_n(given, n):
+    """A share within rounding of 1/n (0.333333) or the text 1/n (YAML reads `1/3` as a
+    string) is taken as exactly 1/n."""
+    assert dv.check_gpu_amount(given) == 1 / n
+
+
+@pytest.mark.parametrize("given", [0.3, 0.45, 0.7, "1/3.5", "a/b", "1/0"])
+def test_every_suggested_share_is_accepted(given):
+    """A refused share suggests values, and each value it suggests is accepted."""
+    with pytest.raises(ConfigError) as info:
+        dv.check_gpu_amount(given)
+    tail = str(info.value).partition("e.g.")[2]
+    suggested = [float(x) for x in re.findall(r"\b0\.\d+\b", tail)]
+    assert suggested or not isinstance(given, float)
+    for s in suggested:
+        assert 0 < dv.check_gpu_amount(s) < 1

@@ -99,3 +99,12 @@ def test_tell_before_setup_is_a_config_error():
 
     with pytest.raises(ConfigError, match="setup"):
         get_strategy("random").tell({"n": 1}, 0.5)
+
+
+def test_a_strategy_mapping_builds_the_strategy_as_in_run_files():
+    """`{"name": "evolution", "seed": 3, ...}`, as a run file writes it, builds the strategy
+    in Python too (Experiment(strategy=...) and get_strategy)."""
+    from nasforge.strategy import RegularizedEvolution, get_strategy
+
+    s = get_strategy({"name": "evolution", "seed": 3, "population_size": 7})
+    assert isinstance(s, RegularizedEvolution) and s.seed == 3 and s.population_size == 7

@@ -57,3 +57,16 @@ def test_every_registered_rule_keeps_the_stopper_contract(rule):
     assert not should_stop(snap, [])
     stopper.reset()
     assert stopper.snapshot(1) == fresh
+
+
+def test_a_misspelt_rule_gets_a_did_you_mean_and_a_bad_key_lists_the_valid_keys():
+    """`stopper: ashaa` suggests asha; a key the rule does not take names the rule's keys,
+    not Python's raw TypeError."""
+    from nasforge.errors import ConfigError
+    from nasforge.strategy.stopping import get_stopper
+
+    with pytest.raises(ConfigError, match="did you mean 'asha'"):
+        get_stopper("ashaa")
+    with pytest.raises(ConfigError, match=r"'etaa'.*valid keys.*eta") as info:
+        get_stopper({"rule": "asha", "etaa": 3})
+    assert "__init__()" not in str(info.value)

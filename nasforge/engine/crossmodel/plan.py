@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import sys
 import time
 from typing import Any, Protocol, runtime_checkable
 
@@ -82,16 +83,21 @@ class CrossModelPlan:
 
     def traits(self, space: Any, evaluator: Any) -> dict[str, Any]:
         """Returns the evaluator's and the space's traits the policy reads, as plain data."""
-        from nasforge.engine.crossmodel.groups import has_frozen_prefix, mergeable_recipe
-
         spec = getattr(evaluator, "data_spec", None)
-        recipe = mergeable_recipe(evaluator) if self.enabled["opbatch"] else None
+        frozen_prefix = False
+        # only an evaluator that trains models can merge them: torch (which groups imports,
+        # seconds on a cold start) stays unloaded for a space of plain data
+        if self.enabled["opbatch"] and hasattr(evaluator, "splits") and "torch" in sys.modules:
+            from nasforge.engine.crossmodel.groups import has_frozen_prefix, mergeable_recipe
+
+            recipe = mergeable_recipe(evaluator)
+            frozen_prefix = recipe is not None and has_frozen_prefix(space, recipe)
         return {
             "shares_weights": bool(getattr(evaluator, "shares_weights", False)),
             "data_spec": None
             if spec is None or not hasattr(evaluator, "data_batches")
             else repr(spec),
-            "frozen_prefix": recipe is not None and has_frozen_prefix(space, recipe),
+            "frozen_prefix": frozen_prefix,
         }
 
     def prepare(
