@@ -309,6 +309,8 @@ class Experiment(BaseRunner):
         self._n_cached = self._n_failed = 0
         self._best: tuple[float, float] | None = None
         self._stop: str | None = None  # why the run must stop now (a metric it names is missing)
+        #: trial id -> wall-clock times: submitted, entered/returned (the evaluator), recorded
+        self.timings: dict[int, dict[str, float]] = {}
         self._keeper = CheckpointKeeper(self.keep_checkpoints, store, self._score)
         inflight = self._replay(store)
         if resume:
@@ -463,6 +465,7 @@ class Experiment(BaseRunner):
             ckpt_dir = self.directory.resolve() / "checkpoints"
             ckpt_dir.mkdir(exist_ok=True)
             checkpoint = str(ckpt_dir / f"trial_{tid}.pt")
+        self.timings[tid] = {"submitted": time.time()}
         self.executor.submit(
             TrialTask(
                 trial=tid,
@@ -520,6 +523,7 @@ class Experiment(BaseRunner):
             checkpoint,
             placement=result.placement,
         )
+        self.timings.setdefault(tid, {}).update(result.timing, recorded=time.time())
         self.store.set_meta("elapsed", repr(self._elapsed()))
         if result.retries:
             self.store.add_note(

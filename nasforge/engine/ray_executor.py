@@ -3,7 +3,9 @@ or on a cluster given its address.
 
 The space and evaluator are put into Ray's object store once (cloudpickle, which sends classes
 and functions of the user's ``__main__`` by value, so nothing needs wrapping); if that fails the
-error is a ConfigError before the first trial. A task that runs past the timeout (cancelled with
+error is a ConfigError before the first trial. Each Ray worker process fetches and warms them
+once (``nasforge.engine.warm``), before its first trial of the run, then takes trial after
+trial. A task that runs past the timeout (cancelled with
 force) is a failed trial.
 
     retries   a system failure (the task's worker process or its whole node died) is retried by
@@ -43,6 +45,7 @@ from typing import Any
 from nasforge.engine.evaluator import BaseEvaluator
 from nasforge.engine.executor import BaseExecutor
 from nasforge.engine.trial import TrialResult, TrialTask, failed_result, run_trial
+from nasforge.engine.warm import warm_up
 from nasforge.errors import ConfigError
 from nasforge.run.devices import Placement, check_gpu_amount, placed
 
@@ -69,14 +72,31 @@ def _attempt_number() -> int:
         return 0
 
 
-def _ray_trial(
-    payload: tuple[Any, BaseEvaluator], task: TrialTask, threads: int, gpus: float = 0.0
-) -> Any:
+#: This worker process's copy of each run's (space, evaluator), warmed, by payload id: a Ray
+#: worker takes trial after trial, so it deserialises and warms a run's payload once.
+_WARM: dict[str, tuple[Any, BaseEvaluator]] = {}
+
+
+def _warm_payload(boxed: list[Any]) -> tuple[Any, BaseEvaluator]:
+    """Returns the (space, evaluator) of the boxed object ref, fetched and warmed (the
+    evaluator's ``prepare``, torch's optimizer machinery) once per worker process."""
+    import ray
+
+    key = boxed[0].hex()
+    if key not in _WARM:
+        space, evaluator = ray.get(boxed[0])
+        warm_up(space, evaluator)
+        _WARM.clear()  # one run at a time per worker: drop an earlier run's data
+        _WARM[key] = (space, evaluator)
+    return _WARM[key]
+
+
+def _ray_trial(boxed: list[Any], task: TrialTask, threads: int, gpus: float = 0.0) -> Any:
     import ray
 
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
-    space, evaluator = payload
+    space, evaluator = _warm_payload(boxed)
     ids = tuple(_as_id(i) for i in ray.get_gpu_ids()) if gpus else ()
     # Ray has set CUDA_VISIBLE_DEVICES to exactly these ids: torch numbers them 0..k-1 here
     where = Placement(ray.util.get_node_ip_address(), ids, gpus, tuple(range(len(ids))))
@@ -237,7 +257,11 @@ class RayExecutor(BaseExecutor):
 
     def submit(self, task: TrialTask) -> None:
         """Starts the trial as a Ray task."""
-        ref = self._remote.remote(self._payload, task, self.threads_per_trial, self.gpus_per_trial)
+        # boxed in a list, so that Ray passes the reference and the worker fetches (and warms)
+        # the payload once, not once per trial
+        ref = self._remote.remote(
+            [self._payload], task, self.threads_per_trial, self.gpus_per_trial
+        )
         timeout = task.timeout
         deadline = time.monotonic() + timeout if timeout else None
         self._running[ref] = (task.trial, deadline, timeout)

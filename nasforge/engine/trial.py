@@ -54,6 +54,9 @@ class TrialResult:
     checkpoint: str | None = None
     placement: dict[str, Any] | None = None  # where it ran: {"node", "devices"} (run/devices)
     retries: int = 0  # times the executor ran it again after its worker or node died
+    #: wall-clock times (time.time()) of the evaluator's call and return, which the engine
+    #: sets against its own dispatch and record times (the trial's start-up cost)
+    timing: dict[str, float] = field(default_factory=dict)
 
 
 def failed_result(trial: int, error: str) -> TrialResult:
@@ -98,6 +101,7 @@ def run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialRes
 
         old = signal.signal(signal.SIGALRM, on_alarm)
         signal.setitimer(signal.ITIMER_REAL, float(timeout))
+    entered = time.time()
     try:
         value = evaluator.evaluate(space, dict(task.arch), report)
         # a dict without the optimised metric comes back as it is: the engine, which knows
@@ -115,6 +119,7 @@ def run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialRes
     except Exception:  # noqa: BLE001 - any failure of user code is recorded, not raised
         result.error = traceback.format_exc(limit=20)
     finally:
+        result.timing = {"entered": entered, "returned": time.time()}
         if use_alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
