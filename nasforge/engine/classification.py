@@ -24,8 +24,9 @@ class ClassificationEvaluator(BaseEvaluator):
     returning one (loaded once per run by :meth:`prepare`, before the pool forks its
     workers), or ``"digits"`` for ``nasforge.data.load_digits(seed)``. Training is seeded:
     the same arch and seed give the same metrics at the same thread count. ``device`` None
-    (the default) trains on the trial's device, ``nasforge.trial_device()`` (a GPU when the experiment gives trials GPUs, else the
-    CPU); ``"cpu"`` or ``"cuda:N"`` pins every trial there.
+    (the default) trains on the trial's device, ``nasforge.trial_device()`` (a GPU when the
+    experiment gives trials GPUs, else the CPU); ``"cpu"`` or ``"cuda:N"`` pins every trial
+    there.
 
     Raises:
         ConfigError: unknown optimizer, non-positive epochs/batch size/lr, bad data, a device
