@@ -40,7 +40,13 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from nasforge.engine.evaluator import BaseEvaluator
-from nasforge.engine.trial import TrialResult, TrialTask, failed_result, run_trial
+from nasforge.engine.trial import (
+    TrialResult,
+    TrialTask,
+    cancelled_result,
+    failed_result,
+    run_trial,
+)
 from nasforge.engine.warm import warm_up
 from nasforge.errors import ConfigError
 from nasforge.run.devices import (
@@ -52,6 +58,7 @@ from nasforge.run.devices import (
     placed,
     set_placement,
 )
+from nasforge.run.trial_logs import crash_traceback
 
 __all__ = [
     "BaseExecutor",
@@ -108,6 +115,12 @@ class BaseExecutor(abc.ABC):
 
     def shutdown(self) -> None:  # noqa: B027 - optional hook
         """Stops every running trial and frees resources."""
+
+    def cancel(self, trial: int) -> bool:
+        """Returns whether the running ``trial`` was stopped now (its ``cancelled`` result
+        comes from the next poll); False leaves it to the trial's cancel marker, read at its
+        next report (the in-process executor)."""
+        return False
 
     def spec(self) -> str | dict[str, Any]:
         """Returns what rebuilds this executor with :func:`get_executor` (its name, or a
@@ -179,6 +192,7 @@ def _child_main(
             return
         tasks.close()
     assert task is not None
+    crash_traceback(task.log)  # a segfault's traceback goes to the trial's log
     if visible is not None:  # before anything in this child initialises CUDA
         os.environ["CUDA_VISIBLE_DEVICES"] = visible
     set_placement(placement)
@@ -225,6 +239,7 @@ class ProcessPoolExecutor(BaseExecutor):
         self._slots: list[tuple[int, ...]] = []  # GPU ids per concurrent trial slot
         self._slot_of: dict[int, int] = {}  # trial id -> its slot
         self._exiting: list[Any] = []  # children that reported and are ending on their own
+        self._cancelled: list[int] = []  # trials killed on request, reported by poll
         #: forked children waiting for a trial: (process, task pipe, result pipe)
         self._spares: list[tuple[Any, Any, Any]] = []
 
@@ -370,6 +385,16 @@ class ProcessPoolExecutor(BaseExecutor):
         if timeout:
             self._timeouts[task.trial] = timeout
 
+    def cancel(self, trial: int) -> bool:
+        """Returns True after killing the running ``trial``'s child (recorded ``cancelled``)."""
+        if trial not in self._running:
+            return False
+        proc, conn, _ = self._running[trial]
+        proc.kill()
+        proc.join()
+        self._cancelled.append(trial)
+        return True
+
     def _reap(self) -> None:
         """Joins the children that reported and have exited since (no zombies are left)."""
         alive = []
@@ -396,7 +421,10 @@ class ProcessPoolExecutor(BaseExecutor):
         now = time.monotonic()
         for tid, (proc, conn, deadline) in list(self._running.items()):
             result = None
-            if conn.poll():
+            if tid in self._cancelled:
+                self._cancelled.remove(tid)
+                result = cancelled_result(tid)
+            elif conn.poll():
                 try:
                     result = conn.recv()
                 except (EOFError, OSError):
@@ -435,13 +463,11 @@ class ProcessPoolExecutor(BaseExecutor):
                 proc.kill()
                 proc.join()
         self._exiting.clear()
-        for proc, tasks, recv in self._spares:
-            tasks.close()  # the spare sees EOF and exits
+        for proc, tasks, recv in self._spares:  # idle: nothing of theirs to lose
+            proc.kill()
+            proc.join()
+            tasks.close()
             recv.close()
-            proc.join(5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
         self._spares.clear()
         for proc, conn, _ in self._running.values():
             if proc.is_alive():

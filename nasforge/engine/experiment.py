@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from nasforge.engine._control import apply_requests, cancel_marker
 from nasforge.engine._experiment_section import evaluator_ref, experiment_arguments
 from nasforge.engine.checkpoints import CheckpointKeeper
 from nasforge.engine.crossmodel.plan import CrossModelPlan
@@ -56,6 +57,7 @@ from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.status import failure_summary
 from nasforge.run.store import Store, TrialRecord
 from nasforge.run.threads import set_threads
+from nasforge.run.trial_logs import RunLog, finish_log, trial_log
 from nasforge.space.search_space import SearchSpace, arch_id
 from nasforge.strategy import (
     BaseStopper,
@@ -309,6 +311,7 @@ class Experiment(BaseRunner):
         self._n_cached = self._n_failed = 0
         self._best: tuple[float, float] | None = None
         self._stop: str | None = None  # why the run must stop now (a metric it names is missing)
+        self._stopping: str | None = None  # "finish" or "cancel": stopped on request
         #: trial id -> wall-clock times: submitted, entered/returned (the evaluator), recorded
         self.timings: dict[int, dict[str, float]] = {}
         self._keeper = CheckpointKeeper(self.keep_checkpoints, store, self._score)
@@ -318,6 +321,8 @@ class Experiment(BaseRunner):
         self._elapsed0 = float(store.get_meta("elapsed", "0") or 0)
         self._t0 = time.monotonic()
         self._progress = Progress(self.n_trials, self.time_budget, self.progress_mode)
+        self._runlog = RunLog(self.directory).attach()
+        self._progress.sink = self._runlog.line
         own = self.executor
         self.executor = self._plan.prepare(self.space, self.evaluator, own, store, self.stopper)
         if self.executor is not own:  # a merging executor runs on the same GPUs
@@ -336,6 +341,7 @@ class Experiment(BaseRunner):
             store.set_meta("elapsed", repr(self._elapsed()))
             self._show(force=True)
             self._progress.close()
+            self._runlog.detach()
         counts = store.counts()
         n_trained = sum(n for status, n in counts.items() if status not in ("running", "cached"))
         if n_trained and counts.get("failed", 0) == n_trained:
@@ -409,7 +415,12 @@ class Experiment(BaseRunner):
             )
 
     def _can_ask(self) -> bool:
-        if self._stop or self._exhausted or self._dups_in_row >= self.max_duplicates:
+        if (
+            self._stop
+            or self._stopping
+            or self._exhausted
+            or self._dups_in_row >= self.max_duplicates
+        ):
             return False
         busy = self.executor.n_running + sum(len(w) for w in self._waiting.values())
         if busy >= self.executor.concurrency:
@@ -444,6 +455,7 @@ class Experiment(BaseRunner):
                 break
             for result in self.executor.poll(0.5):
                 self._record(result)
+            apply_requests(self)  # nasforge stop / set, from any shell
             if self._stop:  # the executor's shutdown (in _execute) kills the trials in flight
                 raise ConfigError(self._stop)
             self._show()
@@ -475,6 +487,8 @@ class Experiment(BaseRunner):
                 stopper=None if self.stopper is None else self.stopper.snapshot(tid),
                 timeout=self.trial_timeout,
                 checkpoint=checkpoint,
+                log=str(trial_log(self.directory.resolve(), tid)),
+                cancel_marker=str(cancel_marker(self.directory, tid)),
             )
         )
 
@@ -523,6 +537,8 @@ class Experiment(BaseRunner):
             checkpoint,
             placement=result.placement,
         )
+        finish_log(trial_log(self.directory, tid), tid, result, result.log_text)
+        cancel_marker(self.directory, tid).unlink(missing_ok=True)
         self.timings.setdefault(tid, {}).update(result.timing, recorded=time.time())
         self.store.set_meta("elapsed", repr(self._elapsed()))
         if result.retries:

@@ -38,16 +38,25 @@ import logging
 import os
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from nasforge.engine.evaluator import BaseEvaluator
 from nasforge.engine.executor import BaseExecutor
-from nasforge.engine.trial import TrialResult, TrialTask, failed_result, run_trial
+from nasforge.engine.trial import (
+    TrialResult,
+    TrialTask,
+    cancelled_result,
+    failed_result,
+    run_trial,
+)
 from nasforge.engine.warm import warm_up
 from nasforge.errors import ConfigError
 from nasforge.run.devices import Placement, check_gpu_amount, placed
+from nasforge.run.trial_logs import tail
 
 __all__ = ["RayExecutor"]
 
@@ -100,8 +109,16 @@ def _ray_trial(boxed: list[Any], task: TrialTask, threads: int, gpus: float = 0.
     ids = tuple(_as_id(i) for i in ray.get_gpu_ids()) if gpus else ()
     # Ray has set CUDA_VISIBLE_DEVICES to exactly these ids: torch numbers them 0..k-1 here
     where = Placement(ray.util.get_node_ip_address(), ids, gpus, tuple(range(len(ids))))
-    with placed(where):
-        result = run_trial(space, evaluator, task.without_timeout())
+    # the worker may be on another machine than the run's record: it captures the trial's
+    # output into a file of its own and sends the text back for the engine to write
+    fd, local = tempfile.mkstemp(prefix=f"nasforge-trial{task.trial}-", suffix=".log")
+    os.close(fd)
+    try:
+        with placed(where):
+            result = run_trial(space, evaluator, replace(task.without_timeout(), log=local))
+        result.log_text = tail(local)
+    finally:
+        os.unlink(local)
     result.retries = _attempt_number()
     return result
 
@@ -153,6 +170,7 @@ class RayExecutor(BaseExecutor):
         self.init_kwargs = dict(init_kwargs or {})
         self._owns_ray = False
         self._checked_gpus = False
+        self._cancelled: list[TrialResult] = []  # cancelled on request, for the next poll
         # ObjectRef -> (trial id, deadline or None, timeout)
         self._running: dict[Any, tuple[int, float | None, float | None]] = {}
 
@@ -253,7 +271,7 @@ class RayExecutor(BaseExecutor):
     @property
     def n_running(self) -> int:
         """Returns the number of submitted Ray tasks not yet polled."""
-        return len(self._running)
+        return len(self._running) + len(self._cancelled)
 
     def submit(self, task: TrialTask) -> None:
         """Starts the trial as a Ray task."""
@@ -266,8 +284,22 @@ class RayExecutor(BaseExecutor):
         deadline = time.monotonic() + timeout if timeout else None
         self._running[ref] = (task.trial, deadline, timeout)
 
+    def cancel(self, trial: int) -> bool:
+        """Returns True after cancelling the running ``trial``'s task (with force: its worker
+        process is killed; recorded ``cancelled``)."""
+        for ref, (tid, _, _) in list(self._running.items()):
+            if tid == trial:
+                self._ray.cancel(ref, force=True)
+                del self._running[ref]
+                self._cancelled.append(cancelled_result(trial))
+                return True
+        return False
+
     def poll(self, timeout: float) -> list[TrialResult]:
-        """Returns the results of tasks that finished, failed or timed out."""
+        """Returns the results of tasks that finished, failed, timed out or were cancelled."""
+        if self._cancelled:
+            out, self._cancelled = self._cancelled, []
+            return out
         if not self._running:
             return []
         ray = self._ray

@@ -13,7 +13,8 @@ process. :func:`warm_up` does both once, where the trials come from:
     inprocess  nothing to do: the engine's process pays each import once anyway
 
 Warming never initialises CUDA (forked children could not use their GPUs then) and never
-imports torch when the run has not: a space of plain data keeps torch unloaded.
+imports torch when the run has not; torch's optimizer machinery is warmed only for a model
+space (a space of plain data, such as a tabular benchmark's, may train nothing).
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def warm_up(space: Any, evaluator: Any) -> float:
     prepare = getattr(evaluator, "prepare", None)
     if callable(prepare):
         prepare(space)
-    warm_torch()
+    if hasattr(space, "freeze"):  # a model space trains models; a plain one may train none
+        warm_torch()
     seconds = time.perf_counter() - start
     log.debug("workers warmed in %.2f s", seconds)
     return seconds
