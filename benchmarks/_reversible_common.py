@@ -6,10 +6,10 @@ import torch
 
 from nasforge.oneshot.darts import Darts
 from nasforge.oneshot.dartsformer import RevSearchConfig, inverse_sqrt, rev_step
+from nasforge.oneshot.dartsformer.space import Seq2SeqSpace
 from nasforge.oneshot.nasb import Nasb
 from nasforge.oneshot.reversible import set_reconstruct
 from nasforge.oneshot.supernet import Supernet
-from nasforge.spaces.seq2seq import Seq2SeqSpace
 
 #: method -> (algorithm, reconstruct)
 METHODS = {

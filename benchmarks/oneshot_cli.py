@@ -39,7 +39,7 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from nasforge.run.store import Store
-    from nasforge.run.threads import default_threads
+    from nasforge.runtime.threads import default_threads
 
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "my_oneshot.py"

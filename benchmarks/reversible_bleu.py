@@ -46,8 +46,8 @@ from nasforge.data.translation import (
     toy_ende,
 )
 from nasforge.oneshot.dartsformer import RevSearchConfig, rev_search
-from nasforge.spaces.seq2seq import Seq2SeqSpace, TransformerSeq2Seq, n_params
-from nasforge.spaces.seq2seq_train import TrainConfig, train_seq2seq, translate_bleu
+from nasforge.oneshot.dartsformer.space import Seq2SeqSpace, TransformerSeq2Seq, n_params
+from nasforge.oneshot.dartsformer.train import TrainConfig, train_seq2seq, translate_bleu
 
 ROOT = Path(__file__).resolve().parents[1]
 # ../shared/data from the repository root (one level further up from a git worktree in wt/)

@@ -13,9 +13,9 @@ import sys
 import torch
 
 from nasforge.data.translation import PAD
+from nasforge.oneshot.dartsformer.runner import load_tokenizer
+from nasforge.oneshot.dartsformer.train import greedy_decode
 from nasforge.run import load_model
-from nasforge.spaces.seq2seq_runner import load_tokenizer
-from nasforge.spaces.seq2seq_train import greedy_decode
 
 __all__ = ["translate"]
 

@@ -36,8 +36,8 @@ _EXPORTS = {
     "InputMutator": "nasforge.space.mutator",
     "InsertMutator": "nasforge.space.mutator",
     "load_model": "nasforge.run.export",
-    "trial_device": "nasforge.run.devices",
-    "trial_devices": "nasforge.run.devices",
+    "trial_device": "nasforge.runtime.devices",
+    "trial_devices": "nasforge.runtime.devices",
 }
 
 __all__ = [
@@ -87,8 +87,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from nasforge import errors
-    from nasforge.run.devices import trial_device, trial_devices
     from nasforge.run.export import load_model
+    from nasforge.runtime.devices import trial_device, trial_devices
     from nasforge.space.expr import choice
     from nasforge.space.expr import max_ as max  # noqa: A004
     from nasforge.space.expr import min_ as min  # noqa: A004

@@ -23,7 +23,7 @@ def _oneshot() -> None:
 
 
 def _dartsformer() -> None:
-    import nasforge.spaces.seq2seq_runner  # noqa: F401
+    import nasforge.oneshot.dartsformer.runner  # noqa: F401
 
 
 def _ofa() -> None:

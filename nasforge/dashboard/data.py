@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from nasforge.errors import StoreError
-from nasforge.run.devices import placement_text
 from nasforge.run.records import TrialRecord
 from nasforge.run.results import pareto_front, rank_trials, score
 from nasforge.run.store import DB_NAME, Store
+from nasforge.runtime.devices import placement_text
 
 __all__ = [
     "RunSummary",

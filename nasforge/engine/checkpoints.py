@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 
 from nasforge.run.store import Store, TrialRecord
-from nasforge.run.weights import KEPT_NOTE
+from nasforge.runtime.weights import KEPT_NOTE
 
 __all__ = ["CheckpointKeeper"]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from nasforge.engine.evaluator import BaseEvaluator, Report
 from nasforge.errors import ConfigError
-from nasforge.run.devices import check_device, resolve_device
+from nasforge.runtime.devices import check_device, resolve_device
 
 __all__ = ["ClassificationEvaluator"]
 

@@ -19,7 +19,7 @@ result dicts; an executor never talks to the strategy or the store.
 
 GPUs (``use_gpus``, set from the experiment's ``gpus_per_trial`` and ``devices``): the
 in-process executor gives each trial the first of ``devices``; the pool gives each child one
-slot of :func:`nasforge.run.devices.gpu_slots` (its concurrency is at most the number of
+slot of :func:`nasforge.runtime.devices.gpu_slots` (its concurrency is at most the number of
 slots) and sets ``CUDA_VISIBLE_DEVICES`` in the child before the trial runs; Ray asks for
 ``num_gpus`` per task. An evaluator reads its device with ``nasforge.trial_device()``.
 """
@@ -49,7 +49,8 @@ from nasforge.engine.trial import (
 )
 from nasforge.engine.warm import warm_up
 from nasforge.errors import ConfigError
-from nasforge.run.devices import (
+from nasforge.run.trial_logs import crash_traceback
+from nasforge.runtime.devices import (
     Placement,
     check_gpus,
     cuda_visible_devices,
@@ -58,7 +59,6 @@ from nasforge.run.devices import (
     placed,
     set_placement,
 )
-from nasforge.run.trial_logs import crash_traceback
 
 __all__ = [
     "BaseExecutor",
@@ -87,7 +87,7 @@ class BaseExecutor(abc.ABC):
         machine has); checked now, before anything runs.
 
         Raises:
-            ConfigError: as :func:`nasforge.run.devices.check_gpus` (a bad amount, a GPU that
+            ConfigError: as :func:`nasforge.runtime.devices.check_gpus` (a bad amount, a GPU that
                 does not exist, more GPUs than there are).
         """
         self.gpus_per_trial, self.devices = check_gpus(gpus_per_trial, devices)
@@ -244,7 +244,7 @@ class ProcessPoolExecutor(BaseExecutor):
         self._spares: list[tuple[Any, Any, Any]] = []
 
     def use_gpus(self, gpus_per_trial: float = 0, devices: Sequence[int] | None = None) -> None:
-        """Gives each child a slot of GPUs (:func:`~nasforge.run.devices.gpu_slots`) and
+        """Gives each child a slot of GPUs (:func:`~nasforge.runtime.devices.gpu_slots`) and
         bounds the concurrency by the number of slots (2 GPUs at 0.5 per trial: 4 slots).
 
         Raises:

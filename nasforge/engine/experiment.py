@@ -56,8 +56,8 @@ from nasforge.run.results import pareto_front, score
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.status import failure_summary
 from nasforge.run.store import Store, TrialRecord
-from nasforge.run.threads import set_threads
 from nasforge.run.trial_logs import RunLog, finish_log, trial_log
+from nasforge.runtime.threads import set_threads
 from nasforge.space.search_space import SearchSpace, arch_id
 from nasforge.strategy import (
     BaseStopper,

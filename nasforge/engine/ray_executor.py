@@ -55,8 +55,8 @@ from nasforge.engine.trial import (
 )
 from nasforge.engine.warm import warm_up
 from nasforge.errors import ConfigError
-from nasforge.run.devices import Placement, check_gpu_amount, placed
 from nasforge.run.trial_logs import tail
+from nasforge.runtime.devices import Placement, check_gpu_amount, placed
 
 __all__ = ["RayExecutor"]
 

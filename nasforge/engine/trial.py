@@ -18,9 +18,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nasforge.engine.evaluator import BaseEvaluator, EarlyStop, as_metrics
-from nasforge.run.devices import trial_placement
 from nasforge.run.trial_logs import captured
-from nasforge.run.weights import save_weights
+from nasforge.runtime.devices import trial_placement
+from nasforge.runtime.weights import save_weights
 from nasforge.strategy.stopping import should_stop
 
 __all__ = [

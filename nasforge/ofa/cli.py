@@ -96,7 +96,7 @@ def _search(args: argparse.Namespace) -> int:
         raise ConfigError("give run folders and --targets, or --latency-table and --predictor")
     from nasforge.ofa.runner import load_data, open_for_search, search_run
     from nasforge.run.preflight import check_folder
-    from nasforge.run.threads import set_threads
+    from nasforge.runtime.threads import set_threads
 
     png = Path(args.png) if args.png else Path(args.runs[0]) / "front.png"
     check_folder(png.parent, "plot folder")  # before the search, not after it

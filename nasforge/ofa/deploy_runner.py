@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from nasforge.errors import ConfigError
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.store import Store, is_run
-from nasforge.run.threads import set_threads
-from nasforge.run.weights import save_weights
+from nasforge.runtime.threads import set_threads
+from nasforge.runtime.weights import save_weights
 from nasforge.space import arch_id
 
 if TYPE_CHECKING:

@@ -26,8 +26,8 @@ from nasforge.ofa.record import KIND, open_ofa_store, section, stage_from_dict
 from nasforge.run.preflight import require
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.store import Store
-from nasforge.run.threads import set_threads
-from nasforge.run.weights import save_weights
+from nasforge.runtime.threads import set_threads
+from nasforge.runtime.weights import save_weights
 from nasforge.space import arch_id
 
 if TYPE_CHECKING:

@@ -40,7 +40,7 @@ from nasforge.ofa.mobilenet import OFAMobileNetV3, extract, sort_channels
 from nasforge.ofa.record import open_run, run_config
 from nasforge.ofa.spaces import Phase, compofa_phases, progressive_phases
 from nasforge.run.store import Store
-from nasforge.run.weights import save_state
+from nasforge.runtime.weights import save_state
 from nasforge.weightsharing import accuracy, recalibrate_bn
 
 __all__ = [

@@ -31,14 +31,12 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import os
 import statistics
 import tempfile
 import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +53,9 @@ from nasforge.oneshot.common import (
 )
 from nasforge.oneshot.search import SearchState, epoch_row, get_algorithm, initial_state
 from nasforge.oneshot.supernet import Supernet
-from nasforge.run.devices import check_device
-from nasforge.run.loopback import pin_to_loopback
-from nasforge.run.threads import threads_for
+from nasforge.runtime.devices import check_device
+from nasforge.runtime.procgroup import LocalGroup, file_rendezvous, join_group
+from nasforge.runtime.threads import threads_for
 from nasforge.space import ModelSpace
 
 __all__ = ["cmp_search", "profile_steps", "check_parallel", "WORKERS", "DEFAULT_WORKERS"]
@@ -68,7 +66,6 @@ WORKERS = ("thread", "process")
 #: Measured faster on CPU (docs/cmp.md): threads share one address space, so activations pass
 #: between partitions without serialisation or copies.
 DEFAULT_WORKERS = "thread"
-_DIVERGED = 3
 
 
 def check_parallel(
@@ -132,7 +129,7 @@ def cmp_search(
     ``bounds`` fixes the partitions as unit ranges ``[(start, stop), ...]``; by default they are
     balanced by each unit's measured time (:func:`~nasforge.oneshot.cmp_partition.unit_costs`).
     ``threads``: torch's thread count per worker, chosen as :func:`search` chooses it (default
-    :func:`~nasforge.run.threads.default_threads`; the caller's is restored after).
+    :func:`~nasforge.runtime.threads.default_threads`; the caller's is restored after).
 
     Raises:
         ConfigError: a bad setting (also ``order='alternate'``, an algorithm without
@@ -328,31 +325,15 @@ def _assemble(state: SearchState, pieces: list[dict], split: Any, algo: Any, sec
 
 
 def _process_main(rank: int, job: Job, world: int) -> None:
-    import torch.distributed as dist
-
-    try:
-        torch.set_num_threads(job.threads)
-        pin_to_loopback()
-        dist.init_process_group(
-            "nccl" if job.device.startswith("cuda") else "gloo",
-            init_method=f"file://{Path(job.out) / 'rendezvous'}",
-            rank=rank,
-            world_size=world,
-            timeout=timedelta(seconds=600),
-        )
-        groups = _groups(job, world)
-        device = torch.device(job.device)
-        if device.type == "cuda":
-            device = torch.device("cuda", rank % torch.cuda.device_count())
-            torch.cuda.set_device(device)
-        PartitionWorker(job, rank, DistTransport(groups, device)).run()
-        dist.destroy_process_group()
-    except DivergenceError:
-        (Path(job.out) / f"rank{rank}.diverged").write_text(traceback.format_exc())
-        os._exit(_DIVERGED)
-    except BaseException:
-        (Path(job.out) / f"rank{rank}.err").write_text(traceback.format_exc())
-        os._exit(1)
+    torch.set_num_threads(job.threads)
+    backend = "nccl" if job.device.startswith("cuda") else "gloo"
+    join_group(rank, world, file_rendezvous(job.out), backend=backend)
+    groups = _groups(job, world)
+    device = torch.device(job.device)
+    if device.type == "cuda":
+        device = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    PartitionWorker(job, rank, DistTransport(groups, device)).run()
 
 
 def _groups(job: Job, world: int) -> dict[Any, Any]:
@@ -379,28 +360,25 @@ class _Workers:
         self.job, self.kind, self.timeout_s = job, kind, timeout_s
         self.target = target or (_process_main, (job.m * job.replicas,))  # (function, extra args)
         self.world = job.m * job.replicas
-        self.procs: list[Any] = []
+        self.group: LocalGroup | None = None
         self.threads: list[threading.Thread] = []
         self.errors: dict[int, BaseException] = {}
         self.abort = threading.Event()
 
     def __enter__(self) -> _Workers:
         if self.kind == "process":
-            import torch.multiprocessing as mp
-
-            ctx = mp.get_context("spawn")
-            for rank in range(self.world):
-                fn, extra = self.target
-                p = ctx.Process(target=fn, args=(rank, self.job, *extra), daemon=True)
-                try:
-                    p.start()
-                except Exception as exc:
-                    raise WorkerError(
-                        f"cmp worker {rank} could not be started: {type(exc).__name__}: {exc}; "
-                        "the space must be picklable (a module-level class) and a launching "
-                        "script must guard its entry point with `if __name__ == '__main__':`"
-                    ) from exc
-                self.procs.append(p)
+            fn, extra = self.target
+            self.group = LocalGroup(
+                self.world,
+                fn,
+                (self.job, *extra),
+                folder=self.job.out,
+                what="cmp worker",
+                timeout_s=self.timeout_s,
+                hint="the space must be picklable (a module-level class) and a launching script "
+                "must guard its entry point with `if __name__ == '__main__':`",
+                ending="the search was stopped and every worker ended",
+            ).start()
         else:
             transport = ThreadTransport(self.world, self.abort)
             workers = [PartitionWorker(self.job, r, transport) for r in range(self.world)]
@@ -428,14 +406,8 @@ class _Workers:
         self.abort.set()
         for t in self.threads:
             t.join()
-        for p in self.procs:
-            if p.is_alive():
-                p.terminate()
-        for p in self.procs:
-            p.join(5)
-            if p.is_alive():
-                p.kill()
-                p.join()
+        if self.group is not None:
+            self.group.stop()
 
     def wait_epoch(self, epoch: int) -> list[dict[str, Any]]:
         """Returns the slices (one per partition, in order) of replica 0 after ``epoch``.
@@ -474,20 +446,5 @@ class _Workers:
                     f"cmp worker {rank} (thread) raised {type(exc).__name__}: {exc}\n{tb}the "
                     "search was stopped and every worker ended"
                 ) from exc
-        bad = [(r, p.exitcode) for r, p in enumerate(self.procs) if p.exitcode not in (None, 0)]
-        if not bad:
-            return
-        out = Path(self.job.out)
-        for rank, _ in bad:
-            div = out / f"rank{rank}.diverged"
-            if div.exists():
-                raise DivergenceError(f"cmp worker {rank}: {div.read_text().strip()}")
-        parts = []
-        for rank, code in bad:
-            err = out / f"rank{rank}.err"
-            detail = (
-                err.read_text() if err.exists() else "no traceback (it died before writing one)"
-            )
-            parts.append(f"cmp worker {rank} (pid {self.procs[rank].pid}) exited with code "
-                         f"{code}:\n{detail}")  # fmt: skip
-        raise WorkerError("\n".join(parts) + "\nthe search was stopped and every worker ended")
+        if self.group is not None:
+            self.group.check()

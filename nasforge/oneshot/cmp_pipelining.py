@@ -14,11 +14,8 @@ Invariants: on return or raise, no worker process is left running.
 
 from __future__ import annotations
 
-import os
 import statistics
 import tempfile
-import traceback
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +27,7 @@ from nasforge.oneshot import nasb
 from nasforge.oneshot._cmp_worker import Job, PartitionWorker
 from nasforge.oneshot.cmp_partition import run
 from nasforge.oneshot.common import apply_arch, batches
-from nasforge.run.loopback import pin_to_loopback
+from nasforge.runtime.procgroup import file_rendezvous, join_group
 
 __all__ = ["profile_pipelining"]
 
@@ -52,33 +49,23 @@ class _Stage(nn.Module):
 
 
 def _main(rank: int, job: Job, n_micro: int, warmup: int, steps: int) -> None:
-    import torch.distributed as dist
     from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
 
-    try:
-        torch.set_num_threads(job.threads)
-        pin_to_loopback()
-        dist.init_process_group(
-            "gloo", init_method=f"file://{Path(job.out) / 'rendezvous'}", rank=rank,
-            world_size=job.m, timeout=timedelta(seconds=600),
-        )  # fmt: skip
-        w = PartitionWorker(job, rank, None)
-        module = _Stage(w.mods)
-        # one stage per pass: each infers which of its inputs carry gradients on its first step
-        scheds = [
-            ScheduleGPipe(
-                PipelineStage(module, rank, job.m, torch.device("cpu")),
-                n_micro,
-                loss_fn=nn.functional.cross_entropy,
-            )
-            for _ in range(2)
-        ]
-        times = _steps(w, scheds, warmup, steps)
-        torch.save({"times": times}, Path(job.out) / f"prof{rank}.pt")
-        dist.destroy_process_group()
-    except BaseException:
-        (Path(job.out) / f"rank{rank}.err").write_text(traceback.format_exc())
-        os._exit(1)
+    torch.set_num_threads(job.threads)
+    join_group(rank, job.m, file_rendezvous(job.out))
+    w = PartitionWorker(job, rank, None)
+    module = _Stage(w.mods)
+    # one stage per pass: each infers which of its inputs carry gradients on its first step
+    scheds = [
+        ScheduleGPipe(
+            PipelineStage(module, rank, job.m, torch.device("cpu")),
+            n_micro,
+            loss_fn=nn.functional.cross_entropy,
+        )
+        for _ in range(2)
+    ]
+    times = _steps(w, scheds, warmup, steps)
+    torch.save({"times": times}, Path(job.out) / f"prof{rank}.pt")
 
 
 def _pass(w: PartitionWorker, sched: Any, batch: Any, arch: bool) -> None:

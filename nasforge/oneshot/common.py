@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from nasforge.errors import ConfigError
-from nasforge.run.devices import check_device
+from nasforge.runtime.devices import check_device
 from nasforge.space.search_space import Arch
 from nasforge.weightsharing import accuracy
 

@@ -53,8 +53,8 @@ from nasforge.run.progress import Progress, fmt_time
 from nasforge.run.refs import materialize
 from nasforge.run.runner import BaseRunner, Objective, find_ref, register_runner
 from nasforge.run.store import Store
-from nasforge.run.threads import set_threads
-from nasforge.run.weights import load_weights, save_state, save_weights
+from nasforge.runtime.threads import set_threads
+from nasforge.runtime.weights import load_weights, save_state, save_weights
 from nasforge.space import ModelSpace, arch_id
 from nasforge.strategy import list_strategies
 
@@ -182,7 +182,7 @@ class OneShotSearch(BaseRunner):
     ``strategy`` is a name (``"darts"``, ``"nasb"``, ``"nasp"``, ``"spos"``), a mapping or a
     :class:`OneShot`; ``settings`` are :class:`~nasforge.oneshot.SearchConfig` fields
     (``epochs``, ``batch_size``, ``seed``, ...) that override the strategy's. ``threads`` sets
-    torch's thread count (default: :func:`nasforge.run.threads.default_threads`).
+    torch's thread count (default: :func:`nasforge.runtime.threads.default_threads`).
     ``model_parallel``, ``schedule``, ``replicas`` and ``workers`` split the search over
     partitions and replicas (:func:`~nasforge.oneshot.cmp.cmp_search`; docs/cmp.md).
 

@@ -6,7 +6,7 @@ to after an epoch, and how the search ends (argmax export, or SPOS's evolution).
 algorithm touches its own module and :data:`ALGORITHMS`, nothing here.
 
 Like every path that trains, :func:`search` chooses torch's thread count
-(:func:`nasforge.run.threads.set_threads`: ``threads=``, else ``NASFORGE_THREADS``, else half
+(:func:`nasforge.runtime.threads.set_threads`: ``threads=``, else ``NASFORGE_THREADS``, else half
 the usable cores) for the search and gives the caller's back afterwards. It shows a line when
 it starts and one per epoch (``progress``: a ``rich`` line on a terminal, else ``logging`` at
 INFO on logger ``nasforge.oneshot.search``, as :class:`nasforge.run.progress.Progress` does for
@@ -47,7 +47,7 @@ from nasforge.oneshot.common import (
 )
 from nasforge.oneshot.supernet import Algorithm, Supernet
 from nasforge.run.progress import Progress, fmt_time
-from nasforge.run.threads import threads_for
+from nasforge.runtime.threads import threads_for
 from nasforge.space import ModelSpace, arch_id
 
 __all__ = ["ALGORITHMS", "SearchState", "search", "supernet", "get_algorithm", "initial_state"]
@@ -158,7 +158,7 @@ def search(
     :meth:`SearchState.state_dict` saved by ``checkpoint``: the search goes on after that epoch.
     ``weights`` (a state dict of the space, e.g. a supernet trained by the pipeline) start the
     supernet; with ``epochs=0`` the search goes straight to its finish. ``threads`` is torch's
-    thread count during the search (default: :func:`~nasforge.run.threads.default_threads`;
+    thread count during the search (default: :func:`~nasforge.runtime.threads.default_threads`;
     the caller's count is restored after); ``progress`` is ``"auto"`` (a live line on a
     terminal, else INFO log lines), ``"rich"``, ``"log"`` or ``"off"``. ``device="cuda"`` (a
     setting) trains on a GPU: the supernet is built and initialised on the CPU, then it and the

@@ -24,7 +24,7 @@ from nasforge.parallel.csp import check_subnet, static_partition
 from nasforge.parallel.mirror import check_layer_costs
 from nasforge.parallel.sampler import get_sampler
 from nasforge.parallel.supernet import n_candidates
-from nasforge.run.devices import check_device
+from nasforge.runtime.devices import check_device
 
 __all__ = [
     "POLICIES",

@@ -17,28 +17,26 @@ import json
 import os
 import socket
 import tempfile
-import time
-import traceback
 from dataclasses import replace
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 
-from nasforge.errors import ConfigError, DivergenceError, WorkerError
+from nasforge.errors import ConfigError
 from nasforge.parallel.config import POLICIES, RunConfig, check_config, set_determinism
 from nasforge.parallel.runtime import StageWorker
-from nasforge.run.loopback import loopback_interface, pin_to_loopback
+from nasforge.runtime.loopback import loopback_interface
+from nasforge.runtime.procgroup import (
+    DIVERGED_EXIT,
+    LocalGroup,
+    file_rendezvous,
+    join_group,
+    raise_failures,
+    run_rank,
+)
 
 __all__ = ["launch", "collect", "is_loopback", "loopback_interface", "rank_device", "DIVERGED_EXIT"]
-
-#: Exit code of a stage process that stopped on a NaN or infinite loss.
-DIVERGED_EXIT = 3
-#: What a DivergenceError carries across the process boundary besides its message.
-_DIVERGENCE_KEYS = ("step", "subnet", "loss")
 
 
 # -- processes ---------------------------------------------------------------------------------
@@ -63,7 +61,7 @@ def _rendezvous(cfg: RunConfig, out_dir: str) -> str:
     a TCP store at ``cfg.bind`` on a free port.
     """
     if is_loopback(cfg.bind):
-        return f"file://{Path(out_dir) / 'rendezvous'}"
+        return file_rendezvous(out_dir)
     try:
         with socket.socket() as s:
             s.bind((cfg.bind, 0))
@@ -85,39 +83,20 @@ def rank_device(device: str, local_rank: int) -> str:
     return f"cuda:{local_rank % max(1, torch.cuda.device_count())}"
 
 
-def _worker(
-    rank: int, cfg: RunConfig, init: str, out_dir: str, local_rank: int | None = None
-) -> None:
-    try:
-        cfg = replace(
-            cfg, device=rank_device(cfg.device, rank if local_rank is None else local_rank)
-        )
-        if cfg.device.startswith("cuda"):
-            torch.cuda.set_device(torch.device(cfg.device))
-        set_determinism(cfg.seed)
-        if is_loopback(cfg.bind):
-            pin_to_loopback()
-        backend = "nccl" if cfg.device.startswith("cuda") else "gloo"
-        dist.init_process_group(
-            backend,
-            init_method=init,
-            rank=rank,
-            world_size=cfg.n_stages,
-            timeout=timedelta(seconds=cfg.timeout_s),
-        )
-        result = StageWorker(rank, cfg).run()
-        torch.save(result, Path(out_dir) / f"rank{rank}.pt")
-        dist.destroy_process_group()
-    except DivergenceError as exc:
-        # A record the parent turns back into a DivergenceError (not a generic WorkerError);
-        # written before exiting, so it exists before any neighbour can fail on our absence.
-        record = {"message": str(exc), **{k: getattr(exc, k, None) for k in _DIVERGENCE_KEYS}}
-        (Path(out_dir) / f"rank{rank}.diverged").write_text(json.dumps(record))
-        (Path(out_dir) / f"rank{rank}.err").write_text(traceback.format_exc())
-        os._exit(DIVERGED_EXIT)
-    except BaseException:
-        (Path(out_dir) / f"rank{rank}.err").write_text(traceback.format_exc())
-        os._exit(1)
+def _stage(rank: int, cfg: RunConfig, init: str, local_rank: int | None = None) -> dict[str, Any]:
+    cfg = replace(cfg, device=rank_device(cfg.device, rank if local_rank is None else local_rank))
+    if cfg.device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(cfg.device))
+    set_determinism(cfg.seed)
+    join_group(
+        rank,
+        cfg.n_stages,
+        init,
+        backend="nccl" if cfg.device.startswith("cuda") else "gloo",
+        timeout_s=cfg.timeout_s,
+        loopback=is_loopback(cfg.bind),
+    )
+    return StageWorker(rank, cfg).run()
 
 
 def launch(cfg: RunConfig) -> list[dict[str, Any]]:
@@ -141,87 +120,21 @@ def launch(cfg: RunConfig) -> list[dict[str, Any]]:
             propagates.
     """
     check_config(cfg)
-    ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="nasforge-pipe-") as out:
-        init = _rendezvous(cfg, out)
-        procs = [
-            ctx.Process(target=_worker, args=(r, cfg, init, out), daemon=True)
-            for r in range(cfg.n_stages)
-        ]
-        started: list[Any] = []
-        try:
-            for r, p in enumerate(procs):
-                try:
-                    p.start()
-                except Exception as exc:
-                    raise WorkerError(
-                        f"pipeline stage {r} could not be started: {type(exc).__name__}: {exc}; "
-                        "the run's config must be picklable (a module-level space class, "
-                        "arrays as data) and a script that launches must guard its entry "
-                        "point with `if __name__ == '__main__':`"
-                    ) from exc
-                started.append(p)
-            _watch(cfg, procs, out)
-        finally:
-            for p in started:
-                if p.is_alive():
-                    p.terminate()
-            for p in started:
-                p.join(5)
-                if p.is_alive():
-                    p.kill()
-                    p.join()
-        return [torch.load(Path(out) / f"rank{r}.pt") for r in range(cfg.n_stages)]
-
-
-def _watch(cfg: RunConfig, procs: list, out: str) -> None:
-    """Returns None once every stage exited 0; raises on the first failure or the timeout."""
-    deadline = time.monotonic() + cfg.timeout_s
-    while True:
-        codes = [p.exitcode for p in procs]
-        bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
-        if bad:
-            _raise_divergence(out, len(procs))
-            raise WorkerError(_failure_message(bad, procs, out))
-        if all(c == 0 for c in codes):
-            return
-        if time.monotonic() > deadline:
-            raise WorkerError(
-                f"pipeline run exceeded timeout_s={cfg.timeout_s}s; stages still "
-                f"running: {[r for r, c in enumerate(codes) if c is None]}; raise "
-                "timeout_s or lower steps"
-            )
-        procs[0].join(0.05)
-
-
-def _raise_divergence(out: str | Path, n_stages: int) -> None:
-    """Returns None when no stage recorded a divergence in ``out``.
-
-    Raises:
-        DivergenceError: a stage did; the message is the stage's own (step, subnet, lr).
-    """
-    for rank in range(n_stages):
-        rec = Path(out) / f"rank{rank}.diverged"
-        if rec.exists():
-            record = json.loads(rec.read_text())
-            err = DivergenceError(
-                f"pipeline stage {rank}: {record['message']}; every stage process was ended"
-            )
-            for key in _DIVERGENCE_KEYS:
-                setattr(err, key, record.get(key))
-            err.stage = rank
-            raise err
-
-
-def _failure_message(bad: list[tuple[int, int]], procs: list, out: str) -> str:
-    parts = []
-    for rank, code in bad:
-        err = Path(out) / f"rank{rank}.err"
-        detail = err.read_text() if err.exists() else "no traceback (it died before writing one)"
-        parts.append(
-            f"pipeline stage {rank} (pid {procs[rank].pid}) exited with code {code}:\n{detail}"
+        group = LocalGroup(
+            cfg.n_stages,
+            _stage,
+            (cfg, _rendezvous(cfg, out)),
+            folder=out,
+            what="pipeline stage",
+            timeout_s=cfg.timeout_s,
+            hint="the run's config must be picklable (a module-level space class, arrays as "
+            "data) and a script that launches must guard its entry point with "
+            "`if __name__ == '__main__':`",
+            ending="the run was stopped and every stage process ended",
         )
-    return "\n".join(parts) + "\nthe run was stopped and every stage process ended"
+        with group:
+            return group.results(weights_only=False)
 
 
 # -- torchrun ------------------------------------------------------------------------------------
@@ -236,15 +149,9 @@ def collect(out_dir: str | Path, n_stages: int) -> list[dict[str, Any]]:
         WorkerError: a stage left a traceback or no result.
     """
     out = Path(out_dir)
-    _raise_divergence(out, n_stages)
     bad = [(r, 1) for r in range(n_stages) if not (out / f"rank{r}.pt").exists()]
-    if bad:
-        raise WorkerError(_failure_message(bad, [_NoPid()] * n_stages, str(out)))
+    raise_failures(out, bad, "pipeline stage", ending="the run was stopped")
     return [torch.load(out / f"rank{r}.pt") for r in range(n_stages)]
-
-
-class _NoPid:
-    pid = "?"
 
 
 def _torchrun_main(argv: list[str] | None = None) -> int:
@@ -292,7 +199,7 @@ def _torchrun_main(argv: list[str] | None = None) -> int:
     if rank == 0:
         check_config(cfg)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    _worker(rank, cfg, "env://", args.out, local_rank=int(os.environ.get("LOCAL_RANK", rank)))
+    run_rank(_stage, rank, args.out, cfg, "env://", int(os.environ.get("LOCAL_RANK", rank)))
     return 0
 
 

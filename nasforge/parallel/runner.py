@@ -31,8 +31,8 @@ from nasforge.parallel.supernet import ChoiceSupernet, block_label, choice_block
 from nasforge.run.refs import materialize
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.store import Store
-from nasforge.run.threads import set_threads
-from nasforge.run.weights import save_weights
+from nasforge.runtime.threads import set_threads
+from nasforge.runtime.weights import save_weights
 from nasforge.weightsharing import accuracy
 
 __all__ = ["PipelineTraining", "subnet_with_weights"]

@@ -33,7 +33,7 @@ from nasforge.run.preflight import check_folder, make_folder
 from nasforge.run.refs import from_ref
 from nasforge.run.results import rank_trials
 from nasforge.run.store import Store, TrialRecord
-from nasforge.run.weights import KEPT_NOTE, not_kept
+from nasforge.runtime.weights import KEPT_NOTE, not_kept
 
 if TYPE_CHECKING:  # torch and the space language load when a model is
     from torch import nn

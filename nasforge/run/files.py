@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from nasforge.errors import ConfigError, StoreError
-from nasforge.run.devices import check_device
 from nasforge.run.refs import load_script
 from nasforge.run.runner import BaseRunner, get_runner, runner_for_strategy
+from nasforge.runtime.devices import check_device
 
 __all__ = ["read_run_file", "load_run_file", "rebuild_runner", "PY_NAMES"]
 

@@ -1,34 +1,16 @@
-"""Keeping a run's processes on this machine: the loopback interface, and pinning a process's
-collective-communication sockets to it. Shared by every family that starts worker processes
-(the pipeline's stages, consecutive model parallelism's partitions); standard library only.
+"""Moved to ``nasforge.runtime.loopback``.
+
+This module re-exports its names for code and run records written against nasforge 0.2, and
+warns: import them from the new module. It goes in the next release.
 """
 
-from __future__ import annotations
+import warnings
 
-import os
-from pathlib import Path
+from nasforge.runtime.loopback import *  # noqa: F403 - every public name, as it was here
+from nasforge.runtime.loopback import __all__  # noqa: F401
 
-__all__ = ["loopback_interface", "pin_to_loopback"]
-
-
-def loopback_interface() -> str:
-    """Returns the name of the loopback network interface (Linux sysfs; "lo" by default)."""
-    for flags in sorted(Path("/sys/class/net").glob("*/flags")):
-        try:
-            if int(flags.read_text(), 16) & 0x8:  # IFF_LOOPBACK
-                return flags.parent.name
-        except (OSError, ValueError):
-            continue
-    return "lo"
-
-
-def pin_to_loopback() -> None:
-    """Returns None; makes this process's gloo (and NCCL bootstrap) sockets use loopback.
-
-    Gloo's default device is the address this host's name resolves to, which is a LAN address
-    on most machines; its pair sockets would listen there. ``GLOO_SOCKET_IFNAME`` is read when
-    the process group is created, so it must be set before ``init_process_group``.
-    """
-    lo = loopback_interface()
-    os.environ["GLOO_SOCKET_IFNAME"] = lo
-    os.environ["NCCL_SOCKET_IFNAME"] = lo
+warnings.warn(
+    "nasforge.run.loopback moved to nasforge.runtime.loopback; import from there",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -63,7 +63,7 @@ class TrialRecord:
     cached_from: int | None = None
     evaluation: str = "trained"
     #: where it ran: ``{"node": host or Ray node address, "devices": [GPU ids], "gpus": share}``
-    #: (see :mod:`nasforge.run.devices`); None when not recorded
+    #: (see :mod:`nasforge.runtime.devices`); None when not recorded
     placement: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:

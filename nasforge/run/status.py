@@ -11,10 +11,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from nasforge.run.devices import placement_text
 from nasforge.run.results import rank_trials
 from nasforge.run.store import Store, TrialRecord
 from nasforge.run.trial_logs import trial_log
+from nasforge.runtime.devices import placement_text
 
 __all__ = [
     "summary",
@@ -131,7 +131,7 @@ def trial_table(store: Store, limit: int | None = 20) -> tuple[list[str], list[l
     """Returns (header, rows, n_more): the trials best feasible first, one row per distinct
     architecture (a cached repeat is counted in its original's row), then the unranked ones by
     id; ``n_more`` counts the rows left out by ``limit``. A ``where`` column (host and GPUs,
-    :func:`~nasforge.run.devices.placement_text`) appears when any shown trial recorded it."""
+    :func:`~nasforge.runtime.devices.placement_text`) appears when any shown trial recorded it."""
     obj, trials = store.objective(), store.trials(light=True)
     metric = obj["metric"]
     ranked = rank_trials(trials, metric, obj["mode"], obj["constraints"])

@@ -10,11 +10,18 @@ from nasforge.spaces.darts_cell import (
     genotype_to_arch,
 )
 
-_LAZY = {"Seq2SeqSpace", "TransformerSeq2Seq", "space_size"}  # imported on first use
+#: moved to nasforge.oneshot.dartsformer.space; reached through the deprecated module
+#: nasforge.spaces.seq2seq (which warns) until the next release
+_MOVED = {"Seq2SeqSpace", "TransformerSeq2Seq", "space_size"}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
+    """Returns a name that moved out of the example spaces (with a DeprecationWarning).
+
+    Raises:
+        AttributeError: no such name.
+    """
+    if name in _MOVED:
         from nasforge.spaces import seq2seq
 
         return getattr(seq2seq, name)
@@ -25,11 +32,8 @@ __all__ = [
     "DartsCellSpace",
     "DigitsBase",
     "DigitsCNN",
-    "Seq2SeqSpace",
-    "TransformerSeq2Seq",
     "arch_to_genotype",
     "digits_cell_space",
     "digits_mutated_space",
     "genotype_to_arch",
-    "space_size",
 ]

@@ -153,8 +153,8 @@ def test_bleu_parts_separate_short_output_from_wrong_words() -> None:
 @pytest.mark.slow
 def test_greedy_and_beam_decode_learned_copy_task() -> None:
     """A tiny Transformer trained to copy decodes exactly by greedy and beam search."""
-    from nasforge.spaces.seq2seq import TransformerSeq2Seq
-    from nasforge.spaces.seq2seq_train import (
+    from nasforge.oneshot.dartsformer.space import TransformerSeq2Seq
+    from nasforge.oneshot.dartsformer.train import (
         TrainConfig,
         beam_search,
         greedy_decode,

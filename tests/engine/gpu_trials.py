@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nasforge.engine.evaluator import BaseEvaluator
-from nasforge.run.devices import trial_device, trial_placement
+from nasforge.runtime.devices import trial_device, trial_placement
 from nasforge.space.search_space import Decision, SearchSpace
 
 __all__ = ["SPACE", "WhereEvaluator", "rows", "most_at_once"]

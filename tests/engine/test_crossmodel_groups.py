@@ -104,7 +104,7 @@ def test_merged_trials_run_on_the_configured_gpu(tmp_path, monkeypatch) -> None:
     """With GPU 1 of a (fake) two-GPU list given to in-process trials, merged training asks
     the trial's placement for its device, and every trial, merged or alone, records GPU 1."""
     from nasforge.engine.crossmodel import groups
-    from nasforge.run import devices
+    from nasforge.runtime import devices
 
     monkeypatch.setattr(devices, "visible_gpus", lambda: [0, 1])
     asked = []

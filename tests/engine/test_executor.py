@@ -105,7 +105,7 @@ def two_fake_gpus(monkeypatch):
     GPUs where there are none: on a GPU machine tests/engine/test_gpu_trials_real.py runs."""
     import torch
 
-    from nasforge.run import devices
+    from nasforge.runtime import devices
 
     if torch.cuda.is_available():
         pytest.skip("fakes GPUs for a machine without one; test_gpu_trials_real.py uses the GPU")
@@ -210,8 +210,8 @@ def test_the_gpu_example_runs_on_a_fake_gpu(two_fake_gpus, tmp_path, monkeypatch
     from pathlib import Path
 
     from nasforge.cli import main
-    from nasforge.run import devices
     from nasforge.run.store import Store
+    from nasforge.runtime import devices
 
     monkeypatch.setattr(devices, "visible_gpus", lambda: [0])
     example = Path(__file__).resolve().parents[2] / "examples" / "gpu_trials.yaml"

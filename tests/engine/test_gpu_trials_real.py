@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SHARE = """
 import sys, torch
 from nasforge.engine import Experiment
-from nasforge.run.devices import trial_device
+from nasforge.runtime.devices import trial_device
 from tests.engine.gpu_trials import SPACE, WhereEvaluator
 
 class OnGpu(WhereEvaluator):

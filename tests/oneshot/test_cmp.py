@@ -129,3 +129,16 @@ def test_profile_runs_variants_in_turn() -> None:
                       warmup=1, steps=2, variants=[("mp", False), ("cmp", True)])  # fmt: skip
     assert len(r["step_s"]) == len(r["paired"]) == 2 and r["paired"][0] == 1.0
     assert all(len(i) == 2 and all(0.0 <= f <= 1.0 for f in i) for i in r["idle_fraction"])
+
+
+@pytest.mark.slow
+def test_gpipe_baseline_profiles_on_two_processes_and_leaves_nothing() -> None:
+    """The GPipe baseline (``profile_pipelining``) runs its two stages as a local process group
+    and returns each stage's step times."""
+    from nasforge.oneshot.cmp_pipelining import profile_pipelining
+
+    out = profile_pipelining(Chain(), "nasb", _data(), model_parallel=2, bounds=[(0, 3), (3, 6)],
+                             n_microbatches=2, warmup=1, steps=2, batch_size=12)  # fmt: skip
+    assert len(out["times"]) == 2 and all(len(t) == 2 for t in out["times"])
+    assert out["step_s"] > 0
+    assert multiprocessing.active_children() == []

@@ -169,7 +169,7 @@ def test_a_user_at_a_terminal_sees_each_epoch(tmp_path: Path) -> None:
 def test_search_refuses_a_gpu_the_machine_lacks(data: tuple, monkeypatch) -> None:
     """device='cuda' where torch sees no GPU, or cuda:N past the last one: one ConfigError line
     before any training (the same check as every other kind of run)."""
-    from nasforge.run import devices
+    from nasforge.runtime import devices
 
     monkeypatch.setattr(devices, "visible_gpus", lambda: [])
     with pytest.raises(ConfigError, match="asks for a GPU, but this machine has none"):

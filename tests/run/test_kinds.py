@@ -79,7 +79,7 @@ def _pipeline_file(tmp_path: Path) -> Path:
 
 def _dartsformer_file(tmp_path: Path) -> Path | None:
     """Returns a tiny dartsformer run file, or None when the toy translation data is absent."""
-    from nasforge.spaces.seq2seq_runner import find_data
+    from nasforge.oneshot.dartsformer.runner import find_data
 
     try:
         data = find_data("shared/data/opennmt_toy_ende", Path(__file__).resolve().parents[2])

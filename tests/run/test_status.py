@@ -9,7 +9,7 @@ import torch
 
 from nasforge.run.status import summary, trial_table
 from nasforge.run.store import Store
-from nasforge.run.threads import default_threads, set_threads
+from nasforge.runtime.threads import default_threads, set_threads
 from tests.runwait import kill_writer_midway
 
 OBJECTIVE = {"metric": "acc", "mode": "max", "constraints": {}, "second": None}

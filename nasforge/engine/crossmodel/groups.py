@@ -28,7 +28,7 @@ from nasforge.engine.crossmodel.opbatch import MergedModels, find_prefix
 from nasforge.engine.crossmodel.policy import Introspection
 from nasforge.engine.executor import BaseExecutor
 from nasforge.engine.trial import TrialResult, TrialTask, run_trial, save_weights
-from nasforge.run.devices import placed, resolve_device, trial_placement
+from nasforge.runtime.devices import placed, resolve_device, trial_placement
 
 __all__ = ["GroupExecutor", "mergeable_recipe", "has_frozen_prefix"]
 

@@ -24,12 +24,8 @@ computes on the whole batch B (forward and input/weight gradients, to float roun
 
 from __future__ import annotations
 
-import io
-import multiprocessing as mp
-import os
 import random
-import socket
-import traceback
+import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,7 +34,7 @@ import torch.distributed as dist
 from torch import nn
 
 from nasforge.engine.crossmodel.singlepath import SinglePath
-from nasforge.errors import WorkerError
+from nasforge.runtime.procgroup import LocalGroup, file_rendezvous, join_group
 from nasforge.space.model_space import ModelSpace
 
 __all__ = ["SyncBatchNorm2d", "sync_batchnorm", "train_worker", "subnet_accuracy", "run_gloo"]
@@ -219,57 +215,27 @@ def subnet_accuracy(
     return sum(accs) / len(accs)
 
 
-def _gloo_child(rank: int, world: int, port: int, fn: Callable[[int], Any], queue: Any) -> None:
+def _gloo_rank(rank: int, world: int, folder: str, fn: Callable[[int], Any]) -> Any:
     torch.set_num_threads(1)
-    try:
-        dist.init_process_group(
-            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
-        )
-        buf = io.BytesIO()
-        torch.save(fn(rank), buf)  # bytes: a tensor's shared memory dies with this process
-        dist.destroy_process_group()
-        queue.put((rank, buf.getvalue(), None))
-    except Exception:  # noqa: BLE001 - the parent re-raises it with the traceback
-        queue.put((rank, None, traceback.format_exc()))
-    queue.close()
-    queue.join_thread()  # flush the result before the hard exit
-    os._exit(0)
+    join_group(rank, world, file_rendezvous(folder))
+    return fn(rank)
 
 
 def run_gloo(world: int, fn: Callable[[int], Any], timeout: float = 600.0) -> list[Any]:
     """Returns ``[fn(0), ..., fn(world - 1)]``, each run in a forked process of a gloo process
-    group on 127.0.0.1 (results travel as ``torch.save`` bytes: tensors and plain data).
+    group that stays on loopback (:class:`~nasforge.runtime.procgroup.LocalGroup`; results
+    travel as ``torch.save`` files: tensors and plain data).
 
     Invariants: no worker process outlives the call.
 
     Raises:
-        WorkerError: a worker raised (its traceback is in the message) or none answered
+        WorkerError: a worker raised (its traceback is in the message) or not all answered
             within ``timeout`` seconds.
     """
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    procs = [
-        ctx.Process(target=_gloo_child, args=(r, world, port, fn, queue)) for r in range(world)
-    ]
-    for p in procs:
-        p.start()
-    out: dict[int, Any] = {}
-    try:
-        for _ in range(world):
-            try:
-                rank, data, error = queue.get(timeout=timeout)
-            except Exception as exc:  # noqa: BLE001 - queue.Empty: a worker hung or died
-                raise WorkerError(f"a gloo worker gave no result within {timeout} s") from exc
-            if error is not None:
-                raise WorkerError(f"gloo worker {rank} failed:\n{error}")
-            out[rank] = torch.load(io.BytesIO(data), weights_only=True)
-    finally:
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
-                p.join()
-    return [out[r] for r in range(world)]
+    with tempfile.TemporaryDirectory(prefix="nasforge-gloo-") as out:
+        group = LocalGroup(
+            world, _gloo_rank, (world, out, fn), folder=out, what="gloo worker",
+            timeout_s=timeout, start_method="fork",
+        )  # fmt: skip
+        with group:
+            return group.results()

@@ -34,7 +34,7 @@ from nasforge.engine.evaluator import BaseEvaluator
 from nasforge.engine.executor import BaseExecutor
 from nasforge.engine.trial import TrialResult, TrialTask, run_trial
 from nasforge.errors import ConfigError
-from nasforge.run.devices import placed
+from nasforge.runtime.devices import placed
 
 __all__ = ["CrossModelPlan", "SupergraphExecutor", "SOURCE", "events"]
 

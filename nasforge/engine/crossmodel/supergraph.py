@@ -37,7 +37,7 @@ from torch import nn
 
 from nasforge.engine.evaluator import BaseEvaluator, Report
 from nasforge.errors import ConfigError
-from nasforge.run.devices import check_device, resolve_device
+from nasforge.runtime.devices import check_device, resolve_device
 
 __all__ = ["SharedWeightsEvaluator", "SHARING_MODES", "path_map"]
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from nasforge.cli import main
 from nasforge.errors import ConfigError
-from nasforge.run import devices as dv
+from nasforge.runtime import devices as dv
 
 
 @pytest.fixture
@@ -182,7 +182,7 @@ def _run_files(tmp_path: Path) -> dict[str, Path]:
     files["ofa"].write_text("kind: ofa\nspace: compofa\ndevice: cuda:3\n")
     files["pipeline"] = tmp_path / "pipe.toml"
     files["pipeline"].write_text('kind = "pipeline"\nsteps = 2\ndevice = "cuda:3"\n')
-    from nasforge.spaces.seq2seq_runner import find_data
+    from nasforge.oneshot.dartsformer.runner import find_data
 
     try:
         data = find_data("shared/data/opennmt_toy_ende", Path(__file__).resolve().parents[2])

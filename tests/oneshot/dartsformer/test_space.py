@@ -9,11 +9,16 @@ import nasforge as nf
 from nasforge.errors import SpaceError
 from nasforge.oneshot import Supernet, inherit_weights, set_reconstruct
 from nasforge.oneshot.darts import Darts
+from nasforge.oneshot.dartsformer.ops import op_names
+from nasforge.oneshot.dartsformer.space import (
+    Seq2SeqSpace,
+    TransformerSeq2Seq,
+    n_params,
+    space_size,
+)
 from nasforge.oneshot.nasb import Nasb, binarize
 from nasforge.oneshot.reversible import ReversibleStack
 from nasforge.oneshot.spos import Spos, activate
-from nasforge.spaces.seq2seq import Seq2SeqSpace, TransformerSeq2Seq, n_params, space_size
-from nasforge.spaces.seq2seq_ops import op_names
 
 
 @pytest.fixture(autouse=True)

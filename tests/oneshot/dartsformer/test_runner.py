@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -17,16 +18,16 @@ from nasforge.cli import main
 from nasforge.data.translation import load_pairs, split_pairs
 from nasforge.errors import ConfigError, DivergenceError, SpaceError, StoreError
 from nasforge.oneshot.darts import Darts
+from nasforge.oneshot.dartsformer.runner import Seq2SeqSearch, find_data, load_tokenizer
+from nasforge.oneshot.dartsformer.space import Seq2SeqSpace
+from nasforge.oneshot.dartsformer.train import translate_bleu
 from nasforge.oneshot.supernet import Supernet, inherit_weights
 from nasforge.run.export import export_top, load_model
 from nasforge.run.files import load_run_file
 from nasforge.run.store import Store
-from nasforge.spaces.seq2seq import Seq2SeqSpace
-from nasforge.spaces.seq2seq_runner import Seq2SeqSearch, find_data, load_tokenizer
-from nasforge.spaces.seq2seq_train import translate_bleu
 from tests.runwait import wait_for_run
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 try:  # ../shared/data from the repository root, one level further up from a worktree
     DATA = find_data("shared/data/opennmt_toy_ende", ROOT)
 except ConfigError:
@@ -149,6 +150,18 @@ class _StopAfterCheckpoint(Seq2SeqSearch):
             raise KeyboardInterrupt
 
 
+def _stopped_after_step4(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """Returns the run file and the directory of a TINY run interrupted after its step-4
+    checkpoint."""
+    f, d = _file(tmp_path), tmp_path / name
+    stopper = _StopAfterCheckpoint.from_section(
+        {k: v for k, v in TINY.items() if k != "kind"}, directory=str(d), source={"file": str(f)}
+    )
+    with pytest.raises(KeyboardInterrupt):
+        stopper.run()
+    return f, d
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["darts", "nasb"])
 def test_interrupted_then_resumed_equals_uninterrupted_bitwise(
@@ -197,13 +210,7 @@ def test_interrupted_then_resumed_equals_uninterrupted_bitwise(
 def test_a_missing_checkpoint_is_reported_not_silently_restarted(tmp_path: Path) -> None:
     """Resuming a stopped run whose recorded checkpoint file is gone fails with a StoreError
     naming the file (exit status 2), instead of starting the search over."""
-    f = _file(tmp_path)
-    d = tmp_path / "broken"
-    stopper = _StopAfterCheckpoint.from_section(
-        {k: v for k, v in TINY.items() if k != "kind"}, directory=str(d), source={"file": str(f)}
-    )
-    with pytest.raises(KeyboardInterrupt):
-        stopper.run()
+    f, d = _stopped_after_step4(tmp_path, "broken")
     (d / "checkpoints" / "search_step4.pt").unlink()
     with pytest.raises(StoreError, match="search_step4.pt"):
         load_run_file(f, directory=str(d)).resume()
@@ -309,3 +316,33 @@ def test_a_diverging_search_stops_failed(tmp_path: Path) -> None:
         load_run_file(f, directory=str(d)).run()
     with Store.open(d) as s:
         assert s.state() == "failed" and not s.trials()
+
+
+def _as_before_the_move(d: Path) -> None:
+    """Rewrites the record in ``d`` as nasforge 0.2 wrote it: the space named by its old path."""
+    new, old = "nasforge.oneshot.dartsformer.space:", "nasforge.spaces.seq2seq:"
+    with sqlite3.connect(d / "run.db") as con:
+        (config,) = con.execute("SELECT value FROM meta WHERE key = 'config'").fetchone()
+        assert new in config
+        con.execute("UPDATE meta SET value = ? WHERE key = 'config'", (config.replace(new, old),))
+    con.close()
+    with Store.open(d) as s:
+        assert s.config()["space"]["object"].startswith(old)
+
+
+@pytest.mark.slow
+def test_a_record_written_before_the_move_resumes_and_exports(tmp_path: Path) -> None:
+    """A record from before the DARTSformer kind moved out of ``nasforge.spaces`` (its config
+    names the space ``nasforge.spaces.seq2seq:Seq2SeqSpace``) resumes to the end, and a
+    finished one exports, rebuilding the space through the old path (which warns)."""
+    _, d = _stopped_after_step4(tmp_path, "old")
+    _as_before_the_move(d)
+    assert main(["resume", str(d)]) == 0
+    with Store.open(d) as s:
+        assert s.state() == "finished" and len(s.trials()) == 1
+    _as_before_the_move(d)
+    (folder,) = export_top(d)
+    with pytest.warns(DeprecationWarning, match="nasforge.oneshot.dartsformer.space"):
+        sys.modules.pop("nasforge.spaces.seq2seq", None)
+        model = load_model(folder)
+    assert isinstance(model, Seq2SeqSpace)

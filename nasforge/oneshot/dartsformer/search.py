@@ -39,7 +39,7 @@ from nasforge.oneshot.darts import Darts
 from nasforge.oneshot.nasb import Nasb, binarize
 from nasforge.oneshot.reversible import set_reconstruct
 from nasforge.oneshot.supernet import Supernet
-from nasforge.run.devices import check_device
+from nasforge.runtime.devices import check_device
 from nasforge.space import ModelSpace
 
 __all__ = ["RevSearchConfig", "RevSearchResult", "inverse_sqrt", "rev_search", "rev_step"]
