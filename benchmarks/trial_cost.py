@@ -271,6 +271,16 @@ def optuna_search(archs: list[dict[str, Any]]) -> tuple[float, int] | None:
     return time.perf_counter() - start, epochs[0]
 
 
+def _guarded(fn: Any, *args: Any) -> Any:
+    """Returns ``fn(*args)``, or None (the error printed to stderr) if the peer library
+    fails here; the figure is then missing, not made up."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - a peer's failure must not lose nasforge's figures
+        print(f"{getattr(fn, '__name__', fn)} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3, help="seeds of the ASHA comparison")
@@ -293,8 +303,10 @@ def main() -> None:
             full = nasforge_search(archs, None, root / f"full-{seed}")
             asha_rule = {"rule": "asha", "min_resource": 1, "eta": ETA, "max_resource": MAX_EPOCHS}
             asha = nasforge_search(archs, asha_rule, root / f"asha-{seed}")
-            tune_ = None if args.no_ray else ray_tune_search(archs, root / f"tune-{seed}")
-            opt = optuna_search(archs)
+            tune_ = None if args.no_ray else _guarded(ray_tune_search, archs, root / f"tune-{seed}")
+            opt = _guarded(optuna_search, archs)
+            print(json.dumps({"seed": seed, "full": full, "asha": asha, "tune": tune_,
+                              "optuna": opt}), file=sys.stderr, flush=True)  # fmt: skip
             details["asha"].append(
                 {
                     "seed": seed,
