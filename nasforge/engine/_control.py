@@ -11,7 +11,7 @@ from typing import Any
 
 from nasforge.run.control import CONTROL, take_requests
 
-__all__ = ["apply_requests", "cancel_marker"]
+__all__ = ["apply_requests", "cancel_marker", "discard_requests"]
 
 log = logging.getLogger("nasforge.engine")
 
@@ -89,3 +89,10 @@ def apply_requests(exp: Any) -> None:
             _set(exp, request)
         else:
             _note(exp, "ignored", f"an unreadable request was ignored: {request}")
+
+
+def discard_requests(directory: Path) -> None:
+    """Returns None after deleting requests left from before this run started (a ``stop``
+    that came as the last session ended must not stop the resumed one)."""
+    for request in take_requests(directory):
+        log.info("ignoring a request left from before this run started: %s", request)

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nasforge.engine._control import apply_requests, cancel_marker
+from nasforge.engine._control import apply_requests, cancel_marker, discard_requests
 from nasforge.engine._experiment_section import evaluator_ref, experiment_arguments
 from nasforge.engine.checkpoints import CheckpointKeeper
 from nasforge.engine.crossmodel.plan import CrossModelPlan
@@ -321,14 +321,15 @@ class Experiment(BaseRunner):
         self._elapsed0 = float(store.get_meta("elapsed", "0") or 0)
         self._t0 = time.monotonic()
         self._progress = Progress(self.n_trials, self.time_budget, self.progress_mode)
-        self._runlog = RunLog(self.directory).attach()
-        self._progress.sink = self._runlog.line
         own = self.executor
         self.executor = self._plan.prepare(self.space, self.evaluator, own, store, self.stopper)
         if self.executor is not own:  # a merging executor runs on the same GPUs
             self.executor.use_gpus(own.gpus_per_trial, own.devices or None)
         self.executor.start(self.space, self.evaluator)
         self._record_executor(store, own)
+        self._runlog = RunLog(self.directory).attach()
+        self._progress.sink = self._runlog.line
+        discard_requests(self.directory)
         try:
             for tid in inflight:
                 log.info("re-running trial %d, in flight when the experiment stopped", tid)
