@@ -295,8 +295,8 @@ def main() -> None:
         root = Path(tmp)
         for ex in executors:
             details["startup"][ex] = {
-                "quickstart": startup_run(ex, QS_EVALUATOR, args.trials, root),
-                "trivial": startup_run(ex, trivial, args.trials, root),
+                "quickstart": _guarded(startup_run, ex, QS_EVALUATOR, args.trials, root),
+                "trivial": _guarded(startup_run, ex, trivial, args.trials, root),
             }
         for seed in range(args.seeds):
             archs = archs_for(seed, 24)
@@ -334,7 +334,7 @@ def main() -> None:
     print(json.dumps(details))
     result = {
         "startup_ms_per_trial": {
-            ex: details["startup"][ex]["quickstart"]["startup_ms"] for ex in executors
+            ex: (details["startup"][ex]["quickstart"] or {}).get("startup_ms") for ex in executors
         },
         "training_share": details["startup"]["pool"]["quickstart"]["training_share"],
         "asha_wall_over_full": round(asha_wall / full_wall, 3),
