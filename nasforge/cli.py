@@ -23,6 +23,7 @@ from nasforge.errors import NasforgeError
 from nasforge.ofa import cli as ofa_cli
 from nasforge.parallel import cli as parallel_cli
 from nasforge.run import cli as run_cli
+from nasforge.run import control as control_cli
 
 __all__ = ["main", "build_parser"]
 
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     run_cli.register(sub, load_runners=runners.load)
+    control_cli.register(sub)
     parallel_cli.register(sub)
     ofa_cli.register(sub)
     dashboard_cli.register(sub)

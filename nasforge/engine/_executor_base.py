@@ -74,6 +74,12 @@ class BaseExecutor(abc.ABC):
     def shutdown(self) -> None:  # noqa: B027 - optional hook
         """Stops every running trial and frees resources."""
 
+    def cancel(self, trial: int) -> bool:
+        """Returns whether the running ``trial`` was stopped now (its ``cancelled`` result
+        comes from the next poll); False leaves it to the trial's cancel marker, read at its
+        next report (the in-process executor)."""
+        return False
+
     def spec(self) -> str | dict[str, Any]:
         """Returns what rebuilds this executor with :func:`get_executor` (its name, or a
         mapping with ``name`` and its settings), as stored in the run's config."""

@@ -21,11 +21,12 @@ class ClassificationEvaluator(BaseEvaluator):
     architecture trained for ``epochs`` with cross-entropy.
 
     ``data`` is a ``nasforge.data.Splits`` (train/val/test datasets), a zero-argument callable
-    returning one (loaded lazily in each worker), or ``"digits"`` for
-    ``nasforge.data.load_digits(seed)``. Training is seeded: the same arch and seed give the
-    same metrics at the same thread count. ``device`` None (the default) trains on the trial's
-    device, ``nasforge.trial_device()`` (a GPU when the experiment gives trials GPUs, else the
-    CPU); ``"cpu"`` or ``"cuda:N"`` pins every trial there.
+    returning one (loaded once per run by :meth:`prepare`, before the pool forks its
+    workers), or ``"digits"`` for ``nasforge.data.load_digits(seed)``. Training is seeded:
+    the same arch and seed give the same metrics at the same thread count. ``device`` None
+    (the default) trains on the trial's device, ``nasforge.trial_device()`` (a GPU when the
+    experiment gives trials GPUs, else the CPU); ``"cpu"`` or ``"cuda:N"`` pins every trial
+    there.
 
     Raises:
         ConfigError: unknown optimizer, non-positive epochs/batch size/lr, bad data, a device
@@ -88,6 +89,14 @@ class ClassificationEvaluator(BaseEvaluator):
             and not all(hasattr(self.data, a) for a in ("train", "val", "test"))
         ):
             raise ConfigError(f"data must be a Splits, a callable or 'digits', got {self.data!r}")
+
+    def prepare(self, space: Any) -> None:
+        """Returns None after loading the data splits and the modules a trial imports, once,
+        in the process the trials come from (the pool's children inherit them)."""
+        import nasforge.space  # noqa: F401 - imported here for the trials to inherit
+        import nasforge.weightsharing  # noqa: F401 - likewise
+
+        self.splits()
 
     def splits(self) -> Any:
         """Returns the data splits, loading them on first use."""

@@ -72,6 +72,11 @@ class BaseEvaluator(abc.ABC):
     def check(self) -> None:  # noqa: B027 - optional hook
         """Raises ConfigError when the evaluator is misconfigured (default: nothing to check)."""
 
+    def prepare(self, space: Any) -> None:  # noqa: B027 - optional hook
+        """Returns None after loading, once per process, what every trial needs (a data set,
+        heavy imports): the pool calls it in the engine's process before its children fork,
+        Ray once per worker process (``nasforge.engine.warm``); default: nothing."""
+
     @abc.abstractmethod
     def evaluate(self, space: Any, arch: dict[str, Any], report: Report) -> Any:
         """Returns the final metric (float) or metrics (dict) of ``arch``."""

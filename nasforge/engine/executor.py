@@ -7,9 +7,15 @@ result dicts; an executor never talks to the strategy or the store.
                           time. On Linux children are *forked*, so a space, evaluator or dataset
                           defined in the user's ``__main__`` reaches them without pickling; a
                           child that dies (segfault, OOM kill) or runs past the timeout is
-                          recorded as failed and the experiment goes on. Where fork is missing
-                          (macOS/Windows default to spawn), everything sent is pickled up front
-                          and a failure is a ConfigError before the first trial.
+                          recorded as failed and the experiment goes on. Before the first fork
+                          the engine's process is warmed once (``nasforge.engine.warm``: the
+                          evaluator's data, torch's optimizer machinery), and a spare child
+                          per concurrent trial is forked ahead, while trials run: a trial
+                          starts training within milliseconds of its dispatch, yet still in a
+                          process of its own; a child that sent its result is reaped later,
+                          never waited for. Where fork is missing (macOS/Windows default to
+                          spawn), everything sent is pickled up front and a failure is a
+                          ConfigError before the first trial.
 
 GPUs (``use_gpus``, set from the experiment's ``gpus_per_trial`` and ``devices``): the
 in-process executor gives each trial the first of ``devices``; the pool gives each child one
@@ -37,8 +43,16 @@ from typing import Any
 from nasforge.engine import ray_executor as _ray_executor  # noqa: F401 - registers "ray"
 from nasforge.engine._executor_base import BaseExecutor, executors, register_executor
 from nasforge.engine.evaluator import BaseEvaluator
-from nasforge.engine.trial import TrialResult, TrialTask, failed_result, run_trial
+from nasforge.engine.trial import (
+    TrialResult,
+    TrialTask,
+    cancelled_result,
+    failed_result,
+    run_trial,
+)
+from nasforge.engine.warm import warm_up
 from nasforge.errors import ConfigError
+from nasforge.run.trial_logs import crash_traceback
 from nasforge.runtime.devices import (
     Placement,
     cuda_visible_devices,
@@ -100,16 +114,27 @@ def _child_main(
     conn: Any,
     space: Any,
     evaluator: BaseEvaluator,
-    task: TrialTask,
+    task: TrialTask | None,
     threads: int,
     setup: Callable[[TrialTask], None] | None = None,
     placement: Placement | None = None,
     visible: str | None = None,
+    tasks: Any = None,
 ) -> None:
+    """Runs one trial and sends its result on ``conn``: ``task`` itself, or (a spare child,
+    ``task`` None) the one that arrives on ``tasks`` with its placement and visible GPUs."""
     # The forked child shares the engine's open SQLite connection; it never touches it, and
     # multiprocessing ends the child with os._exit, so no finaliser closes it from here.
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the engine's to handle
+    if task is None:
+        try:
+            task, placement, visible = tasks.recv()
+        except (EOFError, OSError):  # the pool shut down before using this spare
+            return
+        tasks.close()
+    assert task is not None
+    crash_traceback(task.log)  # a segfault's traceback goes to the trial's log
     if visible is not None:  # before anything in this child initialises CUDA
         os.environ["CUDA_VISIBLE_DEVICES"] = visible
     set_placement(placement)
@@ -156,6 +181,10 @@ class ProcessPoolExecutor(BaseExecutor):
         self._requested = concurrency
         self._slots: list[tuple[int, ...]] = []  # GPU ids per concurrent trial slot
         self._slot_of: dict[int, int] = {}  # trial id -> its slot
+        self._exiting: list[Any] = []  # children that reported and are ending on their own
+        self._cancelled: list[int] = []  # trials killed on request, reported by poll
+        #: forked children waiting for a trial: (process, task pipe, result pipe)
+        self._spares: list[tuple[Any, Any, Any]] = []
 
     def use_gpus(self, gpus_per_trial: float = 0, devices: Sequence[int] | None = None) -> None:
         """Gives each child a slot of GPUs (:func:`~nasforge.runtime.devices.gpu_slots`) and
@@ -202,6 +231,7 @@ class ProcessPoolExecutor(BaseExecutor):
                 "CPU), or use ProcessPoolExecutor(start_method='spawn')"
             )
         if self.start_method == "fork":
+            warm_up(space, evaluator)  # once here: every forked child inherits it
             return
         from nasforge.run.refs import SCRIPT_PREFIX as EXPERIMENT_MODULE_PREFIX
 
@@ -228,41 +258,100 @@ class ProcessPoolExecutor(BaseExecutor):
         """Returns the number of live trial processes."""
         return len(self._running)
 
+    def _child_args(self, send: Any, task: TrialTask | None) -> tuple[Any, ...]:
+        """Returns the arguments of :func:`_child_main` for a child running ``task`` (None: a
+        spare, which gets its task, placement and visible GPUs later)."""
+        return (send, self._space, self._evaluator, task, self.threads_per_trial, self.child_setup)
+
+    def _prefork(self) -> bool:
+        """Returns whether spare children are forked ahead of their trials: with fork and no
+        ``child_setup`` (a hook may need state the engine sets up when it submits)."""
+        return self.start_method == "fork" and self.child_setup is None
+
+    def _fork_spare(self) -> None:
+        """Starts a child that waits for its trial, so that a submitted trial need not wait
+        for a fork: it runs one trial and exits, as a child started for it would."""
+        tasks_recv, tasks_send = self._ctx.Pipe(duplex=False)
+        recv, send = self._ctx.Pipe(duplex=False)
+        args = (*self._child_args(send, None), None, None, tasks_recv)
+        proc = self._ctx.Process(target=_child_main, args=args, daemon=True)  # type: ignore[attr-defined]
+        proc.start()
+        send.close()
+        tasks_recv.close()
+        self._spares.append((proc, tasks_send, recv))
+
+    def _top_up(self) -> None:
+        """Keeps one spare child per concurrent trial ready (with fork, no child_setup)."""
+        if self._prefork() and hasattr(self, "_space"):
+            while len(self._spares) < self.concurrency:
+                self._fork_spare()
+
+    def _start_child(self, task: TrialTask, visible: str | None) -> tuple[Any, Any]:
+        """Returns (process, result pipe) of the child that runs ``task``: a spare when one
+        is alive, else one forked (or spawned) now."""
+        placement = self._placement(task.trial)
+        while self._prefork() and self._spares:
+            proc, tasks, recv = self._spares.pop(0)
+            try:
+                tasks.send((task, placement, visible))
+                tasks.close()
+                return proc, recv
+            except OSError:  # the spare died waiting (killed from outside): try the next
+                tasks.close()
+                recv.close()
+                self._exiting.append(proc)
+        recv, send = self._ctx.Pipe(duplex=False)
+        # get_context(str) is typed BaseContext, which lacks Process; each concrete context
+        # (fork, spawn, forkserver: start_method is one of them) has it.
+        proc = self._ctx.Process(  # type: ignore[attr-defined]
+            target=_child_main,
+            args=(*self._child_args(send, task), placement, visible),
+            daemon=True,
+        )
+        proc.start()
+        send.close()
+        return proc, recv
+
     def submit(self, task: TrialTask) -> None:
-        """Starts a child process for the trial, on a free GPU slot when trials use GPUs."""
+        """Hands the trial to a spare child (or starts one for it), on a free GPU slot when
+        trials use GPUs."""
         assert len(self._running) < self.concurrency
         visible = None
         if self._slots:
             used = set(self._slot_of.values())
             self._slot_of[task.trial] = min(i for i in range(len(self._slots)) if i not in used)
             visible = cuda_visible_devices(self._slots[self._slot_of[task.trial]])
-        recv, send = self._ctx.Pipe(duplex=False)
-        # get_context(str) is typed BaseContext, which lacks Process; each concrete context
-        # (fork, spawn, forkserver: start_method is one of them) has it.
-        proc = self._ctx.Process(  # type: ignore[attr-defined]
-            target=_child_main,
-            args=(
-                send,
-                self._space,
-                self._evaluator,
-                task,
-                self.threads_per_trial,
-                self.child_setup,
-                self._placement(task.trial),
-                visible,
-            ),
-            daemon=True,
-        )
-        proc.start()
-        send.close()
+        proc, recv = self._start_child(task, visible)
         timeout = task.timeout
         deadline = time.monotonic() + timeout if timeout else None
         self._running[task.trial] = (proc, recv, deadline)
         if timeout:
             self._timeouts[task.trial] = timeout
 
+    def cancel(self, trial: int) -> bool:
+        """Returns True after killing the running ``trial``'s child (recorded ``cancelled``)."""
+        if trial not in self._running:
+            return False
+        proc, conn, _ = self._running[trial]
+        proc.kill()
+        proc.join()
+        self._cancelled.append(trial)
+        return True
+
+    def _reap(self) -> None:
+        """Joins the children that reported and have exited since (no zombies are left)."""
+        alive = []
+        for proc in self._exiting:
+            if proc.is_alive():
+                alive.append(proc)
+            else:
+                proc.join()
+        self._exiting = alive
+
     def poll(self, timeout: float) -> list[TrialResult]:
         """Returns the results of trials that finished, died or timed out."""
+        self._reap()
+        self._top_up()  # forks now, while trials run, not when the next one is submitted
         if not self._running:
             return []
         deadlines = [d for _, _, d in self._running.values() if d is not None]
@@ -275,13 +364,16 @@ class ProcessPoolExecutor(BaseExecutor):
         now = time.monotonic()
         for tid, (proc, conn, deadline) in list(self._running.items()):
             result = None
-            if conn.poll():
+            if tid in self._cancelled:
+                self._cancelled.remove(tid)
+                result = cancelled_result(tid)
+            elif conn.poll():
                 try:
                     result = conn.recv()
                 except (EOFError, OSError):
                     result = None
                 if result is not None:
-                    proc.join(5)
+                    self._exiting.append(proc)  # reaped later: the next trial need not wait
             if result is None and not proc.is_alive():
                 proc.join()
                 code = proc.exitcode
@@ -307,7 +399,19 @@ class ProcessPoolExecutor(BaseExecutor):
         return out
 
     def shutdown(self) -> None:
-        """Kills every running child and waits for it."""
+        """Kills every running child and waits for it; waits for reporting ones to end."""
+        for proc in self._exiting:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        self._exiting.clear()
+        for proc, tasks, recv in self._spares:  # idle: nothing of theirs to lose
+            proc.kill()
+            proc.join()
+            tasks.close()
+            recv.close()
+        self._spares.clear()
         for proc, conn, _ in self._running.values():
             if proc.is_alive():
                 proc.kill()

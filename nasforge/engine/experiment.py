@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from nasforge.engine._control import apply_requests, cancel_marker, discard_requests
 from nasforge.engine._experiment_section import evaluator_ref, experiment_arguments
 from nasforge.engine.checkpoints import CheckpointKeeper
 from nasforge.engine.crossmodel.plan import CrossModelPlan
@@ -55,6 +56,7 @@ from nasforge.run.results import pareto_front, score
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.status import failure_summary
 from nasforge.run.store import Store, TrialRecord
+from nasforge.run.trial_logs import RunLog, finish_log, trial_log
 from nasforge.runtime.threads import set_threads
 from nasforge.space.search_space import SearchSpace, arch_id
 from nasforge.strategy import (
@@ -312,6 +314,9 @@ class Experiment(BaseRunner):
         self._n_cached = self._n_failed = 0
         self._best: tuple[float, float] | None = None
         self._stop: str | None = None  # why the run must stop now (a metric it names is missing)
+        self._stopping: str | None = None  # "finish" or "cancel": stopped on request
+        #: trial id -> wall-clock times: submitted, entered/returned (the evaluator), recorded
+        self.timings: dict[int, dict[str, float]] = {}
         self._keeper = CheckpointKeeper(self.keep_checkpoints, store, self._score)
         inflight = self._replay(store)
         if resume:
@@ -325,6 +330,9 @@ class Experiment(BaseRunner):
             self.executor.use_gpus(own.gpus_per_trial, own.devices or None)
         self.executor.start(self.space, self.evaluator)
         self._record_executor(store, own)
+        self._runlog = RunLog(self.directory).attach()
+        self._progress.sink = self._runlog.line
+        discard_requests(self.directory)
         try:
             for tid in inflight:
                 log.info("re-running trial %d, in flight when the experiment stopped", tid)
@@ -337,6 +345,7 @@ class Experiment(BaseRunner):
             store.set_meta("elapsed", repr(self._elapsed()))
             self._show(force=True)
             self._progress.close()
+            self._runlog.detach()
         counts = store.counts()
         n_trained = sum(n for status, n in counts.items() if status not in ("running", "cached"))
         if n_trained and counts.get("failed", 0) == n_trained:
@@ -411,7 +420,12 @@ class Experiment(BaseRunner):
             )
 
     def _can_ask(self) -> bool:
-        if self._stop or self._exhausted or self._dups_in_row >= self.max_duplicates:
+        if (
+            self._stop
+            or self._stopping
+            or self._exhausted
+            or self._dups_in_row >= self.max_duplicates
+        ):
             return False
         busy = self.executor.n_running + sum(len(w) for w in self._waiting.values())
         if busy >= self.executor.concurrency:
@@ -446,6 +460,7 @@ class Experiment(BaseRunner):
                 break
             for result in self.executor.poll(0.5):
                 self._record(result)
+            apply_requests(self)  # nasforge stop / set, from any shell
             if self._stop:  # the executor's shutdown (in _execute) kills the trials in flight
                 raise ConfigError(self._stop)
             self._show()
@@ -467,6 +482,7 @@ class Experiment(BaseRunner):
             ckpt_dir = self.directory.resolve() / "checkpoints"
             ckpt_dir.mkdir(exist_ok=True)
             checkpoint = str(ckpt_dir / f"trial_{tid}.pt")
+        self.timings[tid] = {"submitted": time.time()}
         self.executor.submit(
             TrialTask(
                 trial=tid,
@@ -476,6 +492,8 @@ class Experiment(BaseRunner):
                 stopper=None if self.stopper is None else self.stopper.snapshot(tid),
                 timeout=self.trial_timeout,
                 checkpoint=checkpoint,
+                log=str(trial_log(self.directory.resolve(), tid)),
+                cancel_marker=str(cancel_marker(self.directory, tid)),
             )
         )
 
@@ -524,6 +542,9 @@ class Experiment(BaseRunner):
             checkpoint,
             placement=result.placement,
         )
+        finish_log(trial_log(self.directory, tid), tid, result, result.log_text)
+        cancel_marker(self.directory, tid).unlink(missing_ok=True)
+        self.timings.setdefault(tid, {}).update(result.timing, recorded=time.time())
         self.store.set_meta("elapsed", repr(self._elapsed()))
         if result.retries:
             self.store.add_note(

@@ -3,7 +3,9 @@ or on a cluster given its address.
 
 The space and evaluator are put into Ray's object store once (cloudpickle, which sends classes
 and functions of the user's ``__main__`` by value, so nothing needs wrapping); if that fails the
-error is a ConfigError before the first trial. A task that runs past the timeout (cancelled with
+error is a ConfigError before the first trial. Each Ray worker process fetches and warms them
+once (``nasforge.engine.warm``), before its first trial of the run, then takes trial after
+trial. A task that runs past the timeout (cancelled with
 force) is a failed trial.
 
     retries   a system failure (the task's worker process or its whole node died) is retried by
@@ -36,14 +38,24 @@ import logging
 import os
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from nasforge.engine._executor_base import BaseExecutor, register_executor
 from nasforge.engine.evaluator import BaseEvaluator
-from nasforge.engine.trial import TrialResult, TrialTask, failed_result, run_trial
+from nasforge.engine.trial import (
+    TrialResult,
+    TrialTask,
+    cancelled_result,
+    failed_result,
+    run_trial,
+)
+from nasforge.engine.warm import warm_up
 from nasforge.errors import ConfigError
+from nasforge.run.trial_logs import tail
 from nasforge.runtime.devices import Placement, check_gpu_amount, placed
 
 __all__ = ["RayExecutor"]
@@ -69,19 +81,44 @@ def _attempt_number() -> int:
         return 0
 
 
-def _ray_trial(
-    payload: tuple[Any, BaseEvaluator], task: TrialTask, threads: int, gpus: float = 0.0
-) -> Any:
+#: This worker process's copy of each run's (space, evaluator), warmed, by payload id: a Ray
+#: worker takes trial after trial, so it deserialises and warms a run's payload once.
+_WARM: dict[str, tuple[Any, BaseEvaluator]] = {}
+
+
+def _warm_payload(boxed: list[Any]) -> tuple[Any, BaseEvaluator]:
+    """Returns the (space, evaluator) of the boxed object ref, fetched and warmed (the
+    evaluator's ``prepare``, torch's optimizer machinery) once per worker process."""
+    import ray
+
+    key = boxed[0].hex()
+    if key not in _WARM:
+        space, evaluator = ray.get(boxed[0])
+        warm_up(space, evaluator)
+        _WARM.clear()  # one run at a time per worker: drop an earlier run's data
+        _WARM[key] = (space, evaluator)
+    return _WARM[key]
+
+
+def _ray_trial(boxed: list[Any], task: TrialTask, threads: int, gpus: float = 0.0) -> Any:
     import ray
 
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
-    space, evaluator = payload
+    space, evaluator = _warm_payload(boxed)
     ids = tuple(_as_id(i) for i in ray.get_gpu_ids()) if gpus else ()
     # Ray has set CUDA_VISIBLE_DEVICES to exactly these ids: torch numbers them 0..k-1 here
     where = Placement(ray.util.get_node_ip_address(), ids, gpus, tuple(range(len(ids))))
-    with placed(where):
-        result = run_trial(space, evaluator, task.without_timeout())
+    # the worker may be on another machine than the run's record: it captures the trial's
+    # output into a file of its own and sends the text back for the engine to write
+    fd, local = tempfile.mkstemp(prefix=f"nasforge-trial{task.trial}-", suffix=".log")
+    os.close(fd)
+    try:
+        with placed(where):
+            result = run_trial(space, evaluator, replace(task.without_timeout(), log=local))
+        result.log_text = tail(local)
+    finally:
+        os.unlink(local)
     result.retries = _attempt_number()
     return result
 
@@ -134,6 +171,7 @@ class RayExecutor(BaseExecutor):
         self.init_kwargs = dict(init_kwargs or {})
         self._owns_ray = False
         self._checked_gpus = False
+        self._cancelled: list[TrialResult] = []  # cancelled on request, for the next poll
         # ObjectRef -> (trial id, deadline or None, timeout)
         self._running: dict[Any, tuple[int, float | None, float | None]] = {}
 
@@ -256,17 +294,35 @@ class RayExecutor(BaseExecutor):
     @property
     def n_running(self) -> int:
         """Returns the number of submitted Ray tasks not yet polled."""
-        return len(self._running)
+        return len(self._running) + len(self._cancelled)
 
     def submit(self, task: TrialTask) -> None:
         """Starts the trial as a Ray task."""
-        ref = self._remote.remote(self._payload, task, self.threads_per_trial, self.gpus_per_trial)
+        # boxed in a list, so that Ray passes the reference and the worker fetches (and warms)
+        # the payload once, not once per trial
+        ref = self._remote.remote(
+            [self._payload], task, self.threads_per_trial, self.gpus_per_trial
+        )
         timeout = task.timeout
         deadline = time.monotonic() + timeout if timeout else None
         self._running[ref] = (task.trial, deadline, timeout)
 
+    def cancel(self, trial: int) -> bool:
+        """Returns True after cancelling the running ``trial``'s task (with force: its worker
+        process is killed; recorded ``cancelled``)."""
+        for ref, (tid, _, _) in list(self._running.items()):
+            if tid == trial:
+                self._ray.cancel(ref, force=True)
+                del self._running[ref]
+                self._cancelled.append(cancelled_result(trial))
+                return True
+        return False
+
     def poll(self, timeout: float) -> list[TrialResult]:
-        """Returns the results of tasks that finished, failed or timed out."""
+        """Returns the results of tasks that finished, failed, timed out or were cancelled."""
+        if self._cancelled:
+            out, self._cancelled = self._cancelled, []
+            return out
         if not self._running:
             return []
         ray = self._ray

@@ -9,6 +9,7 @@ cross process pipes and Ray's object store unchanged.
 from __future__ import annotations
 
 import math
+import os
 import signal
 import threading
 import time
@@ -17,11 +18,20 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nasforge.engine.evaluator import BaseEvaluator, EarlyStop, as_metrics
+from nasforge.run.trial_logs import captured
 from nasforge.runtime.devices import trial_placement
 from nasforge.runtime.weights import save_weights
 from nasforge.strategy.stopping import should_stop
 
-__all__ = ["TrialTask", "TrialResult", "run_trial", "save_weights", "failed_result"]
+__all__ = [
+    "TrialTask",
+    "TrialResult",
+    "run_trial",
+    "save_weights",
+    "failed_result",
+    "cancelled_result",
+    "CANCELLED",
+]
 
 
 @dataclass(frozen=True)
@@ -35,6 +45,10 @@ class TrialTask:
     stopper: Any = None  # a stopper snapshot (plain data) or None
     timeout: float | None = None  # seconds, enforced in the worker or by killing it
     checkpoint: str | None = None  # where to save the trained weights, or None
+    log: str | None = None  # where the trial's output goes (``nasforge.run.trial_logs``)
+    #: a file whose appearance cancels the trial at its next report (``nasforge stop --trial``
+    #: on the in-process executor; the others kill the trial's worker instead)
+    cancel_marker: str | None = None
 
     def without_timeout(self) -> TrialTask:
         """Returns the task with no timeout (the parent enforces it by killing the worker)."""
@@ -54,6 +68,11 @@ class TrialResult:
     checkpoint: str | None = None
     placement: dict[str, Any] | None = None  # where it ran: {"node", "devices"} (run/devices)
     retries: int = 0  # times the executor ran it again after its worker or node died
+    #: wall-clock times (time.time()) of the evaluator's call and return, which the engine
+    #: sets against its own dispatch and record times (the trial's start-up cost)
+    timing: dict[str, float] = field(default_factory=dict)
+    #: the trial's captured output, where the worker cannot write the run's log (Ray)
+    log_text: str | None = None
 
 
 def failed_result(trial: int, error: str) -> TrialResult:
@@ -65,7 +84,27 @@ class _Timeout(BaseException):  # noqa: N818 - control flow, raised by the alarm
     pass
 
 
+class _Cancelled(BaseException):  # noqa: N818 - control flow, raised by report
+    pass
+
+
+#: the error text of a trial cancelled on request
+CANCELLED = "cancelled on request (nasforge stop)"
+
+
+def cancelled_result(trial: int) -> TrialResult:
+    """Returns the result of a trial cancelled on request (``nasforge stop``)."""
+    return TrialResult(trial, "cancelled", error=CANCELLED)
+
+
 def run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialResult:
+    """Returns the result dict of one trial, its output captured in ``task.log``; never
+    raises for a failure of the trial itself (see :func:`_run_trial`)."""
+    with captured(task.log, task.trial):
+        return _run_trial(space, evaluator, task)
+
+
+def _run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialResult:
     """Returns the result dict of one trial; never raises for a failure of the trial itself.
 
     Invariants: a raise, a None/NaN/infinite metric or a timeout gives status ``failed`` with
@@ -81,6 +120,8 @@ def run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialRes
     def report(value: Any, step: int | None = None) -> None:
         metrics = as_metrics(value, metric, require=False)
         intermediates.append(metrics)
+        if task.cancel_marker is not None and os.path.exists(task.cancel_marker):
+            raise _Cancelled()
         if metric in metrics:
             curve.append(sign * metrics[metric])
             if should_stop(task.stopper, curve):
@@ -98,6 +139,7 @@ def run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialRes
 
         old = signal.signal(signal.SIGALRM, on_alarm)
         signal.setitimer(signal.ITIMER_REAL, float(timeout))
+    entered = time.time()
     try:
         value = evaluator.evaluate(space, dict(task.arch), report)
         # a dict without the optimised metric comes back as it is: the engine, which knows
@@ -110,11 +152,15 @@ def run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialRes
     except EarlyStop:
         stopped = (task.stopper or {}).get("status", "early_stopped")  # "pruned": a rung rule
         result.status, result.metrics = stopped, dict(intermediates[-1])
+    except _Cancelled:
+        result.status, result.error = "cancelled", CANCELLED
+        result.metrics = dict(intermediates[-1]) if intermediates else None
     except _Timeout:
         result.error = f"timed out after {timeout} s (trial_timeout)"
     except Exception:  # noqa: BLE001 - any failure of user code is recorded, not raised
         result.error = traceback.format_exc(limit=20)
     finally:
+        result.timing = {"entered": entered, "returned": time.time()}
         if use_alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)

@@ -48,6 +48,9 @@ class Progress:
         if mode == "auto":
             mode = "rich" if sys.stderr.isatty() else "log"
         self.mode = mode
+        #: also gets each line shown in log mode that the logger would drop (below its
+        #: level): the run's own log file, so a run without a terminal still records them
+        self.sink: Any = None
         self._last = 0.0
         self._start = time.monotonic()
         self._live: Any = None
@@ -112,6 +115,8 @@ class Progress:
         if force or now - self._last >= self.every:
             self._last = now
             self._log.info("%s", text)
+            if self.sink is not None and not self._log.isEnabledFor(logging.INFO):
+                self.sink(text)
 
     def close(self) -> None:
         """Stops the live display."""

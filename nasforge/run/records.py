@@ -27,8 +27,18 @@ __all__ = [
 #: (successive halving, ASHA, Hyperband) stopped it, its metrics are its last report's;
 #: ``interrupted``: what a reader is shown for a trial stored ``running`` when no writer
 #: works on the run (never stored)
-STATUSES = ("running", "done", "failed", "early_stopped", "cached", "pruned", "interrupted")
-FINISHED = ("done", "failed", "early_stopped", "cached", "pruned")
+STATUSES = (
+    "running",
+    "done",
+    "failed",
+    "early_stopped",
+    "cached",
+    "pruned",
+    "interrupted",
+    "cancelled",
+)
+#: a ``cancelled`` trial was stopped by ``nasforge stop`` (docs/engine.md), not by its code
+FINISHED = ("done", "failed", "early_stopped", "cached", "pruned", "cancelled")
 INTERRUPTED = "interrupted"
 #: how a trial's metrics were measured: trained standalone, with weights inherited from a
 #: supernet, or predicted by a model

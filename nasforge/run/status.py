@@ -13,6 +13,7 @@ from pathlib import Path
 
 from nasforge.run.results import rank_trials
 from nasforge.run.store import Store, TrialRecord
+from nasforge.run.trial_logs import trial_log
 from nasforge.runtime.devices import placement_text
 
 __all__ = [
@@ -49,7 +50,7 @@ def summary(store: Store) -> str:
     unit, total, done = _plan(store)
     far = f"{done} of {total} {unit} done" if total else f"{done} {unit} done"
     line = f"{d}: {store.kind} run, {state}: {far}"
-    if state == "interrupted":
+    if state in ("interrupted", "stopped"):
         line += f"; resume with: nasforge resume {d}"
     elif state == "failed":
         error = (store.get_meta("error") or "").strip().splitlines()
@@ -212,6 +213,7 @@ def print_status(directory: str | Path, limit: int | None = 20) -> None:
         counts = store.counts()
         spent = resource_spent(store.trials())
         notes = notes_table(store)
+        failed = [t.id for t in store.trials("failed", light=True)]
     if spent.get("total"):
         parts = ", ".join(f"{k} {v}" for k, v in spent.items() if k != "total")
         sys.stdout.write(f"resource spent: {spent['total']} reports (epochs), by status: ")
@@ -224,3 +226,13 @@ def print_status(directory: str | Path, limit: int | None = 20) -> None:
             sys.stdout.write(f"... and {more} more (--limit N shows more)\n")
     if notes[1]:
         _print_table("notes (what the run did beyond its trials)", *notes)
+    _print_failed_logs(Path(directory), failed)
+
+
+def _print_failed_logs(directory: Path, failed: list[int]) -> None:
+    """Prints, for each failed trial with a log (the last 5), the command that shows it."""
+    shown = [t for t in failed if trial_log(directory, t).exists()][-5:]
+    for t in shown:
+        sys.stdout.write(
+            f"trial {t} failed; its output and traceback: nasforge logs {directory} {t}\n"
+        )

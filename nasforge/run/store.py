@@ -153,6 +153,9 @@ class Store:
         # put back by close() unless the writer ended its work with finish() or end()
         self._found: tuple[str, str] | None = None
         self._ended = False
+        #: set by a run stopped on request (``nasforge stop``): it ends ``stopped``, not
+        #: ``finished``
+        self.stopped = False
 
     # -- opening -------------------------------------------------------------------------------
     @staticmethod
@@ -355,13 +358,15 @@ class Store:
         self._config = None
 
     def state(self) -> str:
-        """Returns ``running`` (a writer holds the lock), ``finished``, ``failed`` or
-        ``interrupted`` (the record says running but no writer holds it)."""
+        """Returns ``running`` (a writer holds the lock), ``finished``, ``failed``,
+        ``stopped`` (``nasforge stop``: resumable) or ``interrupted`` (the record says running
+        but no writer holds it)."""
         return self._rows.state()
 
     def finish(self, state: str = "finished", error: str = "") -> None:
-        """Records the end of the writer's work: ``finished`` or ``failed`` with ``error``."""
-        assert state in ("finished", "failed"), state
+        """Records the end of the writer's work: ``finished``, ``stopped`` (on request, and
+        resumable) or ``failed`` with ``error``."""
+        assert state in ("finished", "failed", "stopped"), state
         with self._write() as conn:
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('state', ?)", (state,))
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('error', ?)", (error,))
@@ -373,7 +378,7 @@ class Store:
         or ``SystemExit``, which readers see as interrupted and ``nasforge resume``
         continues."""
         if exc is None:
-            self.finish("finished")
+            self.finish("stopped" if self.stopped else "finished")
         elif isinstance(exc, Exception):
             text = str(exc) if isinstance(exc, NasforgeError) else f"{type(exc).__name__}: {exc}"
             self.finish("failed", text)

@@ -1,0 +1,349 @@
+"""Where a trial's time goes, and whether early stopping saves time (issue 36).
+
+Three measurements, all on the handwritten digits with a real optimizer (Adam):
+
+1. Start-up per trial, on the in-process, pool and Ray executors: milliseconds between the
+   engine dispatching a trial and the evaluator's first statement, plus from the evaluator's
+   return to the trial being recorded (``Experiment.timings``; median over trials). The
+   workload is the Quickstart's (``examples/digits_evolution.py``: its space, the built-in
+   classification evaluator, 3 epochs, weights saved); the trivial evaluator (returns at
+   once, the model still built and saved) is measured beside it.
+2. ``training_share``: time inside the evaluator's training loop (its ``train_seconds``) over
+   the trials' wall time (dispatch to record), for the Quickstart's workload on the pool.
+3. ASHA against a full run: a digits MLP search, 24 architectures x at most 9 epochs, pool x 2,
+   without a stopper and with ``stopper: asha`` (eta 3, rungs at 1 and 3 epochs), 3 seeds:
+   ``asha_wall_over_full`` (wall) against ``asha_epochs_over_full`` (epochs trained). The same
+   24 architectures, the same training and the same rule (grace 1, eta 3, at most 9 epochs,
+   2 at a time) then run under Ray Tune's ``ASHAScheduler`` and Optuna's
+   ``SuccessiveHalvingPruner`` (Optuna's own ``n_jobs=2``): ``ray_tune_wall_s`` and
+   ``optuna_wall_s`` beside nasforge's own wall, in the same run.
+
+Run:  PYTHONPATH=. python benchmarks/trial_cost.py [--seeds 3] [--trials 8] [--no-ray]
+
+Targets: pool start-up <= 50 ms/trial; training_share >= 0.85; asha_wall_over_full <=
+asha_epochs_over_full + 0.15; nasforge's ASHA wall the lowest of the three. The line before the
+last holds the details (trivial evaluator, means, per seed, machine load); the last line is
+one JSON object with exactly ``startup_ms_per_trial`` (executor -> ms), ``training_share``,
+``asha_wall_over_full``, ``asha_epochs_over_full``, ``ray_tune_wall_s`` and ``optuna_wall_s``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+import nasforge as nf
+from nasforge.data import load_digits
+from nasforge.engine import Experiment
+from nasforge.engine.classification import ClassificationEvaluator
+from nasforge.space import freeze
+from nasforge.spaces import DigitsCNN
+from nasforge.strategy import RandomStrategy
+
+torch.set_num_threads(1)  # one thread per trial: two trials at a time on two cores
+
+#: The Quickstart's space and evaluator (examples/digits_evolution.py).
+QS_SPACE = DigitsCNN(widths=(4, 8, 16, 32), depths=(1, 2, 3), dropouts=(0.0, 0.5))
+DATA = load_digits(seed=0)
+QS_EVALUATOR = ClassificationEvaluator(DATA, epochs=3, batch_size=64, lr=3e-3, seed=0)
+MAX_EPOCHS, ETA = 9, 3
+
+
+def trivial(model: Any, report: Any) -> float:
+    """Returns at once (the trivial evaluator: the model is still built and its weights saved)."""
+    return 0.5
+
+
+class DigitsMLP(nf.ModelSpace):
+    """Returns an MLP on the flattened 8x8 digits: width, depth, activation and dropout chosen."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        width = nf.choice((32, 64, 128, 256), label="width")
+        acts = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": nn.GELU}
+        self.inp = nn.Linear(64, width)
+        self.act = nf.LayerChoice(acts, label="act")
+        self.hidden = nf.Repeat(
+            lambda i: nn.Sequential(nn.Linear(width, width), nn.ReLU()),
+            nf.choice((0, 1, 2), label="depth"),
+        )
+        self.drop = nn.Dropout(nf.choice((0.0, 0.2), label="dropout"))
+        self.out = nn.Linear(width, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.act(self.inp(torch.flatten(x, 1)))
+        return self.out(self.drop(self.hidden(x)))
+
+
+MLP_SPACE = DigitsMLP()
+
+
+def _tensors(ds: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    xs, ys = zip(*(ds[i] for i in range(len(ds))))
+    return torch.stack(xs), torch.stack([torch.as_tensor(y) for y in ys])
+
+
+XTR, YTR = _tensors(DATA.train)
+XVA, YVA = _tensors(DATA.val)
+
+
+def train_epochs(model: nn.Module, epochs: int, seed: int, report: Any) -> float:
+    """Returns the validation accuracy after training ``model`` with Adam for up to ``epochs``
+    epochs, calling ``report(accuracy, epoch)`` after each (the stopping rule's hook)."""
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    acc = 0.0
+    for epoch in range(1, epochs + 1):
+        model.train()
+        order = torch.randperm(len(XTR), generator=gen)
+        for i in range(0, len(order), 64):
+            idx = order[i : i + 64]
+            opt.zero_grad(set_to_none=True)
+            loss_fn(model(XTR[idx]), YTR[idx]).backward()
+            opt.step()
+        model.eval()
+        with torch.no_grad():
+            acc = float((model(XVA).argmax(1) == YVA).float().mean())
+        report(acc, epoch)
+    return acc
+
+
+def mlp_evaluator(model: nn.Module, report: Any) -> float:
+    """Returns the validation accuracy of an MLP after at most 9 epochs (nasforge's evaluator)."""
+    torch.manual_seed(0)
+    return train_epochs(model, MAX_EPOCHS, 0, lambda acc, epoch: report(acc))
+
+
+def median_ms(values: list[float]) -> float:
+    """Returns the median of seconds, in milliseconds."""
+    return round(1000 * statistics.median(values), 1)
+
+
+def overheads(exp: Experiment) -> tuple[list[float], list[float]]:
+    """Returns per trial (start-up seconds, trial wall seconds) from the engine's timings."""
+    startup, wall = [], []
+    for t in exp.timings.values():
+        if {"submitted", "entered", "returned", "recorded"} <= set(t):
+            startup.append(t["entered"] - t["submitted"] + t["recorded"] - t["returned"])
+            wall.append(t["recorded"] - t["submitted"])
+    return startup, wall
+
+
+def startup_run(executor: str, evaluator: Any, n: int, root: Path) -> dict[str, Any]:
+    """Returns start-up figures of ``n`` Quickstart-space trials on ``executor``."""
+    concurrency = 1 if executor == "inprocess" else 2
+    exp = Experiment(
+        QS_SPACE,
+        evaluator,
+        RandomStrategy(seed=0),
+        directory=root / f"{executor}-{getattr(evaluator, '__name__', 'qs')}",
+        n_trials=n,
+        executor=executor if executor != "ray" else {"name": "ray", "init_kwargs": {"num_cpus": 2}},
+        concurrency=concurrency,
+        progress="off",
+        retrain_duplicates=True,
+    )
+    start = time.perf_counter()
+    exp.run()
+    total = time.perf_counter() - start
+    startup, wall = overheads(exp)
+    train = [t.metrics.get("train_seconds", 0.0) for t in exp.trials() if t.metrics]
+    return {
+        "startup_ms": median_ms(startup),
+        "startup_mean_ms": round(1000 * statistics.mean(startup), 1),
+        "training_share": round(sum(train) / sum(wall), 3) if train else None,
+        "wall_s": round(total, 2),
+    }
+
+
+def archs_for(seed: int, n: int) -> list[dict[str, Any]]:
+    """Returns ``n`` distinct MLP architectures drawn with ``seed``."""
+    ss, out, draw = MLP_SPACE.search_space(), [], 0
+    while len(out) < n:
+        arch = ss.sample(seed * 1000 + draw)
+        draw += 1
+        if arch not in out:
+            out.append(arch)
+    return out
+
+
+def nasforge_search(archs: list[dict[str, Any]], stopper: Any, root: Path) -> tuple[float, int]:
+    """Returns (wall seconds, epochs trained) of the MLP search on the pool x 2."""
+    exp = Experiment(
+        MLP_SPACE,
+        mlp_evaluator,
+        RandomStrategy(seed=0, initial=archs),
+        directory=root,
+        n_trials=len(archs),
+        executor="pool",
+        concurrency=2,
+        stopper=stopper,
+        progress="off",
+    )
+    start = time.perf_counter()
+    exp.run()
+    wall = time.perf_counter() - start
+    return wall, sum(len(t.intermediates) for t in exp.trials())
+
+
+def ray_tune_search(archs: list[dict[str, Any]], root: Path) -> tuple[float, int] | None:
+    """Returns (wall seconds of ``Tuner.fit``, epochs) under Ray Tune's ASHAScheduler, or None
+    without Ray Tune."""
+    if importlib.util.find_spec("ray") is None:
+        return None
+    import ray
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR)
+
+    def trainable(config: dict[str, Any]) -> None:
+        torch.set_num_threads(1)
+        torch.manual_seed(0)
+        model = freeze(MLP_SPACE, config["arch"])
+        train_epochs(model, MAX_EPOCHS, 0, lambda acc, epoch: tune.report({"accuracy": acc}))
+
+    scheduler = ASHAScheduler(
+        time_attr="training_iteration", max_t=MAX_EPOCHS, grace_period=1, reduction_factor=ETA
+    )
+    tuner = tune.Tuner(
+        tune.with_resources(trainable, {"cpu": 1}),
+        param_space={"arch": tune.grid_search(archs)},
+        tune_config=tune.TuneConfig(
+            metric="accuracy", mode="max", scheduler=scheduler, max_concurrent_trials=2
+        ),
+        run_config=tune.RunConfig(storage_path=str(root), verbose=0),
+    )
+    start = time.perf_counter()
+    results = tuner.fit()
+    wall = time.perf_counter() - start
+    epochs = sum(int(r.metrics.get("training_iteration", 0)) for r in results)
+    return wall, epochs
+
+
+def optuna_search(archs: list[dict[str, Any]]) -> tuple[float, int] | None:
+    """Returns (wall seconds, epochs) under Optuna's SuccessiveHalvingPruner with n_jobs=2, or
+    None without Optuna."""
+    if importlib.util.find_spec("optuna") is None:
+        return None
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    values = {d.label: list(d.values) for d in MLP_SPACE.search_space().decisions}
+    study = optuna.create_study(
+        direction="maximize",
+        pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=ETA),
+        sampler=optuna.samplers.RandomSampler(seed=0),
+    )
+    for arch in archs:
+        study.enqueue_trial(arch)
+    epochs = [0]
+
+    def objective(trial: Any) -> float:
+        arch = {label: trial.suggest_categorical(label, vals) for label, vals in values.items()}
+        torch.manual_seed(0)
+        model = freeze(MLP_SPACE, arch)
+
+        def report(acc: float, epoch: int) -> None:
+            epochs[0] += 1
+            trial.report(acc, epoch)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+
+        return train_epochs(model, MAX_EPOCHS, 0, report)
+
+    start = time.perf_counter()
+    study.optimize(objective, n_trials=len(archs), n_jobs=2)
+    return time.perf_counter() - start, epochs[0]
+
+
+def _guarded(fn: Any, *args: Any) -> Any:
+    """Returns ``fn(*args)``, or None (the error printed to stderr) if the peer library
+    fails here; the figure is then missing, not made up."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - a peer's failure must not lose nasforge's figures
+        print(f"{getattr(fn, '__name__', fn)} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3, help="seeds of the ASHA comparison")
+    parser.add_argument("--trials", type=int, default=8, help="trials per start-up run")
+    parser.add_argument("--no-ray", action="store_true", help="skip Ray and Ray Tune")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    load_before = os.getloadavg()[0]
+    executors = ["inprocess", "pool"] + ([] if args.no_ray else ["ray"])
+    details: dict[str, Any] = {"startup": {}, "asha": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for ex in executors:
+            details["startup"][ex] = {
+                "quickstart": _guarded(startup_run, ex, QS_EVALUATOR, args.trials, root),
+                "trivial": _guarded(startup_run, ex, trivial, args.trials, root),
+            }
+        for seed in range(args.seeds):
+            archs = archs_for(seed, 24)
+            full = nasforge_search(archs, None, root / f"full-{seed}")
+            asha_rule = {"rule": "asha", "min_resource": 1, "eta": ETA, "max_resource": MAX_EPOCHS}
+            asha = nasforge_search(archs, asha_rule, root / f"asha-{seed}")
+            tune_ = None if args.no_ray else _guarded(ray_tune_search, archs, root / f"tune-{seed}")
+            opt = _guarded(optuna_search, archs)
+            print(json.dumps({"seed": seed, "full": full, "asha": asha, "tune": tune_,
+                              "optuna": opt}), file=sys.stderr, flush=True)  # fmt: skip
+            details["asha"].append(
+                {
+                    "seed": seed,
+                    "nasforge_full": full,
+                    "nasforge_asha": asha,
+                    "ray_tune_asha": tune_,
+                    "optuna_sh": opt,
+                }
+            )
+    rows = details["asha"]
+
+    def total(key: str, i: int) -> float | None:
+        vals = [r[key][i] for r in rows if r[key] is not None]
+        return round(sum(vals), 2) if len(vals) == len(rows) else None
+
+    full_wall, full_epochs = total("nasforge_full", 0), total("nasforge_full", 1)
+    asha_wall, asha_epochs = total("nasforge_asha", 0), total("nasforge_asha", 1)
+    assert full_wall and full_epochs and asha_wall is not None and asha_epochs is not None
+    details["nasforge_wall_s"] = asha_wall
+    details["nasforge_full_wall_s"] = full_wall
+    details["epochs"] = {k: total(k, 1) for k in rows[0] if k != "seed"}
+    details["load_average_before_after"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]
+    details["cores"] = len(os.sched_getaffinity(0))
+    details["python"] = sys.version.split()[0]
+    print(json.dumps(details))
+    result = {
+        "startup_ms_per_trial": {
+            ex: (details["startup"][ex]["quickstart"] or {}).get("startup_ms") for ex in executors
+        },
+        "training_share": details["startup"]["pool"]["quickstart"]["training_share"],
+        "asha_wall_over_full": round(asha_wall / full_wall, 3),
+        "asha_epochs_over_full": round(asha_epochs / full_epochs, 3),
+        "ray_tune_wall_s": total("ray_tune_asha", 0),
+        "optuna_wall_s": total("optuna_sh", 0),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

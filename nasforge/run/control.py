@@ -1,0 +1,197 @@
+"""Watching and steering a running search from any shell: ``nasforge logs``, ``nasforge stop``
+and ``nasforge set``.
+
+A command never writes the run's record (the running engine is its one writer): it drops a
+request file into ``DIR/control/``, which the engine reads between trials' events (every
+half second at most), applies, records as a run note and deletes. So the same commands work
+whatever runs the trials (in-process, pool, Ray).
+
+    stop            the engine asks for no more trials; ``--finish`` (the default) lets the
+                    running ones finish, ``--cancel`` cancels them (recorded ``cancelled``);
+                    the run is recorded ``stopped``: resumable, not failed
+    stop --trial N  cancels that running trial (recorded ``cancelled``); the search goes on
+    set K=V ...     ``n_trials`` and ``concurrency`` of the running search; the change is a
+                    note of the record and shown by ``nasforge status``
+    logs DIR [N]    the run's log, or trial N's (``--follow`` goes on showing what is
+                    appended until the trial, or the run, ends)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from nasforge.errors import ConfigError, StoreError
+from nasforge.run._schema import DB_NAME
+from nasforge.run.lock import WriterLock
+from nasforge.run.trial_logs import run_log, trial_log
+
+__all__ = ["CONTROL", "SETTABLE", "request", "take_requests", "register"]
+
+#: the folder of a run directory where commands leave requests for the running engine
+CONTROL = "control"
+#: the settings ``nasforge set`` changes in a running search
+SETTABLE = ("n_trials", "concurrency")
+
+
+def request(directory: str | Path, action: str, **fields: Any) -> Path:
+    """Returns the path of a request left for the engine running in ``directory``.
+
+    Raises:
+        StoreError: no run is recorded there, or none is running (nothing would read it).
+    """
+    directory = Path(directory)
+    if not (directory / DB_NAME).exists():
+        raise StoreError(f"{directory} holds no nasforge run; give the run's directory")
+    if not WriterLock.held(directory):
+        raise StoreError(
+            f"no search is running in {directory}, so there is nothing to {action}; "
+            f"`nasforge resume {directory}` continues a stopped run"
+        )
+    folder = directory / CONTROL
+    folder.mkdir(exist_ok=True)
+    name = f"{time.time_ns()}-{os.getpid()}.json"
+    tmp = folder / f".{name}.tmp"
+    tmp.write_text(json.dumps({"action": action, **fields}))
+    os.replace(tmp, folder / name)  # the engine never reads a half-written request
+    return folder / name
+
+
+def take_requests(directory: str | Path) -> list[dict[str, Any]]:
+    """Returns the requests left in ``directory`` (oldest first), deleting them; an
+    unreadable one is returned as ``{"action": "bad", "error": ...}``."""
+    folder = Path(directory) / CONTROL
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        path = folder / name
+        try:
+            out.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:
+            out.append({"action": "bad", "error": f"{name}: {exc}"})
+        path.unlink(missing_ok=True)
+    return out
+
+
+def _settings(pairs: list[str]) -> dict[str, int]:
+    """Returns ``n_trials=…`` / ``concurrency=…`` pairs as ints.
+
+    Raises:
+        ConfigError: a pair without ``=``, another key, or a value that is not a positive int.
+    """
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in SETTABLE:
+            raise ConfigError(f"set takes {'=…, '.join(SETTABLE)}=…, got {pair!r}")
+        try:
+            number = int(value)
+        except ValueError:
+            number = 0
+        if number < 1:
+            raise ConfigError(f"{key} must be a positive int, got {value!r}")
+        out[key] = number
+    if not out:
+        raise ConfigError("give at least one setting, e.g. `nasforge set DIR n_trials=50`")
+    return out
+
+
+def _follow(path: Path, directory: Path, done: Any) -> None:
+    """Prints what is appended to ``path`` until ``done()`` says it is over."""
+    pos = 0
+    while True:
+        over = done()  # read before the file: what is written before the end is shown
+        try:
+            with open(path, "rb") as f:
+                f.seek(pos)
+                data = f.read()
+                pos = f.tell() if data else pos
+        except OSError:
+            data = b""
+        if data:
+            sys.stdout.write(data.decode("utf-8", "replace"))
+            sys.stdout.flush()
+        if over:
+            return
+        time.sleep(0.5)
+
+
+def _cmd_logs(args: argparse.Namespace) -> int:
+    directory = Path(args.directory)
+    path = run_log(directory) if args.trial is None else trial_log(directory, args.trial)
+    if not path.exists() and not args.follow:
+        what = "the run" if args.trial is None else f"trial {args.trial}"
+        raise StoreError(
+            f"{path} does not exist: {what} has no log (a run made before nasforge kept logs, "
+            "a trial not started yet, or a wrong directory)"
+        )
+    if not args.follow:
+        sys.stdout.write(path.read_text(errors="replace"))
+        return 0
+
+    def done() -> bool:
+        if not WriterLock.held(directory):
+            return True
+        return args.trial is not None and path.exists() and _ended(path, args.trial)
+
+    _follow(path, directory, done)
+    return 0
+
+
+def _ended(path: Path, trial: int) -> bool:
+    """Returns whether the trial's log ends with its footer (the engine wrote it)."""
+    text = path.read_text(errors="replace")
+    starts = text.count(f"--- trial {trial}: pid ")
+    return text.count(f"--- trial {trial}: ") > starts
+
+
+def _cmd_stop(args: argparse.Namespace) -> int:
+    if args.trial is not None:
+        request(args.directory, "cancel", trial=args.trial)
+        sys.stdout.write(f"asked the run in {args.directory} to cancel trial {args.trial}\n")
+        return 0
+    mode = "cancel" if args.cancel else "finish"
+    request(args.directory, "stop", mode=mode)
+    what = "cancel its running trials" if args.cancel else "let its running trials finish"
+    sys.stdout.write(
+        f"asked the run in {args.directory} to stop: it starts no more trials and will {what}; "
+        f"it is then recorded as stopped (`nasforge resume {args.directory}` continues it)\n"
+    )
+    return 0
+
+
+def _cmd_set(args: argparse.Namespace) -> int:
+    settings = _settings(args.settings)
+    request(args.directory, "set", **settings)
+    shown = ", ".join(f"{k}={v}" for k, v in settings.items())
+    sys.stdout.write(f"asked the run in {args.directory} to take {shown}\n")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Adds the ``logs``, ``stop`` and ``set`` commands to the command line."""
+    p = subparsers.add_parser("logs", help="a run's log, or one trial's output")
+    p.add_argument("directory", type=Path)
+    p.add_argument("trial", type=int, nargs="?", help="trial id (default: the run's own log)")
+    p.add_argument("--follow", "-f", action="store_true", help="go on until it ends")
+    p.set_defaults(func=_cmd_logs)
+    p = subparsers.add_parser("stop", help="stop a running search (resumable), or one trial")
+    p.add_argument("directory", type=Path)
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--finish", action="store_true", help="let running trials finish (default)")
+    how.add_argument("--cancel", action="store_true", help="cancel the running trials")
+    how.add_argument("--trial", type=int, help="cancel only this running trial")
+    p.set_defaults(func=_cmd_stop)
+    p = subparsers.add_parser("set", help="change n_trials / concurrency of a running search")
+    p.add_argument("directory", type=Path)
+    p.add_argument("settings", nargs="+", metavar="KEY=VALUE", help="n_trials=N concurrency=N")
+    p.set_defaults(func=_cmd_set)

@@ -1,0 +1,180 @@
+"""Per-trial logs: each trial's standard output, standard error and ``logging`` output, kept
+with the run record in ``DIR/logs/trial_N.log``, and the run's own log ``DIR/logs/run.log``.
+
+    capture   while a trial runs, its process's file descriptors 1 and 2 point at the trial's
+              log (so C-level output and ``print`` alike land there); in a pool child
+              ``faulthandler`` writes there too, so a segfault leaves its Python traceback; a
+              first line names the worker (host, process id). On the pool the child writes
+              the file as it goes (``nasforge logs DIR N --follow`` shows it live); a Ray
+              worker captures into a local file and sends its text back with the result,
+              which the engine writes
+    bounded   when the trial ends, the engine keeps the last ``LOG_LIMIT`` bytes (64 KiB) and
+              appends a footer: the trial's status, its duration, where it ran and, when it
+              failed, the error with its traceback
+    run log   the engine's own lines (warnings, and progress lines when the run has no
+              terminal) go to ``DIR/logs/run.log``
+
+The engine's process is the only writer of a trial's log once the trial has ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import logging
+import os
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "LOG_LIMIT",
+    "LOGS",
+    "trial_log",
+    "run_log",
+    "captured",
+    "crash_traceback",
+    "finish_log",
+    "tail",
+    "RunLog",
+]
+
+#: bytes of a trial's output kept, the last ones (64 KiB)
+LOG_LIMIT = 64 * 1024
+#: the run record's folder of logs
+LOGS = "logs"
+
+
+def trial_log(directory: str | Path, trial: int) -> Path:
+    """Returns the path of trial ``trial``'s log in the run directory."""
+    return Path(directory) / LOGS / f"trial_{trial}.log"
+
+
+def run_log(directory: str | Path) -> Path:
+    """Returns the path of the run's own log (engine warnings and progress lines)."""
+    return Path(directory) / LOGS / "run.log"
+
+
+@contextlib.contextmanager
+def captured(path: str | Path | None, trial: int, where: str = "") -> Iterator[None]:
+    """Returns a context in which this process's stdout, stderr, ``logging`` to them and a
+    fatal signal's traceback go to ``path`` (appended; nothing is captured for None)."""
+    if path is None:
+        yield
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    head = f"--- trial {trial}: pid {os.getpid()} on {socket.gethostname()}{where}\n"
+    os.write(fd, head.encode())
+    saved = [os.dup(1), os.dup(2)]
+    streams = sys.stdout, sys.stderr
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        # line-buffered streams on the descriptors: a print reaches the log at once (before a
+        # crash, and for ``--follow``), whatever sys.stdout was (a test's capture, a pipe)
+        sys.stdout = open(1, "w", buffering=1, closefd=False, errors="replace")  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False, errors="replace")  # noqa: SIM115
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            if stream not in streams:  # ours: flushed and closed, the descriptor kept
+                with contextlib.suppress(Exception):
+                    stream.close()
+        sys.stdout, sys.stderr = streams
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (*saved, fd):
+            os.close(f)
+
+
+def crash_traceback(path: str | Path | None) -> None:
+    """Returns None after pointing ``faulthandler`` at ``path`` (appended), so that a fatal
+    signal (a segfault) leaves the Python traceback in the trial's log; for a process that
+    runs one trial and ends (a pool child), never for the engine's own process."""
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        faulthandler.enable(open(path, "ab"))  # noqa: SIM115 - open until the process ends
+
+
+def tail(path: str | Path, limit: int = LOG_LIMIT) -> str:
+    """Returns the last ``limit`` bytes of the file at ``path`` as text ('' if missing), with
+    a first line saying how much was dropped before them."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            data = f.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace")
+    if size > limit:
+        text = (
+            f"[... {size - limit} bytes dropped: a trial's log keeps its last {limit} bytes]\n"
+            + (text.split("\n", 1)[-1])
+        )
+    return text
+
+
+def finish_log(
+    path: str | Path, trial: int, result: Any, text: str | None = None, limit: int = LOG_LIMIT
+) -> None:
+    """Returns None after bounding the log at ``path`` to its last ``limit`` bytes (or writing
+    ``text``, a Ray worker's captured output) and appending the trial's footer: status,
+    duration, placement, and the error with its traceback when it failed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = text if text is not None else tail(path, limit)
+    where = result.placement or {}
+    seconds = "?" if result.duration is None else f"{result.duration:.2f} s"
+    footer = f"--- trial {trial}: {result.status} after {seconds} on {where.get('node', '?')}"
+    if where.get("devices"):
+        footer += f" (GPUs {where['devices']})"
+    footer += "\n"
+    if result.error:
+        footer += result.error.rstrip() + "\n"
+    tmp = path.with_suffix(".log.tmp")
+    tmp.write_text(body + ("" if not body or body.endswith("\n") else "\n") + footer)
+    os.replace(tmp, path)
+
+
+class RunLog(logging.Handler):
+    """Returns nothing; a handler that appends the engine's records (and progress lines) to
+    the run's log ``DIR/logs/run.log`` while the run goes on (:meth:`attach`/:meth:`detach`)."""
+
+    def __init__(self, directory: str | Path) -> None:
+        super().__init__(logging.INFO)
+        self.path = run_log(directory)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed by detach
+        self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Appends one record."""
+        try:
+            self._file.write(self.format(record) + "\n")
+            self._file.flush()
+        except Exception:  # noqa: BLE001 - logging must never fail the run
+            self.handleError(record)
+
+    def line(self, text: str) -> None:
+        """Appends a progress line, stamped like a record."""
+        self.emit(logging.makeLogRecord({"msg": text, "name": "nasforge.progress", "levelno": 20,
+                                         "levelname": "INFO"}))  # fmt: skip
+
+    def attach(self) -> RunLog:
+        """Returns self, after attaching to the ``nasforge`` logger."""
+        logging.getLogger("nasforge").addHandler(self)
+        return self
+
+    def detach(self) -> None:
+        """Detaches and closes the file."""
+        logging.getLogger("nasforge").removeHandler(self)
+        self._file.close()
