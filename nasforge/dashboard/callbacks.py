@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, unquote
 
 import dash
 from dash import Input, Output, State, dcc, html
+from dash.exceptions import UnsupportedRelativePath
 
 from nasforge.dashboard import charts, data, layout
 from nasforge.dashboard.importance import decision_importance
@@ -100,6 +101,14 @@ def _fail(exc: Exception) -> html.Div:
     return layout.message(str(exc))
 
 
+def _local_path(path: str | None) -> str:
+    """Returns a page's URL path without the app's path prefix (``/`` when it has none)."""
+    try:
+        return "/" + (dash.strip_relative_path(path or "/") or "")
+    except UnsupportedRelativePath:  # a path outside the prefix: shown as no page
+        return path or "/"
+
+
 def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None:
     """Returns None; registers every callback of the dashboard on ``app``."""
     reader = _Reader(served, cache)
@@ -109,7 +118,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
     def route(path: str | None, search: str | None) -> Any:
         """Returns the page of a URL: the overview, a run's page (its tab from ``?tab=``), or
         a message."""
-        path = path or "/"
+        path = _local_path(path)
         if path.startswith("/run/"):
             key = unquote(path[len("/run/") :])
             tab = parse_qs((search or "").lstrip("?")).get("tab", ["trials"])[0]
@@ -127,7 +136,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
             except NasforgeError as exc:
                 return html.Div([html.H3(key), _fail(exc)])
             content = layout.tab_layout(tab, info)  # here, not by a second round trip
-            return layout.run_page(key, key.split("/", 1)[-1], tab, content, version)
+            return layout.run_page(key, served.name_of(key), tab, content, version)
         if path != "/":
             return layout.message(f"no page {path!r}; the overview is at /")
         return html.Div(_overview(), id="overview-body")

@@ -44,7 +44,39 @@ __all__ = [
     "trial_detail",
     "diff",
     "plain",
+    "check_trial",
+    "MAX_PAGE_SIZE",
 ]
+
+#: the most rows one page of the trial table holds (a larger page size asked is capped)
+MAX_PAGE_SIZE = 500
+_NUMBER = (int, float)
+
+
+def check_trial(directory: Path, t: TrialRecord) -> TrialRecord:
+    """Returns ``t`` when every value a view reads is of its type: metrics numbers (or
+    null), ``duration``, ``started`` and ``finished`` numbers, ``error`` text.
+
+    Raises:
+        StoreError: a value is of another type (a damaged or hand-edited record), naming the
+            trial's row and the field.
+    """
+    bad: list[str] = []
+    for k, v in (t.metrics or {}).items():
+        if v is not None and not isinstance(v, _NUMBER):
+            bad.append(f"metric {k!r} is {type(v).__name__} {str(v)[:40]!r}")
+    for name in ("duration", "started", "finished"):
+        v = getattr(t, name)
+        if v is not None and (not isinstance(v, _NUMBER) or isinstance(v, bool)):
+            bad.append(f"{name} is {type(v).__name__} {str(v)[:40]!r}")
+    if t.error is not None and not isinstance(t.error, str):
+        bad.append(f"error is {type(t.error).__name__}, not text")
+    if bad:
+        raise StoreError(
+            f"{directory}: trials row {t.id} is damaged ({'; '.join(bad[:3])}); restore a "
+            f"copy of the record, or delete that row"
+        )
+    return t
 
 
 def version(directory: Path) -> tuple[int, ...]:
@@ -104,7 +136,7 @@ class TrialCache:
             if hit is not None and hit[0] == ver:
                 self._items.move_to_end(key)
                 return hit[1]
-        trials = store.trials(light=True)
+        trials = [check_trial(store.directory, t) for t in store.trials(light=True)]
         with self._lock:
             self._items[key] = (ver, trials)
             self._items.move_to_end(key)
@@ -325,7 +357,10 @@ def trial_page(
         rows = present + missing
     n_pages = max(1, math.ceil(len(rows) / page_size))
     page = min(max(0, page), n_pages - 1)
-    shown = [store.trial(t.id) for t in rows[page * page_size : (page + 1) * page_size]]
+    shown = [
+        check_trial(store.directory, store.trial(t.id))
+        for t in rows[page * page_size : (page + 1) * page_size]
+    ]
     out = []
     for t in shown:
         row: dict[str, Any] = {

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from dash import dcc, html
+from dash import dcc, get_relative_path, html
 from dash.dash_table.DataTable import DataTable
 from dash.development.base_component import Component
 
@@ -53,8 +53,8 @@ STATE_STYLE = {
 
 
 def run_href(key: str, tab: str | None = None) -> str:
-    """Returns the URL path of a run's page (and tab)."""
-    return f"/run/{quote(key)}" + (f"?tab={tab}" if tab else "")
+    """Returns the URL path of a run's page (and tab), under the app's path prefix."""
+    return get_relative_path(f"/run/{quote(key)}") + (f"?tab={tab}" if tab else "")
 
 
 def fmt_seconds(s: float | None) -> str:
@@ -90,7 +90,11 @@ def shell(interval_ms: int) -> html.Div:
             dcc.Interval(id="tick", interval=interval_ms),
             html.Div(
                 [
-                    dcc.Link("nasforge dashboard", href="/", style={"fontWeight": "bold"}),
+                    dcc.Link(
+                        "nasforge dashboard",
+                        href=get_relative_path("/"),
+                        style={"fontWeight": "bold"},
+                    ),
                     html.Span(id="clock", style={"float": "right", "color": "#777"}),
                 ],
                 style={"padding": "8px 16px", "borderBottom": "1px solid #ddd"},
