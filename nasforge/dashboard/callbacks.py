@@ -90,7 +90,8 @@ class _Reader:
         with self._lock:
             if key in self._importance:
                 return self._importance[key], obj["metric"]
-        values = decision_importance(store.trials(), obj["metric"], obj["mode"], obj["constraints"])
+        trials = data.final_trials(store.trials())  # a pruned trial's value is its rung's
+        values = decision_importance(trials, obj["metric"], obj["mode"], obj["constraints"])
         with self._lock:
             self._importance = {key: values}  # the latest run only: it is the one looked at
         return values, obj["metric"]
@@ -187,6 +188,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         """Returns the run's summary line: kind, state, progress, best trial, duration."""
         try:
             r = data.summarize(key, key, served.resolve(key), cache)
+            facts = reader.read(key, data.run_facts) if not r.problem else {}
         except NasforgeError as exc:
             return _fail(exc)
         if r.problem:
@@ -202,6 +204,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
                 html.B(r.state, id="run-state"),
                 f" · {r.progress} · {best} · {r.n_trials} trials"
                 f" · {layout.fmt_seconds(r.duration)}",
+                *layout.facts(facts),
             ]
         )
 
@@ -238,23 +241,12 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
             p = reader.read(
                 key,
                 lambda s: data.trial_page(
-                    s, cache, page or 0, size or 20, sort_by or [], statuses or []
+                    s, cache, 0 if page is None else page, size or 20, sort_by or [], statuses or []
                 ),
             )
         except NasforgeError as exc:
             return [], [], 1, _fail(exc)
-        columns = [
-            {"name": "trial", "id": "id"},
-            {"name": "status", "id": "status"},
-            {"name": "how", "id": "how"},
-        ]
-        columns += [{"name": m, "id": f"m:{m}", "type": "numeric"} for m in p["metrics"]]
-        columns += [
-            {"name": "seconds", "id": "seconds", "type": "numeric"},
-            {"name": "where", "id": "where"},
-            {"name": "architecture", "id": "arch"},
-            {"name": "error", "id": "error"},
-        ]
+        columns = layout.trial_columns(p["metrics"])
         text = f"{p['n_rows']} trials" + (" (filtered)" if statuses else "")
         return p["rows"], columns, p["n_pages"], text
 

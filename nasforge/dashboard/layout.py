@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from dash import dcc, get_relative_path, html
 from dash.dash_table.DataTable import DataTable
+from dash.dash_table.Format import Format, Scheme
 from dash.development.base_component import Component
 
 from nasforge.dashboard.data import RunSummary, plain
@@ -28,6 +29,8 @@ __all__ = [
     "kv_table",
     "fmt_seconds",
     "run_href",
+    "trial_columns",
+    "facts",
 ]
 
 #: the tabs of a run's page: value -> label
@@ -55,6 +58,35 @@ STATE_STYLE = {
 def run_href(key: str, tab: str | None = None) -> str:
     """Returns the URL path of a run's page (and tab), under the app's path prefix."""
     return get_relative_path(f"/run/{quote(key)}") + (f"?tab={tab}" if tab else "")
+
+
+def trial_columns(metrics: Sequence[str]) -> list[dict[str, Any]]:
+    """Returns the trial table's columns: id, status, how, the rung (reports) a trial reached,
+    each metric (shown to 4 significant digits; the value itself sorts), seconds, where, the
+    architecture and the error."""
+    four = Format(precision=4, scheme=Scheme.decimal_or_exponent).trim(True)
+    return [
+        {"name": "trial", "id": "id"},
+        {"name": "status", "id": "status"},
+        {"name": "how", "id": "how"},
+        {"name": "rung", "id": "rung", "type": "numeric"},
+        *({"name": m, "id": f"m:{m}", "type": "numeric", "format": four} for m in metrics),
+        {"name": "seconds", "id": "seconds", "type": "numeric", "format": four},
+        {"name": "where", "id": "where"},
+        {"name": "architecture", "id": "arch"},
+        {"name": "error", "id": "error"},
+    ]
+
+
+def facts(found: Mapping[str, str]) -> list[Any]:
+    """Returns the summary line's parts for a run's stopper and resource spent (what
+    :func:`nasforge.dashboard.data.run_facts` found), empty ones left out."""
+    out: list[Any] = []
+    if found.get("stopper"):
+        out.append(html.Span(f" · stopper {found['stopper']}", id="run-stopper"))
+    if found.get("spent"):
+        out.append(html.Span(f" · spent {found['spent']}", id="run-spent"))
+    return out
 
 
 def fmt_seconds(s: float | None) -> str:

@@ -165,3 +165,129 @@ def test_one_bad_trial_row_names_itself_and_spares_the_other_runs(
     assert good.problem is None and good.n_trials == 6
     with data.open_run(tmp_path / "bad") as store, pytest.raises(StoreError, match="row 2"):
         data.trial_page(store, cache, page_size=50)
+
+
+def _callback(client: Any, output_part: str, values: dict[str, Any]) -> tuple[int, Any]:
+    """Returns the status and JSON answer of the Dash callback whose output names
+    ``output_part``, called with ``values`` ("id.prop" -> value; the rest None)."""
+    deps = client.get("/_dash-dependencies").get_json()
+    dep = next(d for d in deps if output_part in d["output"])
+
+    def fill(items: list[dict[str, str]]) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": i["id"],
+                "property": i["property"],
+                "value": values.get(f"{i['id']}.{i['property']}"),
+            }
+            for i in items
+        ]
+
+    outputs = [
+        {"id": o.split(".")[0], "property": o.split(".")[1]}
+        for o in dep["output"].strip(".").split("...")
+    ]
+    body = {
+        "output": dep["output"],
+        "outputs": outputs if len(outputs) > 1 else outputs[0],
+        "inputs": fill(dep["inputs"]),
+        "state": fill(dep["state"]),
+        "changedPropIds": [],
+    }
+    answer = client.post("/_dash-update-component", json=body)
+    return answer.status_code, answer.get_json(silent=True)
+
+
+def test_malformed_inputs_get_a_message_and_page_size_is_capped(tmp_path: Path) -> None:
+    """A NUL in a run key, a non-string key, an odd page size or sort order, a non-number
+    trial id: each answers 200 with a message instead of a 500; a huge page size is capped
+    at MAX_PAGE_SIZE rows."""
+    from nasforge.dashboard.app import create_app
+
+    make_record(tmp_path / "runs" / "a", n=30)
+    client = create_app([tmp_path / "runs"]).server.test_client()
+    good = {"run-key.data": "runs/a", "trial-table.page_current": 0, "trial-table.page_size": 20}
+    status, answer = _callback(client, "trial-table.data", good)
+    assert status == 200 and len(answer["response"]["trial-table"]["data"]) == 20
+    status, answer = _callback(client, "trial-table.data", {**good, "trial-table.page_size": 10**9})
+    assert status == 200 and answer["response"]["trial-table"]["page_count"] == 1
+    for odd in [
+        {"run-key.data": "runs/a\0"},
+        {"run-key.data": ["runs/a"]},
+        {"run-key.data": 7},
+        {"trial-table.page_size": "many"},
+        {"trial-table.page_size": -3},
+        {"trial-table.page_current": "x"},
+        {"trial-table.sort_by": "accuracy"},
+        {"trial-table.sort_by": [{"column_id": 5, "direction": "up"}]},
+        {"status-filter.value": [1, None]},
+    ]:
+        status, answer = _callback(client, "trial-table.data", {**good, **odd})
+        assert status == 200, odd
+        assert answer["response"]["trial-count"]["children"], odd  # the message
+    for odd in [{"arch-a.value": "1; drop"}, {"arch-a.value": 1, "arch-b.value": [2]}]:
+        status, _ = _callback(client, "arch-view.children", {"run-key.data": "runs/a", **odd})
+        assert status == 200, odd
+
+
+def test_the_trial_table_formats_numbers_and_shows_the_rung(tmp_path: Path) -> None:
+    """Metric columns are formatted to a few significant digits (the raw value stays for
+    sorting), and each row carries the rung (reports) it reached."""
+    from nasforge.dashboard.layout import trial_columns
+
+    make_record(tmp_path / "a", n=10)
+    with data.open_run(tmp_path / "a") as store:
+        rows = data.trial_page(store, data.TrialCache(), page_size=10)["rows"]
+    assert {r["rung"] for r in rows if r["status"] == "done"} == {2}
+    columns = {c["id"]: c for c in trial_columns(["accuracy"])}
+    assert columns["rung"]["type"] == "numeric"
+    fmt = columns["m:accuracy"]["format"]
+    fmt = fmt if isinstance(fmt, dict) else fmt.to_plotly_json()
+    assert fmt["specifier"] == ".4~g"
+
+
+def _pruned_record(directory: Path) -> None:
+    """Writes a run with a median stopper: four trials trained to 3 reports, and two pruned
+    after one report whose one-epoch accuracy (0.99) beats every finished trial's."""
+    from nasforge.run.store import Store
+
+    config = {
+        "kind": "multitrial",
+        "objective": {"metric": "accuracy", "mode": "max", "constraints": {}, "second": None},
+        "multitrial": {
+            "strategy": {"name": "random"},
+            "stopper": {"rule": "median", "warmup_steps": 1, "min_trials": 3},
+        },
+    }
+    store = Store.create(directory, config)
+    for i in range(6):
+        pruned = i in (2, 4)
+        tid = store.add_trial(f"{i:016x}", {"op": "pool" if pruned else "conv", "w": i % 2})
+        reports = (
+            [{"accuracy": 0.99}] if pruned else [{"accuracy": 0.3 + 0.1 * k} for k in range(3)]
+        )
+        status = "pruned" if pruned else "done"
+        store.finish_trial(
+            tid, status, {"accuracy": reports[-1]["accuracy"], "params": float(i + 1)}, reports
+        )
+    store.finish()
+    store.close()
+
+
+def test_pruned_trials_do_not_count_as_finished_results(tmp_path: Path) -> None:
+    """A trial pruned after one report is neither the best so far nor on the Pareto front,
+    and the importance tab leaves it out; the summary names the stopper and the resource
+    spent, pruned share included."""
+    _pruned_record(tmp_path / "a")
+    cache = data.TrialCache()
+    with data.open_run(tmp_path / "a") as store:
+        best = data.best_so_far(store, cache)
+        front = data.pareto(store, cache, ("params", "min"), ("accuracy", "max"))
+        facts = data.run_facts(store)
+        final = data.final_trials(store.trials())
+    assert max(best["best"]) < 0.99 and not {3, 5} & set(best["id"])
+    assert not {3, 5} & set(front["front"]) and {3, 5} <= {p["id"] for p in front["points"]}
+    assert {p["id"]: p["pruned"] for p in front["points"]}[3] is True
+    assert [t.id for t in final] == [1, 2, 4, 6]
+    assert facts["stopper"] == "median (min_trials 3, warmup_steps 1)"
+    assert facts["spent"] == "14 reports (done 12, pruned 2)"
