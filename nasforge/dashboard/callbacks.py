@@ -403,6 +403,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         """Returns the charts of the progress rows, the decisions per step and the artifacts."""
         try:
             rows, arts = reader.read(key, lambda s: (s.progress(), artifact_series(s)))
+            over_time = reader.read(key, data.timeline) if not rows else None
         except NasforgeError as exc:
             return _fail(exc)
         ps = progress_series(rows)
@@ -413,6 +414,7 @@ def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None
         graphs += [
             dcc.Graph(figure=charts.lines(k, ps["steps"], g)) for k, g in ps["groups"].items()
         ]
+        graphs += layout.timeline_graphs(over_time)
         art_parts: list[Any] = [html.H4("Artifacts")] if arts else []
         for a in arts:
             art_parts.append(

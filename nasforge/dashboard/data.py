@@ -47,6 +47,7 @@ __all__ = [
     "check_trial",
     "final_trials",
     "run_facts",
+    "timeline",
     "MAX_PAGE_SIZE",
 ]
 
@@ -85,6 +86,29 @@ def run_facts(store: Store) -> dict[str, str]:
         "stopper": stopper,
         "spent": f"{total} reports ({parts})" if total else "",
     }
+
+
+def timeline(store: Store) -> dict[str, list[Any]]:
+    """Returns the run's trials over time, for a run without progress rows (a multi-trial
+    search): ``seconds`` since the run was created at which each trial ended, and after it
+    the cumulative ``trials`` ended, ``reports`` (the resource spent) and ``pruned`` trials.
+    Empty lists when no trial ended yet."""
+    created = float(store.get_meta("created") or 0.0)
+    ended = sorted(
+        (t.finished, len(t.intermediates), t.status)
+        for t in store.trials()
+        if t.finished is not None and t.status not in ("cached", "running")
+    )
+    out: dict[str, list[Any]] = {"seconds": [], "trials": [], "reports": [], "pruned": []}
+    reports = pruned = 0
+    for i, (finished, n, status) in enumerate(ended, 1):
+        reports += n
+        pruned += status == "pruned"
+        out["seconds"].append(round(finished - created, 3))
+        out["trials"].append(i)
+        out["reports"].append(reports)
+        out["pruned"].append(pruned)
+    return out
 
 
 def check_trial(directory: Path, t: TrialRecord) -> TrialRecord:
@@ -279,7 +303,7 @@ def summarize(key: str, name: str, directory: Path, cache: TrialCache) -> RunSum
     except StoreError as exc:
         return RunSummary(key, name, problem=str(exc))
     space, strategy = _describe(config)
-    ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"])
+    ranked = rank_trials(final_trials(trials), obj["metric"], obj["mode"], obj["constraints"])
     best = ranked[0] if ranked else None
     best_value = None
     if best is not None:

@@ -31,6 +31,7 @@ __all__ = [
     "run_href",
     "trial_columns",
     "facts",
+    "timeline_graphs",
 ]
 
 #: the tabs of a run's page: value -> label
@@ -87,6 +88,33 @@ def facts(found: Mapping[str, str]) -> list[Any]:
     if found.get("spent"):
         out.append(html.Span(f" · spent {found['spent']}", id="run-spent"))
     return out
+
+
+def timeline_graphs(found: Mapping[str, Sequence[Any]] | None) -> list[Any]:
+    """Returns the progress tab's charts of trials and reports over time (what
+    :func:`nasforge.dashboard.data.timeline` found), none when no trial ended."""
+    from nasforge.dashboard import charts  # plotly: only where a chart is drawn
+
+    if not found or not found["seconds"]:
+        return []
+    x = found["seconds"]
+    return [
+        dcc.Graph(
+            figure=charts.lines(
+                "trials ended over time",
+                x,
+                {"trials": found["trials"], "pruned": found["pruned"]},
+                xlabel="seconds",
+            ),
+            id="progress-trials",
+        ),
+        dcc.Graph(
+            figure=charts.lines(
+                "resource spent over time (reports)", x, {"reports": found["reports"]}, "seconds"
+            ),
+            id="progress-reports",
+        ),
+    ]
 
 
 def fmt_seconds(s: float | None) -> str:
