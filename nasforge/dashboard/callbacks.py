@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, unquote
 
 import dash
 from dash import Input, Output, State, dcc, html
+from dash.exceptions import UnsupportedRelativePath
 
 from nasforge.dashboard import charts, data, layout
 from nasforge.dashboard.importance import decision_importance
@@ -89,7 +90,8 @@ class _Reader:
         with self._lock:
             if key in self._importance:
                 return self._importance[key], obj["metric"]
-        values = decision_importance(store.trials(), obj["metric"], obj["mode"], obj["constraints"])
+        trials = data.final_trials(store.trials())  # a pruned trial's value is its rung's
+        values = decision_importance(trials, obj["metric"], obj["mode"], obj["constraints"])
         with self._lock:
             self._importance = {key: values}  # the latest run only: it is the one looked at
         return values, obj["metric"]
@@ -98,6 +100,14 @@ class _Reader:
 def _fail(exc: Exception) -> html.Div:
     log.info("view not shown: %s", exc)
     return layout.message(str(exc))
+
+
+def _local_path(path: str | None) -> str:
+    """Returns a page's URL path without the app's path prefix (``/`` when it has none)."""
+    try:
+        return "/" + (dash.strip_relative_path(path or "/") or "")
+    except UnsupportedRelativePath:  # a path outside the prefix: shown as no page
+        return path or "/"
 
 
 def _register_shell(app: dash.Dash, reader: _Reader) -> None:
@@ -110,7 +120,7 @@ def _register_shell(app: dash.Dash, reader: _Reader) -> None:
     def route(path: str | None, search: str | None) -> Any:
         """Returns the page of a URL: the overview, a run's page (its tab from ``?tab=``), or
         a message."""
-        path = path or "/"
+        path = _local_path(path)
         if path.startswith("/run/"):
             key = unquote(path[len("/run/") :])
             tab = parse_qs((search or "").lstrip("?")).get("tab", ["trials"])[0]
@@ -128,7 +138,7 @@ def _register_shell(app: dash.Dash, reader: _Reader) -> None:
             except NasforgeError as exc:
                 return html.Div([html.H3(key), _fail(exc)])
             content = layout.tab_layout(tab, info)  # here, not by a second round trip
-            return layout.run_page(key, key.split("/", 1)[-1], tab, content, version)
+            return layout.run_page(key, served.name_of(key), tab, content, version)
         if path != "/":
             return layout.message(f"no page {path!r}; the overview is at /")
         return html.Div(_overview(), id="overview-body")
@@ -179,6 +189,7 @@ def _register_shell(app: dash.Dash, reader: _Reader) -> None:
         """Returns the run's summary line: kind, state, progress, best trial, duration."""
         try:
             r = data.summarize(key, key, served.resolve(key), cache)
+            facts = reader.read(key, data.run_facts) if not r.problem else {}
         except NasforgeError as exc:
             return _fail(exc)
         if r.problem:
@@ -194,6 +205,7 @@ def _register_shell(app: dash.Dash, reader: _Reader) -> None:
                 html.B(r.state, id="run-state"),
                 f" · {r.progress} · {best} · {r.n_trials} trials"
                 f" · {layout.fmt_seconds(r.duration)}",
+                *layout.facts(facts),
             ]
         )
 
@@ -234,23 +246,17 @@ def _register_trials(app: dash.Dash, reader: _Reader) -> None:
             p = reader.read(
                 key,
                 lambda s: data.trial_page(
-                    s, reader.cache, page or 0, size or 20, sort_by or [], statuses or []
+                    s,
+                    reader.cache,
+                    0 if page is None else page,
+                    size or 20,
+                    sort_by or [],
+                    statuses or [],
                 ),
             )
         except NasforgeError as exc:
             return [], [], 1, _fail(exc)
-        columns = [
-            {"name": "trial", "id": "id"},
-            {"name": "status", "id": "status"},
-            {"name": "how", "id": "how"},
-        ]
-        columns += [{"name": m, "id": f"m:{m}", "type": "numeric"} for m in p["metrics"]]
-        columns += [
-            {"name": "seconds", "id": "seconds", "type": "numeric"},
-            {"name": "where", "id": "where"},
-            {"name": "architecture", "id": "arch"},
-            {"name": "error", "id": "error"},
-        ]
+        columns = layout.trial_columns(p["metrics"])
         text = f"{p['n_rows']} trials" + (" (filtered)" if statuses else "")
         return p["rows"], columns, p["n_pages"], text
 
@@ -429,6 +435,7 @@ def _register_progress(app: dash.Dash, reader: _Reader) -> None:
         """Returns the charts of the progress rows, the decisions per step and the artifacts."""
         try:
             rows, arts = reader.read(key, lambda s: (s.progress(), artifact_series(s)))
+            over_time = reader.read(key, data.timeline) if not rows else None
         except NasforgeError as exc:
             return _fail(exc)
         ps = progress_series(rows)
@@ -439,6 +446,7 @@ def _register_progress(app: dash.Dash, reader: _Reader) -> None:
         graphs += [
             dcc.Graph(figure=charts.lines(k, ps["steps"], g)) for k, g in ps["groups"].items()
         ]
+        graphs += layout.timeline_graphs(over_time)
         art_parts: list[Any] = [html.H4("Artifacts")] if arts else []
         for a in arts:
             art_parts.append(

@@ -152,6 +152,20 @@ def pareto(data: Mapping[str, Any], x: str, y: str) -> go.Figure:
     for p in points:
         groups.setdefault(p["group"], []).append(p)
     front = set(data["front"])
+    stopped = [p for p in points if p.get("pruned")]
+    if stopped:  # their value is the rung they were stopped at, not a result
+        groups = {g: [p for p in m if not p.get("pruned")] for g, m in groups.items()}
+        fig.add_trace(
+            _trial_points(
+                kind,
+                stopped,
+                "x",
+                "y",
+                mode="markers",
+                name="pruned (value at its rung)",
+                marker={"size": 6, "color": "#bbbbbb", "symbol": "x"},
+            )
+        )
     for g, members in groups.items():
         name = "trials" if g is None else f"{g:g}" if isinstance(g, float) else str(g)
         fig.add_trace(

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nasforge.errors import StoreError
+from nasforge.errors import ConfigError, StoreError
 from nasforge.run.records import TrialRecord
 from nasforge.run.results import pareto_front, rank_trials, score
 from nasforge.run.store import DB_NAME, Store
@@ -44,7 +44,97 @@ __all__ = [
     "trial_detail",
     "diff",
     "plain",
+    "check_trial",
+    "final_trials",
+    "run_facts",
+    "timeline",
+    "MAX_PAGE_SIZE",
 ]
+
+#: the most rows one page of the trial table holds (a larger page size asked is capped)
+MAX_PAGE_SIZE = 500
+_NUMBER = (int, float)
+
+
+def final_trials(trials: Sequence[TrialRecord]) -> list[TrialRecord]:
+    """Returns the trials whose metrics are final results: all but the pruned ones, whose
+    metrics are the value of the rung they were stopped at (one epoch's accuracy is no
+    result to rank or to learn importances from)."""
+    return [t for t in trials if t.status != "pruned"]
+
+
+def run_facts(store: Store) -> dict[str, str]:
+    """Returns the run's ``stopper`` (its rule and settings, ``none``, or ``""`` for a kind
+    without one) and the resource ``spent`` (reports summed over the trained trials, by
+    status; ``""`` when none were reported), as text for the run's summary line."""
+    from nasforge.run.status import resource_spent
+
+    config = store.config()
+    section = config.get(str(config.get("kind", "")), {})
+    stopper = ""
+    if isinstance(section, Mapping) and "stopper" in section:
+        s = section["stopper"]
+        if isinstance(s, Mapping):
+            rest = ", ".join(f"{k} {plain(v)}" for k, v in s.items() if k != "rule")
+            stopper = f"{s.get('rule', '?')}" + (f" ({rest})" if rest else "")
+        else:
+            stopper = "none" if s is None else plain(s)
+    spent = resource_spent(store.trials())
+    total = spent.pop("total")
+    parts = ", ".join(f"{k} {v}" for k, v in sorted(spent.items()) if v)
+    return {
+        "stopper": stopper,
+        "spent": f"{total} reports ({parts})" if total else "",
+    }
+
+
+def timeline(store: Store) -> dict[str, list[Any]]:
+    """Returns the run's trials over time, for a run without progress rows (a multi-trial
+    search): ``seconds`` since the run was created at which each trial ended, and after it
+    the cumulative ``trials`` ended, ``reports`` (the resource spent) and ``pruned`` trials.
+    Empty lists when no trial ended yet."""
+    created = float(store.get_meta("created") or 0.0)
+    ended = sorted(
+        (t.finished, len(t.intermediates), t.status)
+        for t in store.trials()
+        if t.finished is not None and t.status not in ("cached", "running")
+    )
+    out: dict[str, list[Any]] = {"seconds": [], "trials": [], "reports": [], "pruned": []}
+    reports = pruned = 0
+    for i, (finished, n, status) in enumerate(ended, 1):
+        reports += n
+        pruned += status == "pruned"
+        out["seconds"].append(round(finished - created, 3))
+        out["trials"].append(i)
+        out["reports"].append(reports)
+        out["pruned"].append(pruned)
+    return out
+
+
+def check_trial(directory: Path, t: TrialRecord) -> TrialRecord:
+    """Returns ``t`` when every value a view reads is of its type: metrics numbers (or
+    null), ``duration``, ``started`` and ``finished`` numbers, ``error`` text.
+
+    Raises:
+        StoreError: a value is of another type (a damaged or hand-edited record), naming the
+            trial's row and the field.
+    """
+    bad: list[str] = []
+    for k, v in (t.metrics or {}).items():
+        if v is not None and not isinstance(v, _NUMBER):
+            bad.append(f"metric {k!r} is {type(v).__name__} {str(v)[:40]!r}")
+    for name in ("duration", "started", "finished"):
+        v = getattr(t, name)
+        if v is not None and (not isinstance(v, _NUMBER) or isinstance(v, bool)):
+            bad.append(f"{name} is {type(v).__name__} {str(v)[:40]!r}")
+    if t.error is not None and not isinstance(t.error, str):
+        bad.append(f"error is {type(t.error).__name__}, not text")
+    if bad:
+        raise StoreError(
+            f"{directory}: trials row {t.id} is damaged ({'; '.join(bad[:3])}); restore a "
+            f"copy of the record, or delete that row"
+        )
+    return t
 
 
 def version(directory: Path) -> tuple[int, ...]:
@@ -104,7 +194,7 @@ class TrialCache:
             if hit is not None and hit[0] == ver:
                 self._items.move_to_end(key)
                 return hit[1]
-        trials = store.trials(light=True)
+        trials = [check_trial(store.directory, t) for t in store.trials(light=True)]
         with self._lock:
             self._items[key] = (ver, trials)
             self._items.move_to_end(key)
@@ -213,7 +303,7 @@ def summarize(key: str, name: str, directory: Path, cache: TrialCache) -> RunSum
     except StoreError as exc:
         return RunSummary(key, name, problem=str(exc))
     space, strategy = _describe(config)
-    ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"])
+    ranked = rank_trials(final_trials(trials), obj["metric"], obj["mode"], obj["constraints"])
     best = ranked[0] if ranked else None
     best_value = None
     if best is not None:
@@ -298,6 +388,35 @@ def _sort_value(t: TrialRecord, column: str) -> tuple[int, Any]:
     return (0, value) if value is not None else (1, 0)
 
 
+def _table_request(
+    page: Any, page_size: Any, sort_by: Any, statuses: Any
+) -> tuple[int, int, list[tuple[str, bool]], list[str]]:
+    """Returns (page, page size capped at :data:`MAX_PAGE_SIZE`, [(column, descending)],
+    statuses) of a trial-table request as the browser sent it.
+
+    Raises:
+        ConfigError: a value of the wrong type (a hand-made request), named.
+    """
+    if not isinstance(page, int) or isinstance(page, bool):
+        raise ConfigError(f"page {page!r} is not a page number")
+    if not isinstance(page_size, int) or isinstance(page_size, bool) or page_size < 1:
+        raise ConfigError(f"page size {page_size!r} is not a positive number of rows")
+    if not isinstance(sort_by, (list, tuple)) or not all(
+        isinstance(sp, Mapping)
+        and isinstance(sp.get("column_id", "id"), str)
+        and sp.get("direction", "asc") in ("asc", "desc")
+        for sp in sort_by
+    ):
+        raise ConfigError(
+            f"sort order {str(sort_by)[:80]!r} is not a list of "
+            "{'column_id': NAME, 'direction': 'asc'|'desc'}"
+        )
+    if not isinstance(statuses, (list, tuple)) or not all(isinstance(x, str) for x in statuses):
+        raise ConfigError(f"status filter {str(statuses)[:80]!r} is not a list of statuses")
+    order = [(sp.get("column_id", "id"), sp.get("direction") == "desc") for sp in sort_by]
+    return page, min(page_size, MAX_PAGE_SIZE), order, list(statuses)
+
+
 def trial_page(
     store: Store,
     cache: TrialCache,
@@ -311,21 +430,28 @@ def trial_page(
     ``metrics`` (the metric columns, the objective's first).
 
     Invariants: sorting is stable (ties keep id order); a missing metric sorts last in both
-    directions.
+    directions; a page holds at most :data:`MAX_PAGE_SIZE` rows.
+
+    Raises:
+        ConfigError: the page, page size, sort order or statuses are of the wrong type.
+        StoreError: a trial row is damaged.
     """
+    page, page_size, order, statuses = _table_request(page, page_size, sort_by, statuses)
     obj = store.objective()
     trials = cache.trials(store)
     wanted = set(statuses)
     rows = [t for t in trials if not wanted or t.status in wanted]
-    for spec in reversed(list(sort_by)):
-        col, desc = spec.get("column_id", "id"), spec.get("direction") == "desc"
+    for col, desc in reversed(order):
         present = [t for t in rows if _sort_value(t, col)[0] == 0]
         missing = [t for t in rows if _sort_value(t, col)[0] == 1]
         present.sort(key=lambda t: _sort_value(t, col)[1], reverse=desc)
         rows = present + missing
     n_pages = max(1, math.ceil(len(rows) / page_size))
     page = min(max(0, page), n_pages - 1)
-    shown = [store.trial(t.id) for t in rows[page * page_size : (page + 1) * page_size]]
+    shown = [
+        check_trial(store.directory, store.trial(t.id))
+        for t in rows[page * page_size : (page + 1) * page_size]
+    ]
     out = []
     for t in shown:
         row: dict[str, Any] = {
@@ -336,6 +462,7 @@ def trial_page(
             "arch": plain(t.arch),
             "error": _error_line(t.error),
             "where": placement_text(t.placement),
+            "rung": len(t.intermediates) if t.intermediates else None,
         }
         for k, v in (t.metrics or {}).items():
             row[f"m:{k}"] = v
@@ -350,7 +477,8 @@ def trial_page(
 
 
 def best_so_far(store: Store, cache: TrialCache) -> dict[str, Any]:
-    """Returns the best feasible value of the objective after each finished trial: ``id``,
+    """Returns the best feasible value of the objective after each finished trial (pruned
+    ones left out: their value is one rung's): ``id``,
     ``seconds`` (since the run was created), ``value`` (the trial's) and ``best`` lists, plus
     ``metric`` and ``mode``.
 
@@ -368,7 +496,7 @@ def best_so_far(store: Store, cache: TrialCache) -> dict[str, Any]:
         "best": [],
     }
     best: float | None = None
-    for t in cache.trials(store):
+    for t in final_trials(cache.trials(store)):
         s = score(t, metric, mode, constraints)
         if s is None:
             continue
@@ -433,7 +561,8 @@ def pareto(
     """Returns the trials as points of two metrics (``points``: id, x, y, group) and the
     ids of the non-dominated ones (``front``, sorted along x), for (metric, "max"|"min")
     objectives ``x`` and ``y``; ``group`` names a metric that splits the points (e.g. a
-    deployment target), each group with its own front."""
+    deployment target), each group with its own front. Pruned trials are points (marked
+    ``pruned``) but never on a front."""
     constraints = store.objective()["constraints"]
     measured = [  # (trial, its metrics): the trials that have both metrics
         (t, t.metrics)
@@ -445,7 +574,7 @@ def pareto(
         groups.setdefault(m.get(group) if group else None, []).append(t)
     front: list[int] = []
     for members in groups.values():
-        front += [t.id for t in pareto_front(members, y, x, constraints)]
+        front += [t.id for t in pareto_front(final_trials(members), y, x, constraints)]
     metrics_of = {t.id: m for t, m in measured}
     front.sort(key=lambda i: metrics_of[i][x[0]])
     points = [
@@ -454,10 +583,25 @@ def pareto(
             "x": m[x[0]],
             "y": m[y[0]],
             "group": m.get(group) if group else None,
+            "pruned": t.status == "pruned",
         }
         for t, m in measured
     ]
     return {"points": points, "front": front}
+
+
+def _trial_id(value: Any) -> int:
+    """Returns ``value`` as a trial id.
+
+    Raises:
+        StoreError: it is not a whole number.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise StoreError(f"{str(value)[:40]!r} is not a trial id (a whole number)")
+    try:
+        return int(value)
+    except ValueError:
+        raise StoreError(f"{str(value)[:40]!r} is not a trial id (a whole number)") from None
 
 
 def trial_detail(store: Store, trial_id: int) -> dict[str, Any]:
@@ -466,7 +610,7 @@ def trial_detail(store: Store, trial_id: int) -> dict[str, Any]:
     Raises:
         StoreError: no trial has that id.
     """
-    return store.trial(int(trial_id)).to_dict()
+    return store.trial(_trial_id(trial_id)).to_dict()
 
 
 def diff(store: Store, a: int, b: int) -> list[dict[str, Any]]:
@@ -476,7 +620,7 @@ def diff(store: Store, a: int, b: int) -> list[dict[str, Any]]:
     Raises:
         StoreError: either trial does not exist.
     """
-    ta, tb = store.trial(int(a)).arch, store.trial(int(b)).arch
+    ta, tb = store.trial(_trial_id(a)).arch, store.trial(_trial_id(b)).arch
     rows = [
         {"label": k, "a": plain(ta.get(k)), "b": plain(tb.get(k)), "same": ta.get(k) == tb.get(k)}
         for k in sorted(set(ta) | set(tb))

@@ -10,8 +10,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from dash import dcc, html
+from dash import dcc, get_relative_path, html
 from dash.dash_table.DataTable import DataTable
+from dash.dash_table.Format import Format, Scheme
 from dash.development.base_component import Component
 
 from nasforge.dashboard.data import RunSummary, plain
@@ -28,6 +29,9 @@ __all__ = [
     "kv_table",
     "fmt_seconds",
     "run_href",
+    "trial_columns",
+    "facts",
+    "timeline_graphs",
 ]
 
 #: the tabs of a run's page: value -> label
@@ -53,8 +57,64 @@ STATE_STYLE = {
 
 
 def run_href(key: str, tab: str | None = None) -> str:
-    """Returns the URL path of a run's page (and tab)."""
-    return f"/run/{quote(key)}" + (f"?tab={tab}" if tab else "")
+    """Returns the URL path of a run's page (and tab), under the app's path prefix."""
+    return get_relative_path(f"/run/{quote(key)}") + (f"?tab={tab}" if tab else "")
+
+
+def trial_columns(metrics: Sequence[str]) -> list[dict[str, Any]]:
+    """Returns the trial table's columns: id, status, how, the rung (reports) a trial reached,
+    each metric (shown to 4 significant digits; the value itself sorts), seconds, where, the
+    architecture and the error."""
+    four = Format(precision=4, scheme=Scheme.decimal_or_exponent).trim(True)
+    return [
+        {"name": "trial", "id": "id"},
+        {"name": "status", "id": "status"},
+        {"name": "how", "id": "how"},
+        {"name": "rung", "id": "rung", "type": "numeric"},
+        *({"name": m, "id": f"m:{m}", "type": "numeric", "format": four} for m in metrics),
+        {"name": "seconds", "id": "seconds", "type": "numeric", "format": four},
+        {"name": "where", "id": "where"},
+        {"name": "architecture", "id": "arch"},
+        {"name": "error", "id": "error"},
+    ]
+
+
+def facts(found: Mapping[str, str]) -> list[Any]:
+    """Returns the summary line's parts for a run's stopper and resource spent (what
+    :func:`nasforge.dashboard.data.run_facts` found), empty ones left out."""
+    out: list[Any] = []
+    if found.get("stopper"):
+        out.append(html.Span(f" · stopper {found['stopper']}", id="run-stopper"))
+    if found.get("spent"):
+        out.append(html.Span(f" · spent {found['spent']}", id="run-spent"))
+    return out
+
+
+def timeline_graphs(found: Mapping[str, Sequence[Any]] | None) -> list[Any]:
+    """Returns the progress tab's charts of trials and reports over time (what
+    :func:`nasforge.dashboard.data.timeline` found), none when no trial ended."""
+    from nasforge.dashboard import charts  # plotly: only where a chart is drawn
+
+    if not found or not found["seconds"]:
+        return []
+    x = found["seconds"]
+    return [
+        dcc.Graph(
+            figure=charts.lines(
+                "trials ended over time",
+                x,
+                {"trials": found["trials"], "pruned": found["pruned"]},
+                xlabel="seconds",
+            ),
+            id="progress-trials",
+        ),
+        dcc.Graph(
+            figure=charts.lines(
+                "resource spent over time (reports)", x, {"reports": found["reports"]}, "seconds"
+            ),
+            id="progress-reports",
+        ),
+    ]
 
 
 def fmt_seconds(s: float | None) -> str:
@@ -90,7 +150,11 @@ def shell(interval_ms: int) -> html.Div:
             dcc.Interval(id="tick", interval=interval_ms),
             html.Div(
                 [
-                    dcc.Link("nasforge dashboard", href="/", style={"fontWeight": "bold"}),
+                    dcc.Link(
+                        "nasforge dashboard",
+                        href=get_relative_path("/"),
+                        style={"fontWeight": "bold"},
+                    ),
                     html.Span(id="clock", style={"float": "right", "color": "#777"}),
                 ],
                 style={"padding": "8px 16px", "borderBottom": "1px solid #ddd"},

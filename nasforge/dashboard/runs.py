@@ -1,9 +1,11 @@
 """Which run directories a dashboard serves, and the one check that keeps it inside them.
 
 ``nasforge serve DIR [DIR ...]`` names *roots*: each is a run directory, or a folder whose
-children (or grandchildren) are run directories. A run is named in URLs by a *key*,
-``<root index>/<path relative to that root>``; :meth:`ServedRuns.resolve` turns a key back
-into a directory and refuses any key whose real path (symlinks followed) leaves its root.
+children (or grandchildren) are run directories. A run is named in URLs by a *key*: the name
+shown for it, its path relative to its root's parent (``runs/digits``), or, where two roots
+share a name, ``<root index>/<that path>`` (the form every key had before; such keys still
+resolve). :meth:`ServedRuns.resolve` turns a key back into a directory and refuses any key
+whose real path (symlinks followed) leaves its root.
 
 Pure file-system logic: no database is opened here (see :mod:`nasforge.dashboard.data`).
 """
@@ -25,17 +27,14 @@ MAX_DEPTH = 2
 
 @dataclass(frozen=True)
 class RunRef:
-    """A run directory found under a served root: its URL key, its path, and a problem found
-    before opening it (a directory that is not a run), else None."""
+    """A run directory found under a served root: its URL key, its path, a problem found
+    before opening it (a directory that is not a run) else None, and the name shown for it
+    (its path relative to the root's parent)."""
 
     key: str
     path: Path
     problem: str | None = None
-
-    @property
-    def name(self) -> str:
-        """Returns the name shown for the run: its path relative to the root's parent."""
-        return self.key.split("/", 1)[1] if "/" in self.key else self.key
+    name: str = ""
 
 
 def _looks_like_run(path: Path) -> bool:
@@ -66,10 +65,21 @@ class ServedRuns:
                 )
             self.roots.append(p)
 
-    def _key(self, index: int, path: Path) -> str:
+    def _ref(self, index: int, path: Path, problem: str | None = None) -> RunRef:
+        """Returns the reference to ``path`` below root ``index``: its name is its path from
+        the root's parent; its key is that name unless another root has the same name."""
         root = self.roots[index]
-        rel = path.relative_to(root.parent).as_posix()
-        return f"{index}/{rel}"
+        name = path.relative_to(root.parent).as_posix()
+        unique = sum(r.name == root.name for r in self.roots) == 1
+        return RunRef(name if unique else f"{index}/{name}", path, problem, name)
+
+    def name_of(self, key: str) -> str:
+        """Returns the name shown for the run a key names (the key itself when it names
+        none)."""
+        head, _, rel = key.partition("/")
+        if self._indexed(head, rel):
+            return rel
+        return key
 
     def discover(self) -> list[RunRef]:
         """Returns every run directory under the roots, in root order then by path; a root
@@ -77,20 +87,20 @@ class ServedRuns:
         found: list[RunRef] = []
         for i, root in enumerate(self.roots):
             if _looks_like_run(root):
-                found.append(RunRef(self._key(i, root), root))
+                found.append(self._ref(i, root))
                 continue
             runs = self._below(root, MAX_DEPTH)
             if not runs:
                 found.append(
-                    RunRef(
-                        self._key(i, root),
+                    self._ref(
+                        i,
                         root,
                         f"{root} is not a nasforge run directory and holds none (no {DB_NAME} "
                         f"up to {MAX_DEPTH} levels down); start one with `nasforge run FILE "
                         "--dir DIR`",
                     )
                 )
-            found.extend(RunRef(self._key(i, p), p) for p in runs)
+            found.extend(self._ref(i, p) for p in runs)
         return found
 
     def _below(self, folder: Path, depth: int) -> list[Path]:
@@ -114,24 +124,37 @@ class ServedRuns:
     def _inside(self, path: Path) -> bool:
         return any(path == r or path.is_relative_to(r) for r in self.roots)
 
+    def _indexed(self, head: str, rel: str) -> bool:
+        """Returns whether a key split at its first ``/`` is of the ``<index>/<name>`` form."""
+        if not (head.isascii() and head.isdigit()) or int(head) >= len(self.roots):
+            return False
+        return rel.split("/", 1)[0] == self.roots[int(head)].name
+
     def resolve(self, key: str) -> Path:
-        """Returns the run directory that URL key ``key`` names.
+        """Returns the run directory that URL key ``key`` names: a run's shown name
+        (``runs/digits``) or ``<root index>/<shown name>``.
 
         Raises:
             StoreError: the key is malformed, names no served root, or its real path leaves
                 the served root (``..``, an absolute path, a symlink out).
         """
+        if not isinstance(key, str) or "\0" in key or not key:
+            raise StoreError(f"{key!r} is not a run name; pick a run from the overview")
         head, _, rel = key.partition("/")
-        if not head.isdigit() or int(head) >= len(self.roots):
-            raise StoreError(
-                f"{key!r} names no served run; the dashboard serves only {len(self.roots)} "
-                "root(s): pick a run from the overview"
-            )
-        root = self.roots[int(head)]
+        if self._indexed(head, rel):
+            root = self.roots[int(head)]
+        else:
+            named = [r for r in self.roots if r.name == head]
+            if len(named) != 1:
+                raise StoreError(
+                    f"{key!r} names no served run; the dashboard serves "
+                    f"{', '.join(r.name for r in self.roots)}: pick a run from the overview"
+                )
+            root, rel = named[0], key
         rel_path = Path(rel)
         if rel_path.is_absolute() or not rel_path.parts:
             raise StoreError(f"{key!r} is not a run path below a served directory")
-        # keys are relative to the root's parent, and start with the root's own name
+        # names are relative to the root's parent, and start with the root's own name
         path = (root.parent / rel_path).resolve()
         if not (path == root or path.is_relative_to(root)):
             raise StoreError(

@@ -3,21 +3,50 @@
 progress    every numeric series of the progress rows against the step (losses,
             accuracies per epoch or step), when the run has progress rows
 trials      the metric of every trial with the running best, when it has two or more
-front       the Pareto front, when the objective has a second metric
+            (pruned trials apart, in grey: their value is the rung they were stopped at)
+front       the Pareto front, when the objective has a second metric (pruned trials left out)
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from nasforge.run.preflight import check_folder, make_folder
 from nasforge.run.results import pareto_front, score
 from nasforge.run.store import Store
 
-__all__ = ["plot_run"]
+__all__ = ["plot_run", "trial_points"]
 
 #: at most this many trials are drawn as points (the running best uses every trial)
 _MAX_POINTS = 2000
+
+
+def trial_points(trials: list[Any], metric: str, mode: str, cons: Any) -> dict[str, list[Any]]:
+    """Returns the trials panel's data: ``x``/``y`` (id, value of each scored trial that was
+    not pruned), ``best_x``/``best_y`` (the running best's steps) and ``pruned_x``/
+    ``pruned_y`` (pruned trials at the value of the rung they were stopped at)."""
+    out: dict[str, list[Any]] = {k: [] for k in ("x", "y", "best_x", "best_y")}
+    out["pruned_x"], out["pruned_y"] = [], []
+    best: tuple[float, float] | None = None
+    for t in trials:
+        s = score(t, metric, mode, cons)
+        if s is None or t.metrics is None:  # a scored trial has metrics
+            continue
+        if t.status == "pruned":
+            out["pruned_x"].append(t.id)
+            out["pruned_y"].append(t.metrics[metric])
+            continue
+        out["x"].append(t.id)
+        out["y"].append(t.metrics[metric])
+        if best is None or s > best[0]:
+            best = (s, t.metrics[metric])
+            out["best_x"].append(t.id)  # the running best's steps: only where it changes
+            out["best_y"].append(best[1])
+    if out["x"]:
+        out["best_x"].append(out["x"][-1])
+        out["best_y"].append(out["best_y"][-1])
+    return out
 
 
 def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
@@ -63,24 +92,15 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
             ax.legend(fontsize="small")
             ax.grid(alpha=0.3)
         elif panel == "trials":
-            xs, ys, bx, by, best = [], [], [], [], None
-            for t in trials:
-                s = score(t, metric, mode, cons)
-                if s is None or t.metrics is None:  # a scored trial has metrics
-                    continue
-                xs.append(t.id)
-                ys.append(t.metrics[metric])
-                if best is None or s > best[0]:
-                    best = (s, t.metrics[metric])
-                    bx.append(t.id)  # the running best's steps: only where it changes
-                    by.append(best[1])
-            if xs:
-                bx.append(xs[-1])
-                by.append(by[-1])
+            pts = trial_points(trials, metric, mode, cons)
+            xs, ys, bx, by = pts["x"], pts["y"], pts["best_x"], pts["best_y"]
             stride = -(-len(xs) // _MAX_POINTS)  # a big run: every stride-th trial is drawn
             label = "trial" if stride == 1 else f"every {stride}th trial"
             ax.scatter(xs[::stride], ys[::stride], s=12, alpha=0.6, label=label)
             ax.step(bx, by, where="post", color="C3", label="running best")
+            if pts["pruned_x"]:
+                ax.scatter(pts["pruned_x"][::stride], pts["pruned_y"][::stride], s=10,
+                           color="lightgrey", label="pruned (value at its rung)")  # fmt: skip
             failed = [t.id for t in trials if t.status == "failed"]
             if failed:
                 lo = min(ys) if ys else 0.0
@@ -92,12 +112,14 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
             ax.legend(loc="lower right" if mode == "max" else "upper right")
         else:
             m2 = second[0]
-            pts = [(t.metrics[metric], t.metrics[m2]) for t in trials
-                   if score(t, metric, mode, cons) is not None
-                   and t.metrics is not None and m2 in t.metrics]  # fmt: skip
-            if pts:
-                ax.scatter([p[1] for p in pts], [p[0] for p in pts], s=12, alpha=0.5, label="trial")
-            front = pareto_front(trials, (metric, mode), tuple(second), cons)
+            final = [t for t in trials if t.status != "pruned"]  # a rung's value is no result
+            both = [(t.metrics[metric], t.metrics[m2]) for t in final
+                    if score(t, metric, mode, cons) is not None
+                    and t.metrics is not None and m2 in t.metrics]  # fmt: skip
+            if both:
+                ax.scatter([p[1] for p in both], [p[0] for p in both], s=12, alpha=0.5,
+                           label="trial")  # fmt: skip
+            front = pareto_front(final, (metric, mode), tuple(second), cons)
             # front trials have metrics (pareto_front keeps only those)
             order = sorted([(m[m2], m[metric]) for t in front if (m := t.metrics) is not None],
                            key=lambda p: p[0])  # fmt: skip

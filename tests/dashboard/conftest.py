@@ -151,6 +151,7 @@ class Server:
         self.url = f"http://{host}:{self.port}"
         self.log = cwd / f"serve-{host}-{self.port}.log"
         self.token: str | None = None
+        self.printed = ""  # the address it printed
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
                 [
@@ -178,13 +179,15 @@ class Server:
             if self.proc.poll() is not None:
                 raise AssertionError(f"nasforge serve exited:\n{self.output[-3000:]}")
             printed = PRINTED_URL.search(self.output)
+            if printed:
+                self.printed = printed.group(0)
             if printed and "?token=" in printed.group(0):
                 self.token = printed.group(0).split("?token=", 1)[1]
             given = list(args)[list(args).index("--token") + 1] if "--token" in args else None
             token = self.token or given or (env or {}).get("NASFORGE_TOKEN")
             headers = {"Authorization": f"Bearer {token}"} if token else {}
             try:
-                req = urllib.request.Request(self.url + "/", headers=headers)
+                req = urllib.request.Request(self.url + "/", headers=headers)  # may redirect
                 with urllib.request.urlopen(req, timeout=2) as r:
                     if r.status == 200:
                         return

@@ -13,7 +13,13 @@ from typing import Any
 
 import pytest
 
-from nasforge.dashboard.auth import TokenGate, check_token, make_token, needs_token
+from nasforge.dashboard.auth import (
+    TokenGate,
+    check_token,
+    make_token,
+    needs_token,
+    path_prefix,
+)
 from nasforge.errors import ConfigError
 from tests.dashboard.conftest import MULTITRIAL, SPACE, Server, nasforge, wait_for
 
@@ -123,8 +129,9 @@ def _get(url: str, **headers: str) -> tuple[int, dict, bytes]:
 def _dash_asset(html: bytes) -> str:
     """Returns the path of the first Dash script the page loads from the installed packages."""
     text = html.decode()
-    start = text.index("/_dash-component-suites/")
-    return text[start : text.index('"', start)]
+    at = text.index("/_dash-component-suites/")
+    start = text.rindex('"', 0, at) + 1  # the whole path, the app's prefix included
+    return text[start : text.index('"', at)]
 
 
 def test_beyond_loopback_waitress_serves_and_every_endpoint_wants_the_token(
@@ -139,15 +146,21 @@ def test_beyond_loopback_waitress_serves_and_every_endpoint_wants_the_token(
     status, headers, body = _get(remote.url + "/")
     assert status == 401 and b"needs its token" in body
     assert headers["Server"] == "waitress"
-    status, headers, page = _get(f"{remote.url}/?token={token}")
+    prefix = path_prefix(token)  # the app lives under the token's secret path
+    assert remote.printed == f"{remote.url}{prefix}?token={token}"
+    status, headers, page = _get(remote.printed)
     assert status == 200 and b"nasforge dashboard" in page
     cookie = headers["Set-Cookie"].split(";")[0]
     assert cookie == f"nasforge_token_{remote.port}={token}"
-    for path in ("/_dash-layout", "/_dash-dependencies", _dash_asset(page)):
+    assert f"Path={prefix};" in headers["Set-Cookie"]
+    paths = [prefix + "_dash-layout", prefix + "_dash-dependencies", _dash_asset(page)]
+    assert all(p.startswith(prefix) for p in paths)
+    for path in paths:
         assert _get(remote.url + path)[0] == 401, path
         assert _get(remote.url + path, Cookie=cookie)[0] == 200, path
         assert _get(remote.url + path, Authorization=f"Bearer {token}")[0] == 200, path
-    req = urllib.request.Request(remote.url + "/_dash-update-component", data=b"{}", method="POST")
+    url = remote.url + prefix + "_dash-update-component"
+    req = urllib.request.Request(url, data=b"{}", method="POST")
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(req, timeout=10)
     assert err.value.code == 401
@@ -164,10 +177,14 @@ def test_the_printed_address_opens_the_dashboard_in_a_browser(browser: Any, remo
     def rows(b: Any) -> list[str]:
         return [e.text for e in b.find_elements(By.CSS_SELECTOR, "tr.nf-run")]
 
-    browser.get(f"{remote.url}/?token={remote.token}")
-    shown = wait_for(browser, lambda b: rows(b), "the run's row in the overview")
-    assert shown[0].startswith("runs/multitrial") and "finished" in shown[0]
-    browser.get(f"{remote.url}/run/0/runs/multitrial")  # no token in the URL: the cookie
+    prefix = path_prefix(remote.token or "")
+    for opened in (remote.printed, f"{remote.url}/?token={remote.token}"):  # both lead in
+        browser.delete_all_cookies()
+        browser.get(opened)
+        shown = wait_for(browser, lambda b: rows(b), "the run's row in the overview")
+        assert shown[0].startswith("runs/multitrial") and "finished" in shown[0]
+        assert browser.current_url.split("?")[0] == remote.url + prefix
+    browser.get(f"{remote.url}{prefix}run/runs/multitrial")  # no token in the URL: the cookie
     count = wait_for(
         browser,
         lambda b: b.find_element(By.CSS_SELECTOR, "#trial-count").text,
@@ -177,8 +194,93 @@ def test_the_printed_address_opens_the_dashboard_in_a_browser(browser: Any, remo
     cells = '#trial-table td[data-dash-column="id"]'
     wait_for(browser, lambda b: b.find_elements(By.CSS_SELECTOR, cells), "trial rows")
     browser.delete_all_cookies()
-    browser.get(f"{remote.url}/run/0/runs/multitrial")
+    browser.get(f"{remote.url}{prefix}run/runs/multitrial")
     assert "needs its token" in browser.find_element(By.TAG_NAME, "body").text
+
+
+def test_the_token_cookie_reaches_no_other_service_on_the_host(
+    browser: Any, remote: Server
+) -> None:
+    """After Chromium opened the dashboard with its token, a page of another service on the
+    same host (another port) receives no nasforge cookie: the cookie's Path is the secret
+    prefix, which no other service serves."""
+    import http.server
+    import threading
+
+    from selenium.webdriver.common.by import By
+
+    seen: list[str] = []
+
+    class Other(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            seen.append(self.headers.get("Cookie", ""))
+            body = b"<html><body>other service</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    other = http.server.HTTPServer((OTHER, 0), Other)
+    thread = threading.Thread(target=other.serve_forever, daemon=True)
+    thread.start()
+    try:
+        browser.delete_all_cookies()
+        browser.get(remote.printed)
+        wait_for(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "tr.nf-run"), "the overview")
+        names = [c["name"] for c in browser.get_cookies()]
+        assert f"nasforge_token_{remote.port}" in names  # the dashboard did set it
+        for path in ("/", path_prefix("x" * 43), "/run/runs/multitrial"):
+            browser.get(f"http://{OTHER}:{other.server_port}{path}")
+            wait_for(browser, lambda b: "other service" in b.page_source, "the other page")
+        assert len(seen) >= 3 and not any("nasforge_token" in c for c in seen), seen
+    finally:
+        other.shutdown()
+        other.server_close()
+        thread.join()
+
+
+def _raw(host: str, port: int, request: bytes, timeout: float = 10) -> bytes:
+    """Returns the start of the answer to raw ``request`` bytes (what arrived in time)."""
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(request)
+        try:
+            return s.recv(4096)
+        except TimeoutError:
+            return b""
+
+
+def test_a_huge_body_is_refused_before_it_is_read(remote: Server) -> None:
+    """A request announcing a 900 MiB body (and sending none of it) gets 413 at once, token
+    or not, instead of waitress waiting to buffer it to disk."""
+    host, port = OTHER, remote.port
+    for auth_header in (b"", f"Authorization: Bearer {remote.token}\r\n".encode()):
+        answer = _raw(
+            host,
+            port,
+            b"POST /_dash-update-component HTTP/1.1\r\nHost: x\r\n"
+            + auth_header
+            + b"Content-Type: application/json\r\nContent-Length: 943718400\r\n\r\n{",
+        )
+        assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+
+
+def test_loopback_mode_refuses_a_rebound_host_name(run_folder: Path) -> None:
+    """DNS rebinding: the token-free dashboard on 127.0.0.1 answers `Host: localhost:PORT`
+    and `127.0.0.1:PORT`, and refuses `Host: attacker.example:PORT` with 421 (a page of that
+    site, its name re-pointed at 127.0.0.1, reads nothing)."""
+    local = Server([run_folder], run_folder.parent, env={"NASFORGE_TOKEN": ""})
+    try:
+        for host in (f"localhost:{local.port}", f"127.0.0.1:{local.port}"):
+            assert _get(local.url + "/_dash-layout", Host=host)[0] == 200, host
+        for host in (f"attacker.example:{local.port}", "attacker.example", "127.0.0.1:1"):
+            status, _, body = _get(local.url + "/_dash-layout", Host=host)
+            assert status == 421 and b"answers only to" in body, host
+    finally:
+        local.stop()
 
 
 def test_loopback_stays_token_free_and_a_given_token_is_asked_and_not_printed(
@@ -190,8 +292,10 @@ def test_loopback_stays_token_free_and_a_given_token_is_asked_and_not_printed(
     local = Server([run_folder], run_folder.parent, env={"NASFORGE_TOKEN": ""})
     try:
         status, headers, _ = _get(local.url + "/_dash-layout")
-        assert status == 200 and "waitress" not in headers.get("Server", "")
+        assert status == 200 and local.printed == local.url + "/"
         assert local.token is None and "?token=" not in local.output
+        # quiet: no development-server banner, no line per request
+        assert "development server" not in local.output and "_dash-layout" not in local.output
     finally:
         local.stop()
     token = make_token()

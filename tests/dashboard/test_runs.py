@@ -21,13 +21,14 @@ def test_discover_finds_runs_below_a_root_and_flags_a_root_without_runs(tmp_path
     served = ServedRuns([tmp_path / "runs", tmp_path / "empty", tmp_path / "runs" / "a"])
     found = served.discover()
     assert [(r.key, r.problem is None) for r in found] == [
-        ("0/runs/a", True),
-        ("0/runs/group/b", True),
-        ("1/empty", False),
-        ("2/a", True),
-    ]
+        ("runs/a", True),
+        ("runs/group/b", True),
+        ("empty", False),
+        ("a", True),
+    ]  # keys are the names shown (the roots' names differ)
     assert "is not a nasforge run directory" in (found[2].problem or "")
     assert served.resolve("0/runs/group/b") == (tmp_path / "runs" / "group" / "b").resolve()
+    assert served.resolve("runs/group/b") == (tmp_path / "runs" / "group" / "b").resolve()
 
 
 def test_resolve_refuses_every_way_out_of_the_roots(tmp_path: Path) -> None:
@@ -45,10 +46,13 @@ def test_resolve_refuses_every_way_out_of_the_roots(tmp_path: Path) -> None:
         "0/runs/link",
         "0/runsx",
         "0/secret",
+        "runs/../secret",
+        "runs/link",
+        "secret",
     ]:
         with pytest.raises(StoreError):
             served.resolve(key)
-    assert [r.key for r in served.discover()] == ["0/runs/a"]  # the link out is not followed
+    assert [r.key for r in served.discover()] == ["runs/a"]  # the link out is not followed
 
 
 def test_a_missing_root_is_a_config_error(tmp_path: Path) -> None:
