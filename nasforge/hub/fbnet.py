@@ -9,8 +9,9 @@ stages of 1, 4, 4, 4, 4, 4 and 1 (widths 16, 24, 32, 64, 112, 184, 352; strides 
                       the shapes match
     k{3,5}_e1_g2      the same with expansion 1 and both 1×1 convolutions in 2 groups, a
                       channel shuffle after the first
-    skip              the identity (a 1×1 conv-BN-ReLU where the layer changes the shape, as the
-                      reference implementation does; the paper leaves it open)
+    skip_connect      the paper's "skip": the identity, or a 1×1 conv-BN-ReLU where the layer
+                      changes the shape, as the reference implementation does (the paper leaves
+                      it open)
 
 so the space has 9^22 ≈ 9.8·10^20 architectures, the count the paper states (§3.2).
 """
@@ -31,14 +32,14 @@ __all__ = ["FBNetSpace", "FBNET_OPS", "FBNET_A", "FBNET_B", "FBNET_C"]
 
 #: Table 2's candidate blocks, in the space's order
 FBNET_OPS: tuple[str, ...] = (
-    "k3_e1", "k3_e1_g2", "k3_e3", "k3_e6", "k5_e1", "k5_e1_g2", "k5_e3", "k5_e6", "skip",
+    "k3_e1", "k3_e1_g2", "k3_e3", "k3_e6", "k5_e1", "k5_e1_g2", "k5_e3", "k5_e6", "skip_connect",
 )  # fmt: skip
 #: (width, layers, stride) of the stages (Table 1)
 _STAGES = ((16, 1, 1), (24, 4, 2), (32, 4, 2), (64, 4, 2), (112, 4, 1), (184, 4, 2), (352, 1, 1))
 
 
 def _block(name: str, cin: int, cout: int, s: int) -> Callable[[], nn.Module]:
-    if name == "skip":
+    if name == "skip_connect":
         return lambda: SkipOrProject(cin, cout, s)
     k, e, *g = name.split("_")
     groups = 2 if g else 1
@@ -92,15 +93,15 @@ def _arch(ops: str) -> dict[str, str]:
 
 # FBNet-A/B/C layer by layer (the paper's Figure 4, as the reference implementation lists them)
 FBNET_A = _arch(
-    "skip  k3_e3 k3_e1 skip skip  k5_e6 k3_e3 k5_e1 k3_e3  k5_e6 k5_e3 k5_e1_g2 k5_e6  "
+    "skip_connect  k3_e3 k3_e1 skip_connect skip_connect  k5_e6 k3_e3 k5_e1 k3_e3  k5_e6 k5_e3 k5_e1_g2 k5_e6  "
     "k3_e6 k5_e1_g2 k5_e1 k3_e1_g2  k5_e6 k5_e6 k5_e3 k5_e6  k5_e6"
 )
 FBNET_B = _arch(
-    "k3_e1  k3_e6 k5_e1 k3_e1 k3_e1  k5_e6 k5_e3 k3_e6 k5_e6  k5_e6 k5_e1 skip k5_e3  "
+    "k3_e1  k3_e6 k5_e1 k3_e1 k3_e1  k5_e6 k5_e3 k3_e6 k5_e6  k5_e6 k5_e1 skip_connect k5_e3  "
     "k5_e6 k3_e1 k5_e1 k5_e3  k5_e6 k5_e1 k5_e6 k5_e6  k3_e6"
 )
 FBNET_C = _arch(
-    "k3_e1  k3_e6 skip k3_e1 k3_e1  k5_e6 k5_e3 k5_e6 k3_e6  k5_e6 k5_e3 k5_e6 k5_e6  "
+    "k3_e1  k3_e6 skip_connect k3_e1 k3_e1  k5_e6 k5_e3 k5_e6 k3_e6  k5_e6 k5_e3 k5_e6 k5_e6  "
     "k5_e6 k5_e6 k5_e6 k5_e3  k5_e6 k5_e6 k5_e6 k5_e6  k3_e6"
 )
 

@@ -10,8 +10,11 @@ repeats it, so layers differ between blocks but not inside one. Per block ``i`` 
               an inverted residual of expansion E.
     skip      SkipOp: ``none``, ``identity`` (residual) or ``pool`` (3×3 average of the input
               added); on every layer but a block's first, which changes the shape.
-    filters   output channels F_i: ``{0.75, 1.0, 1.25}`` × the block's base width (rounded).
-    depth     layers N_i: MobileNetV2's count ``{-1, 0, +1}``.
+    filters   output channels F_i as a multiple of the block's base width: ``{0.75, 1.0,
+              1.25}`` (the value is the multiplier, so an architecture fits any ``width_mult``).
+    depth     layers N_i: MobileNetV2's count ``{-1, 0, +1}``; a block of one layer (the first
+              and the last) takes ``{1, 2, 3}`` instead, as removing it would leave the next
+              block an input of the wrong width.
 
 So each block has S = 16 · 3 · 3 · 3 = 432 choices, the paper's per-block size, and the space
 has 432^7 ≈ 2.8·10^18 architectures (the paper's 10^13 example is S^B for B = 5 blocks).
@@ -146,10 +149,16 @@ class MnasNetSpace(nf.ModelSpace):
         blocks = []
         for i, (base, n, s) in enumerate(_BLOCKS):
             scaled = make_divisible(base * width_mult, 8)
-            widths = sorted({max(1, round(scaled * m)) for m in filter_multipliers})
-            cout = nf.choice(widths, label=f"b{i}.filters") if len(widths) > 1 else widths[0]
+            mult = (
+                nf.choice(list(filter_multipliers), label=f"b{i}.filters")
+                if len(filter_multipliers) > 1
+                else filter_multipliers[0]
+            )
+            cout = max(1, round(scaled * float(mult)))
             blocks.append(
-                nf.Repeat(self._layers(i, c, cout, s), (max(n - 1, 0), n + 1), f"b{i}.depth")
+                nf.Repeat(
+                    self._layers(i, c, cout, s), (max(n - 1, 1), max(n - 1, 1) + 2), f"b{i}.depth"
+                )
             )
             c = cout
         self.blocks = nn.Sequential(*blocks)
@@ -169,7 +178,7 @@ class MnasNetSpace(nf.ModelSpace):
 
 
 def _a1() -> dict[str, object]:
-    plan = [  # op, skip, depth (filters at multiplier 1.0: the base widths)
+    plan = [  # op, skip, depth (filters: multiplier 1.0, the base widths)
         ("dconv_k3", "none", 1),
         ("mb6_k3", "identity", 2),
         ("mb3_k5_se", "identity", 3),
@@ -179,9 +188,9 @@ def _a1() -> dict[str, object]:
         ("mb6_k3", "identity", 1),
     ]
     arch: dict[str, object] = {}
-    for i, ((op, skip, depth), (base, _, _)) in enumerate(zip(plan, _BLOCKS)):
+    for i, (op, skip, depth) in enumerate(plan):
         arch.update(
-            {f"b{i}.op": op, f"b{i}.skip": skip, f"b{i}.filters": base, f"b{i}.depth": depth}
+            {f"b{i}.op": op, f"b{i}.skip": skip, f"b{i}.filters": 1.0, f"b{i}.depth": depth}
         )
     return arch
 

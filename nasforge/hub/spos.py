@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 import nasforge as nf
+from nasforge.errors import SpaceError
 from nasforge.hub._blocks import ClassifierHead, ShuffleUnit, ShuffleXception, conv_bn
 from nasforge.hub._registry import register_arch, register_space
 
@@ -38,6 +39,9 @@ class SposSpace(nf.ModelSpace):
     """Returns SPOS's ShuffleNetV2 space (see the module's docstring); ``widths`` are the four
     stage widths (even numbers; tests use tiny ones).
 
+    Raises:
+        SpaceError: a stage width is odd or not larger than the one before.
+
     Invariants: 20 decisions ``l0`` … ``l19``, each over :data:`SPOS_OPS`.
     """
 
@@ -51,6 +55,11 @@ class SposSpace(nf.ModelSpace):
         dropout: float = 0.1,
     ) -> None:
         super().__init__()
+        if any(w % 2 or w <= c for w, c in zip(widths, (stem, *widths))):
+            raise SpaceError(
+                f"SPOS stage widths {list(widths)} after a stem of {stem} must be even and "
+                "increase stage by stage (a stride-2 unit adds channels); e.g. (64, 160, 320, 640)"
+            )
         self.stem = conv_bn(in_channels, stem, 3, 2)
         layers: list[nn.Module] = []
         c = stem
