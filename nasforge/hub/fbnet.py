@@ -93,8 +93,8 @@ def _arch(ops: str) -> dict[str, str]:
 
 # FBNet-A/B/C layer by layer (the paper's Figure 4, as the reference implementation lists them)
 FBNET_A = _arch(
-    "skip_connect  k3_e3 k3_e1 skip_connect skip_connect  k5_e6 k3_e3 k5_e1 k3_e3  k5_e6 k5_e3 k5_e1_g2 k5_e6  "
-    "k3_e6 k5_e1_g2 k5_e1 k3_e1_g2  k5_e6 k5_e6 k5_e3 k5_e6  k5_e6"
+    "skip_connect  k3_e3 k3_e1 skip_connect skip_connect  k5_e6 k3_e3 k5_e1 k3_e3  "
+    "k5_e6 k5_e3 k5_e1_g2 k5_e6  k3_e6 k5_e1_g2 k5_e1 k3_e1_g2  k5_e6 k5_e6 k5_e3 k5_e6  k5_e6"
 )
 FBNET_B = _arch(
     "k3_e1  k3_e6 k5_e1 k3_e1 k3_e1  k5_e6 k5_e3 k3_e6 k5_e6  k5_e6 k5_e1 skip_connect k5_e3  "
