@@ -43,7 +43,7 @@ def text_eval(model: nn.Module, report: Any) -> float:
     return _one_step(model, x, 5)
 
 
-def multi_trial(space: Any, evaluator: Any, directory: Path, n_trials: int = 4) -> None:
+def multi_trial(space: Any, evaluator: Any, directory: Path, n_trials: int = 3) -> None:
     """Runs a random and an evolution search of ``n_trials`` each and checks their records:
     every trial finished with a finite score, on a valid architecture of the space."""
     ss = space.search_space()

@@ -31,7 +31,8 @@ def test_random_and_evolution_search_run(tmp_path) -> None:
     multi_trial(FBNetSpace(n_classes=10, width_mult=0.1), image_eval, tmp_path)
 
 
+@pytest.mark.slow
 def test_spos_and_nasb_supernets() -> None:
     """SPOS and NASB build supernets of the space and search it."""
-    x = torch.randn(8, 3, 16, 16)
-    one_shot(FBNetSpace(n_classes=3, width_mult=0.1), x, torch.arange(8) % 3, 3)
+    x = torch.randn(4, 3, 8, 8)
+    one_shot(FBNetSpace(n_classes=3, width_mult=0.1), x, torch.arange(4) % 3, 3)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import nasforge as nf
@@ -33,8 +34,9 @@ def test_random_and_evolution_search_run(tmp_path) -> None:
     multi_trial(MnasNetSpace(n_classes=10, width_mult=0.1), image_eval, tmp_path)
 
 
+@pytest.mark.slow
 def test_spos_and_nasb_supernets_of_the_fixed_width_space() -> None:
     """With one filter multiplier the shapes are fixed: SPOS and NASB build and search it."""
     space = MnasNetSpace(n_classes=3, width_mult=0.1, filter_multipliers=(1.0,))
-    x = torch.randn(8, 3, 16, 16)
-    one_shot(space, x, torch.arange(8) % 3, 3)
+    x = torch.randn(4, 3, 8, 8)
+    one_shot(space, x, torch.arange(4) % 3, 3)

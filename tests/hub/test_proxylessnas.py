@@ -38,8 +38,8 @@ def test_random_and_evolution_search_run(tmp_path) -> None:
 
 def test_spos_and_nasb_supernets() -> None:
     """SPOS and NASB build supernets of the space (zero is a candidate) and search it."""
-    x = torch.randn(8, 3, 16, 16)
-    one_shot(ProxylessNASSpace(n_classes=3, widths=TINY), x, torch.arange(8) % 3, 3)
+    x = torch.randn(4, 3, 8, 8)
+    one_shot(ProxylessNASSpace(n_classes=3, widths=TINY), x, torch.arange(4) % 3, 3)
 
 
 @pytest.mark.slow
