@@ -23,12 +23,14 @@ language, the shared cell operations of :mod:`nasforge.spaces` and torch, never 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
-from nasforge.hub import _mobile_families, nasbench201  # noqa: F401  (they register)
+from nasforge.errors import SpaceError
+from nasforge.hub import _mobile_families, nasbench201, nasnet  # noqa: F401  (they register)
 from nasforge.hub._count import Profile, profile
 from nasforge.hub._registry import (
     ArchEntry,
@@ -38,6 +40,7 @@ from nasforge.hub._registry import (
     get_space_entry,
     space_names,
 )
+from nasforge.space.context import Frozen, use
 
 __all__ = [
     "space",
@@ -48,6 +51,7 @@ __all__ = [
     "space_info",
     "arch_info",
     "example_input",
+    "freeze_direct",
     "profile",
     "Profile",
     "SpaceEntry",
@@ -113,8 +117,24 @@ def model(name: str, **overrides: Any) -> nn.Module:
     """
     entry = get_arch_entry(name)
     kwargs = {"n_classes": entry.num_classes, **entry.space_kwargs, **overrides}
-    built = space(entry.space, **kwargs)
-    return built.freeze(entry.arch)
+    return freeze_direct(get_space_entry(entry.space).builder, kwargs, entry.arch)
+
+
+def freeze_direct(builder: Any, kwargs: Mapping[str, Any], arch: Mapping[str, Any]) -> nn.Module:
+    """Returns the model of ``arch`` built by ``builder(**kwargs)`` with only the chosen
+    candidates, without recording the whole space first (a paper-sized cell space holds every
+    operation of every edge: minutes to build). The hub's spaces label every choice, which
+    this needs; a space with an unlabelled choice is recorded and frozen the usual way.
+
+    Raises:
+        ArchitectureError: a label of the space is missing from ``arch``, or a value is not
+            among its candidates.
+    """
+    try:
+        with use(Frozen(dict(arch))):
+            return builder(**kwargs)  # type: ignore[no-any-return]
+    except SpaceError:  # an unlabelled choice: it needs the recorded space's labels
+        return builder(**kwargs).freeze(arch)  # type: ignore[no-any-return]
 
 
 def example_input(name: str, batch: int = 1) -> torch.Tensor:

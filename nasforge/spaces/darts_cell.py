@@ -31,7 +31,13 @@ from nasforge.space.modules import SelectInputs
 from nasforge.space.search_space import Arch
 from nasforge.spaces.darts_ops import NORMAL_OPS, REDUCE_OPS, FactorizedReduce, ReLUConvBN, make_op
 
-__all__ = ["DartsCellSpace", "digits_cell_space", "arch_to_genotype", "genotype_to_arch"]
+__all__ = [
+    "DartsCell",
+    "DartsCellSpace",
+    "digits_cell_space",
+    "arch_to_genotype",
+    "genotype_to_arch",
+]
 
 
 class _Node(nn.Module):
@@ -82,6 +88,10 @@ class _Cell(nn.Module):
         for node in self.nodes:
             states.append(node(states))
         return torch.cat(states[2:], dim=1)
+
+
+#: The DARTS cell, public for spaces that stack it in another skeleton (nasforge.hub's DARTS).
+DartsCell = _Cell
 
 
 class DartsCellSpace(nf.ModelSpace):

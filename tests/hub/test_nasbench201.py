@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
 import nasforge as nf
 from nasforge import hub
 from nasforge.errors import ArchitectureError
-from nasforge.hub.nasbench201 import NB201_OPS, from_arch_string, to_arch_string
+from nasforge.hub.nasbench201 import NB201_EDGES, NB201_OPS, from_arch_string, to_arch_string
+
+from ._engine import multi_trial, one_shot
 
 BEST = (
     "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|"
@@ -21,14 +25,16 @@ def test_size_and_operation_order_are_the_benchmarks() -> None:
     ss = hub.space("nasbench201").search_space()
     assert ss.size == 15_625 == hub.space_info("nasbench201").size_paper
     assert [d.values for d in ss.decisions] == [NB201_OPS] * 6
+    assert list(ss) == [f"e{j}_{i}" for j, i in NB201_EDGES]
     assert NB201_OPS == ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 
 
 def test_arch_strings_round_trip_over_the_whole_space() -> None:
     """Every cell converts to a string and back to itself, and strings are distinct."""
-    ss = hub.space("nasbench201", channels=4, n_cells=1).search_space()
+    labels = [f"e{j}_{i}" for j, i in NB201_EDGES]
     seen = set()
-    for arch in ss.grid():
+    for ops in itertools.product(NB201_OPS, repeat=6):
+        arch = dict(zip(labels, ops))
         text = to_arch_string(arch)
         assert from_arch_string(text) == arch
         seen.add(text)
@@ -65,3 +71,27 @@ def test_frozen_cells_differ_and_the_all_none_cell_passes_nothing() -> None:
     assert best(x).shape == (2, 10)
     assert torch.allclose(none(x)[0], none(x)[1])
     assert not torch.allclose(best(x)[0], best(x)[1])
+
+
+@pytest.fixture(scope="module")
+def tiny_space() -> object:
+    return hub.space("nasbench201", channels=4, n_cells=1)
+
+
+@pytest.mark.parametrize("strategy", ["random", "evolution"])
+def test_a_multi_trial_search_runs(tiny_space: object, strategy: str, tmp_path) -> None:
+    """Random search and evolution run trials of frozen cells and keep their metrics."""
+    exp = multi_trial(tiny_space, strategy, tmp_path / strategy, n_trials=3)
+    trials = exp.trials()
+    assert len(trials) == 3 and all(t.status == "done" for t in trials)
+    assert all(to_arch_string(t.arch) for t in trials)
+
+
+@pytest.mark.parametrize("algorithm", ["spos", "nasb", "darts"])
+def test_one_shot_searches_return_a_cell_with_a_benchmark_string(
+    tiny_space: object, algorithm: str
+) -> None:
+    """SPOS, NASB and DARTS supernets of the space train and return one of its 15,625 cells."""
+    result = one_shot(tiny_space, algorithm)
+    arch = tiny_space.search_space().validate(result.arch)  # type: ignore[attr-defined]
+    assert from_arch_string(to_arch_string(arch)) == arch
