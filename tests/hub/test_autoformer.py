@@ -11,7 +11,7 @@ from nasforge.errors import SpaceError
 from nasforge.hub.autoformer import AUTOFORMER_SPACES, AutoFormerSpace
 from nasforge.oneshot import supernet
 
-from ._mobile import image_eval, multi_trial
+from ._mobile import both_searches
 
 TINY = {
     "n_classes": 10, "image_size": 32, "patch": 8, "embed_dims": (16, 24), "heads": (1, 2),
@@ -40,7 +40,7 @@ def test_autoformer_tiny_freezes_with_its_layers() -> None:
 
 def test_random_and_evolution_search_run(tmp_path) -> None:
     """A short random and evolution search train every sampled network for one step."""
-    multi_trial(AutoFormerSpace(**TINY), image_eval, tmp_path)  # type: ignore[arg-type]
+    both_searches(AutoFormerSpace(**TINY), tmp_path, shape=(3, 32, 32))  # type: ignore[arg-type]
 
 
 def test_path_supernets_refuse_its_shape_changing_choices() -> None:

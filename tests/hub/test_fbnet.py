@@ -9,7 +9,7 @@ import nasforge as nf
 from nasforge import hub
 from nasforge.hub.fbnet import FBNET_OPS, FBNetSpace
 
-from ._mobile import image_eval, multi_trial, one_shot
+from ._mobile import both_searches, both_supernets
 
 
 def test_size_is_nine_blocks_over_22_layers() -> None:
@@ -28,11 +28,10 @@ def test_published_networks_freeze(name: str) -> None:
 
 def test_random_and_evolution_search_run(tmp_path) -> None:
     """A short random and evolution search train every sampled network for one step."""
-    multi_trial(FBNetSpace(n_classes=10, width_mult=0.1), image_eval, tmp_path)
+    both_searches(FBNetSpace(n_classes=10, width_mult=0.1), tmp_path)
 
 
 @pytest.mark.slow
 def test_spos_and_nasb_supernets() -> None:
     """SPOS and NASB build supernets of the space and search it."""
-    x = torch.randn(4, 3, 8, 8)
-    one_shot(FBNetSpace(n_classes=3, width_mult=0.1), x, torch.arange(4) % 3, 3)
+    both_supernets(FBNetSpace(n_classes=3, width_mult=0.1), 3, classes=3)

@@ -9,7 +9,7 @@ import nasforge as nf
 from nasforge import hub
 from nasforge.hub.mnasnet import MNASNET_OPS, MnasNetSpace
 
-from ._mobile import image_eval, multi_trial, one_shot
+from ._mobile import both_searches, both_supernets
 
 
 def test_size_is_432_per_block_over_seven_blocks() -> None:
@@ -31,12 +31,11 @@ def test_a1_freezes_and_its_layers_follow_the_paper() -> None:
 
 def test_random_and_evolution_search_run(tmp_path) -> None:
     """A short random and evolution search train every sampled MnasNet for one step."""
-    multi_trial(MnasNetSpace(n_classes=10, width_mult=0.1), image_eval, tmp_path)
+    both_searches(MnasNetSpace(n_classes=10, width_mult=0.1), tmp_path)
 
 
 @pytest.mark.slow
 def test_spos_and_nasb_supernets_of_the_fixed_width_space() -> None:
     """With one filter multiplier the shapes are fixed: SPOS and NASB build and search it."""
     space = MnasNetSpace(n_classes=3, width_mult=0.1, filter_multipliers=(1.0,))
-    x = torch.randn(4, 3, 8, 8)
-    one_shot(space, x, torch.arange(4) % 3, 3)
+    both_supernets(space, 3, classes=3)

@@ -8,7 +8,7 @@ import nasforge as nf
 from nasforge import hub
 from nasforge.ofa.mobilenet import OFAMobileNetV3, extract
 
-from ._mobile import image_eval, multi_trial
+from ._mobile import both_searches
 
 
 def test_the_hub_space_is_once_for_alls_and_has_its_size() -> None:
@@ -30,7 +30,7 @@ def test_mobilenetv3_large_freezes() -> None:
 
 def test_random_and_evolution_search_run(tmp_path) -> None:
     """A short random and evolution search train every sampled network for one step."""
-    multi_trial(hub.space("mobilenetv3", n_classes=10, width_mult=0.25), image_eval, tmp_path)
+    both_searches(hub.space("mobilenetv3", n_classes=10, width_mult=0.25), tmp_path)
 
 
 def test_the_elastic_supernet_runs_any_sampled_path() -> None:

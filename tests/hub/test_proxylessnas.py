@@ -9,7 +9,7 @@ import nasforge as nf
 from nasforge import hub
 from nasforge.hub.proxylessnas import PROXYLESS_OPS, ProxylessNASSpace
 
-from ._mobile import image_eval, multi_trial, one_shot
+from ._mobile import both_searches, both_supernets
 
 TINY = (8, 8, 8, 8, 8, 8, 16, 16, 32)
 
@@ -33,13 +33,12 @@ def test_published_networks_freeze(name: str) -> None:
 
 def test_random_and_evolution_search_run(tmp_path) -> None:
     """A short random and evolution search train every sampled network for one step."""
-    multi_trial(ProxylessNASSpace(n_classes=10, widths=TINY), image_eval, tmp_path)
+    both_searches(ProxylessNASSpace(n_classes=10, widths=TINY), tmp_path)
 
 
 def test_spos_and_nasb_supernets() -> None:
     """SPOS and NASB build supernets of the space (zero is a candidate) and search it."""
-    x = torch.randn(4, 3, 8, 8)
-    one_shot(ProxylessNASSpace(n_classes=3, widths=TINY), x, torch.arange(4) % 3, 3)
+    both_supernets(ProxylessNASSpace(n_classes=3, widths=TINY), 3, classes=3)
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import nasforge as nf
 from nasforge import hub
 from nasforge.hub.spos import SPOS_OPS, SposSpace
 
-from ._mobile import image_eval, multi_trial, one_shot
+from ._mobile import both_searches, both_supernets
 
 TINY = {"widths": (16, 24, 32, 48), "stem": 8, "features": 32}
 
@@ -30,10 +30,9 @@ def test_searched_network_freezes_and_its_shuffle_units_keep_shapes() -> None:
 
 def test_random_and_evolution_search_run(tmp_path) -> None:
     """A short random and evolution search train every sampled network for one step."""
-    multi_trial(SposSpace(n_classes=10, **TINY), image_eval, tmp_path)
+    both_searches(SposSpace(n_classes=10, **TINY), tmp_path)
 
 
 def test_spos_and_nasb_supernets() -> None:
     """SPOS (the paper's own method) and NASB build supernets of the space and search it."""
-    x = torch.randn(4, 3, 8, 8)
-    one_shot(SposSpace(n_classes=3, **TINY), x, torch.arange(4) % 3, 3)
+    both_supernets(SposSpace(n_classes=3, **TINY), 3, classes=3)

@@ -7,7 +7,7 @@ import torch
 import nasforge as nf
 from nasforge.hub.textnas import TEXTNAS_OPS, TextNASSpace
 
-from ._mobile import multi_trial, text_eval
+from ._mobile import text_searches
 
 TINY = {"n_layers": 3, "channels": 16, "vocab_size": 100, "bert_hidden": 16, "max_length": 12}
 
@@ -39,4 +39,4 @@ def test_the_embedding_is_berts_built_from_a_config() -> None:
 
 def test_random_and_evolution_search_run(tmp_path) -> None:
     """A short random and evolution search train every sampled network for one step."""
-    multi_trial(TextNASSpace(**TINY), text_eval, tmp_path)
+    text_searches(TextNASSpace(**TINY), tmp_path)
