@@ -30,7 +30,12 @@ import torch
 from torch import nn
 
 from nasforge.errors import SpaceError
-from nasforge.hub import _mobile_families, nasbench201, nasnet  # noqa: F401  (they register)
+from nasforge.hub import (  # noqa: F401  (they register)
+    _mobile_families,
+    nasbench101,
+    nasbench201,
+    nasnet,
+)
 from nasforge.hub._count import Profile, profile
 from nasforge.hub._registry import (
     ArchEntry,
