@@ -99,6 +99,6 @@ register_arch(
     madds_paper=219e6,
     source="Howard et al. 2019, Searching for MobileNetV3 (ICCV), Table 3: Large 1.0",
     note="block 2's expansions 2.5 and 2.3 (200 and 184 hidden channels) are not in the space; "
-    "the nearest ratio, 3, adds 25K parameters and 5M multiply-adds. The paper's 5.4M is "
-    "rounded: the exact network (torchvision's mobilenet_v3_large) has 5.48M",
+    "the nearest ratio, 3, adds 25K parameters and a few million multiply-adds. The paper's "
+    "5.4M is rounded: the exact network (torchvision's mobilenet_v3_large) has 5.48M",
 )
