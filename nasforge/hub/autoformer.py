@@ -229,4 +229,6 @@ for _size in ("tiny", "small", "base"):
         params_paper=_NUMBERS[_size][0],
         madds_paper=_NUMBERS[_size][1],
         source=f"{_PAPER}, Table 3: AutoFormer-{_size[0].upper()}",
+        note="counts include the relative position embeddings and their products, which the "
+        "paper's figures seem to leave out (see docs/hub.md)",
     )

@@ -128,4 +128,8 @@ for _name, _a, _params, _madds in (
         params_paper=_params,
         madds_paper=_madds,
         source=f"{_PAPER}, Table 3: {_name.upper().replace('FBNET', 'FBNet')}",
+        note=""
+        if _name == "fbnet-c"
+        else "parameters above the paper's (multiply-adds within 1%); cause not found: the "
+        "layers are the reference implementation's and FBNet-C matches (see docs/hub.md)",
     )
