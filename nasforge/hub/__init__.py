@@ -17,7 +17,8 @@ One module per family (:mod:`nasforge.hub.nasnet`, :mod:`nasforge.hub.nasbench10
 :mod:`nasforge.hub.nasbench201`, and the mobile families imported by
 :mod:`nasforge.hub._mobile_families`); each registers its entries in
 :mod:`nasforge.hub._registry` when imported. The hub is a set of spaces: it imports the space
-language, the shared cell operations of :mod:`nasforge.spaces` and torch, never a search family.
+language, the shared cell operations of :mod:`nasforge.spaces`, torch, and the once-for-all
+family's MobileNetV3 space (served as is); nothing in nasforge below it imports the hub.
 """
 
 from __future__ import annotations

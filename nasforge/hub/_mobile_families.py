@@ -6,4 +6,14 @@ Each family module registers its spaces and published architectures when importe
 
 from __future__ import annotations
 
+from nasforge.hub import (  # noqa: F401  (they register)
+    autoformer,
+    fbnet,
+    mnasnet,
+    mobilenetv3,
+    proxylessnas,
+    spos,
+    textnas,
+)
+
 __all__: list[str] = []

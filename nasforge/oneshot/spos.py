@@ -71,9 +71,14 @@ class SposInput(MixedInput, PathInput):
 
 
 class SposRepeat(MixedRepeat, PathRepeat):
-    """Returns the output after the chosen number of blocks."""
+    """Returns the output after the chosen number of blocks (the smallest candidate depth until
+    a path is activated: 0 blocks may not be a depth of the space)."""
 
     chosen: int = 0
+
+    def __init__(self, rep: Any, net: Any) -> None:
+        super().__init__(rep, net)
+        self.chosen = self.depths[0]
 
     def forward(self, x: Any) -> Any:
         return self.path(x)
