@@ -104,3 +104,22 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
     assert proc.returncode != 0, "the build passed with broken links"
     for page, broken, reported in BROKEN:
         assert reported in proc.stderr, f"{broken!r} in docs/{page} was not reported"
+
+
+def test_the_api_reference_covers_the_names_the_guides_use() -> None:
+    """ClassificationEvaluator, RayExecutor, load_digits, mnist_tensors and DigitsCNN, which
+    the guides and examples use, each have an entry: the module defining it is rendered by a
+    `::: module` line of a docs/api page."""
+    from nasforge.data import load_digits, mnist_tensors
+    from nasforge.engine.classification import ClassificationEvaluator
+    from nasforge.engine.ray_executor import RayExecutor
+    from nasforge.spaces import DigitsCNN
+
+    rendered = {
+        line.split(":::", 1)[1].strip()
+        for page in (ROOT / "docs" / "api").glob("*.md")
+        for line in page.read_text().splitlines()
+        if line.startswith(":::")
+    }
+    for obj in (ClassificationEvaluator, RayExecutor, load_digits, mnist_tensors, DigitsCNN):
+        assert obj.__module__ in rendered, f"{obj.__qualname__} ({obj.__module__}) has no entry"

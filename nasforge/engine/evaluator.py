@@ -62,9 +62,11 @@ class BaseEvaluator(abc.ABC):
     #: The metric an experiment optimises when it names none.
     default_metric: str = "default"
     #: The names of the metrics ``evaluate`` returns, when known (a class or instance
-    #: attribute); None: not declared, so the engine checks the first trial's metrics instead.
-    #: A subclass that returns other metrics than its base sets its own.
-    metric_names: tuple[str, ...] | None = None
+    #: attribute), or a mapping of each name to its type (``{"accuracy": float}``: a run that
+    #: optimises a metric declared as text then fails before training); None: not declared,
+    #: so the engine checks the first trial's metrics instead. A subclass that returns other
+    #: metrics than its base sets its own.
+    metric_names: tuple[str, ...] | Mapping[str, type] | None = None
     #: The model the last ``evaluate`` built, when it built one (a torch module): the trial
     #: saves its weights as the checkpoint, then clears it.
     last_model: Any = None
@@ -233,9 +235,17 @@ def check_metric_names(evaluator: BaseEvaluator, wanted: Mapping[str, str]) -> N
     declared = evaluator.metric_names
     if declared is None:
         return
+    types = declared if isinstance(declared, Mapping) else {}
     for name, setting in wanted.items():
+        kind = types.get(name)
+        if isinstance(kind, type) and (kind is bool or not issubclass(kind, (int, float))):
+            raise ConfigError(
+                f"{type(evaluator).__name__}'s metric {name!r} is declared {kind.__name__} "
+                f"(named by {setting}); a run ranks and constrains numbers: name a numeric "
+                "metric (nothing was run)"
+            )
         if name not in declared:
-            hint = did_you_mean(name, declared)
+            hint = did_you_mean(name, list(declared))
             raise ConfigError(
                 f"{type(evaluator).__name__} returns no metric {name!r} (named by {setting}); "
                 f"it returns {', '.join(declared)}; {hint + ' ' if hint else ''}"

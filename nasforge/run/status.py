@@ -7,6 +7,7 @@ Every function here reads a record read-only; none knows which kind of run wrote
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -25,6 +26,7 @@ __all__ = [
     "print_status",
     "failure_summary",
     "resource_spent",
+    "report_unit",
 ]
 
 
@@ -92,6 +94,17 @@ def resource_spent(trials: list[TrialRecord]) -> dict[str, int]:
         out["total"] += len(t.intermediates)
         out[t.status] = out.get(t.status, 0) + len(t.intermediates)
     return out
+
+
+def report_unit(trials: list[TrialRecord]) -> str:
+    """Returns `` (epochs)`` or `` (steps)`` when the trials' reports name what they count
+    (an ``epoch`` or a ``step`` in each), else ``""``: a report is whatever the evaluator
+    reports at."""
+    reports = [r for t in trials for r in t.intermediates]
+    for key in ("epoch", "step"):
+        if reports and all(key in r for r in reports):
+            return f" ({key}s)"
+    return ""
 
 
 def _stopped_at(t: TrialRecord) -> str:
@@ -190,11 +203,15 @@ def _print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
     sys.stdout.write(title + "\n")  # above the table: a narrow table would wrap it
     table = Table()
     for h in header:
-        table.add_column(h)
+        # fold, not cut: an architecture is one long JSON word that would end in "…"
+        table.add_column(h, overflow="fold")
     for r in rows:
         table.add_row(*r)
-    # a pipe gets a wide table rather than an 80-column one with every cell cut short
-    Console(width=None if sys.stdout.isatty() else 240).print(table)
+    # a pipe gets a wide table rather than an 80-column one with every cell cut short; a
+    # COLUMNS the user set is the width either way
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() else None if sys.stdout.isatty() else 240
+    Console(width=width).print(table)
 
 
 def print_status(directory: str | Path, limit: int | None = 20) -> None:
@@ -212,11 +229,17 @@ def print_status(directory: str | Path, limit: int | None = 20) -> None:
         header, rows, more = trial_table(store, limit)
         counts = store.counts()
         spent = resource_spent(store.trials())
+        section = store.config().get(store.kind) or {}
+        evaluator = section.get("evaluator") if isinstance(section, dict) else None
+        if isinstance(evaluator, dict) and evaluator.get("type") == "classification":
+            unit = " (epochs)"  # the built-in evaluator reports once per epoch
+        else:
+            unit = report_unit(store.trials("done")[:50])
         notes = notes_table(store)
         failed = [t.id for t in store.trials("failed", light=True)]
     if spent.get("total"):
         parts = ", ".join(f"{k} {v}" for k, v in spent.items() if k != "total")
-        sys.stdout.write(f"resource spent: {spent['total']} reports (epochs), by status: ")
+        sys.stdout.write(f"resource spent: {spent['total']} reports{unit}, by status: ")
         sys.stdout.write(f"{parts} (a stopped trial shows @ the reports it reached)\n")
     if rows:
         dups = counts.get("cached", 0)

@@ -230,3 +230,21 @@ def test_the_command_line_exits_non_zero_with_the_one_line_message(tmp_path, nam
     else:
         with Store.open(d) as store:
             assert store.state() == "failed" and len(store.trials()) == 1
+
+
+def test_an_evaluator_declaring_metric_types_fails_on_a_text_metric_before_training():
+    """`metric_names` may map each name to its type; a run that optimises (or constrains) a
+    metric declared as text fails at check time, before any training, with one line."""
+    from nasforge.engine.evaluator import BaseEvaluator, check_metric_names
+    from nasforge.errors import ConfigError
+
+    class Typed(BaseEvaluator):
+        metric_names = {"accuracy": float, "label": str}
+
+        def evaluate(self, space, arch, report):  # never reached
+            raise AssertionError("trained")
+
+    check_metric_names(Typed(), {"accuracy": "metric"})
+    with pytest.raises(ConfigError, match="'label' is declared str") as info:
+        check_metric_names(Typed(), {"label": "metric"})
+    assert "\n" not in str(info.value)

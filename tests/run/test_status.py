@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,24 @@ def test_status_names_the_record_format_and_the_nasforge_that_wrote_it(tmp_path:
     print_status(tmp_path)
     second = capsys.readouterr().out.splitlines()[1]
     assert second == f"record format 2, written by nasforge 0.1.9, last by {nasforge.__version__}"
+
+
+def test_status_at_100_columns_shows_the_whole_architecture_and_names_steps(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """At 100 columns the architecture folds over lines instead of ending in `{"dep…`; the
+    resource line says steps when the reports are steps (it always said epochs)."""
+    from nasforge.run.status import print_status
+
+    arch = {"depth": 3, "width_of_the_first_block": 64, "kernel_size_everywhere": 5, "op": "x"}
+    with Store.create(tmp_path, {"kind": "x", "objective": OBJECTIVE}) as s:
+        t = s.add_trial("a" * 16, arch)
+        s.finish_trial(t, "done", {"acc": 0.5}, [{"acc": 0.4, "step": 100}, {"step": 200}])
+        s.finish()
+    monkeypatch.setenv("COLUMNS", "100")
+    print_status(tmp_path)
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines() if "│" in line) <= 100
+    flat = "".join(c for line in out.splitlines() for c in line if c not in "│┃ ")
+    assert json.dumps(arch, separators=(",", ":"), sort_keys=True) in flat
+    assert "2 reports (steps)" in out and "epochs" not in out
