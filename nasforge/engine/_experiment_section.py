@@ -2,7 +2,9 @@
 built from (a run file's settings or a stored config section), and what its record keeps of
 the evaluator so that a resume can rebuild it.
 
-    settings   a run file's mapping (``space`` and ``evaluator`` or ``evaluate``, or
+    settings   a run file's mapping (``space`` — a reference, or a mapping label -> list of
+               values, ``{uniform: [low, high], log: true}`` or ``{integer: [low, high]}`` —
+               and ``evaluator`` or ``evaluate``, or
                ``benchmark: {nas_bench_macro: path}``; ``strategy`` a name, mapping or object;
                any other ``Experiment`` argument) or a stored section (it also holds
                ``search_space``, kept for the resume check)
@@ -19,6 +21,7 @@ from nasforge.engine.evaluator import BaseEvaluator, FunctionEvaluator
 from nasforge.errors import ConfigError
 from nasforge.run.refs import materialize
 from nasforge.run.runner import find_ref
+from nasforge.space.search_space import SearchSpace
 from nasforge.strategy import get_stopper, get_strategy
 
 __all__ = []  # internal: used by nasforge.engine.experiment
@@ -58,6 +61,8 @@ def experiment_arguments(
             "space could not be recorded by class and arguments? Resume it from Python.)"
         )
     space = materialize(s.pop("space"), base)
+    if isinstance(space, dict):  # a run file's labels -> candidates or ranges
+        space = SearchSpace.from_spec(space)
     if isinstance(evaluator, dict) and "unrebuildable" in evaluator:
         raise ConfigError(
             f"this run was started from Python with an evaluator that cannot be found again "
