@@ -32,7 +32,7 @@ import logging
 import math
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.status import failure_summary
 from nasforge.run.store import Store, TrialRecord
 from nasforge.run.threads import set_threads
+from nasforge.run.tracking import BaseCallback, get_callbacks
 from nasforge.space.search_space import SearchSpace, arch_id
 from nasforge.strategy import (
     BaseStopper,
@@ -91,7 +92,9 @@ class Experiment(BaseRunner):
     reads its device with ``nasforge.trial_device()``; ``keep_checkpoints`` how many of the
     best trials keep their weight files (default 5; None keeps every file); ``stopper`` a
     stopping rule (``"asha"``, ``"hyperband"``, ``"sh"``, ``"median"``, a mapping with
-    ``rule`` or a BaseStopper; docs/engine.md).
+    ``rule`` or a BaseStopper; docs/engine.md); ``callbacks`` trackers that hear the run and
+    each recorded trial (``nasforge.run.tracking.TensorBoardCallback(logdir)``,
+    ``MLflowCallback(tracking_uri)``, or ``{"type": "tensorboard", "logdir": ...}``).
 
     It is the ``multitrial`` kind of run: ``nasforge run FILE`` builds it from a run file whose
     strategy is a multi-trial one (``random``, ``grid``, ``evolution``, ``tpe``, ``rl``, or any
@@ -141,6 +144,7 @@ class Experiment(BaseRunner):
         crossmodel: Any = True,
         gpus_per_trial: float = 0,
         devices: list[int] | None = None,
+        callbacks: Sequence[BaseCallback | Mapping[str, Any]] | None = None,
     ) -> None:
         # -- validate everything here, at the public edge, before any side effect --------------
         if hasattr(space, "search_space"):
@@ -205,6 +209,7 @@ class Experiment(BaseRunner):
         self.threads = threads
         self.crossmodel = crossmodel
         self._plan = CrossModelPlan(crossmodel)
+        self.callbacks = get_callbacks(callbacks)  # a missing tracker package: ConfigError now
         super().__init__(objective, directory, source, space)
 
     # -- the multitrial kind -------------------------------------------------------------------
@@ -268,7 +273,12 @@ class Experiment(BaseRunner):
             "crossmodel": self.crossmodel,
             "gpus_per_trial": self.gpus_per_trial,
             "devices": self.devices,
+            # trackers that can be rebuilt, so that a resume from the record tracks too
+            **({"callbacks": specs} if (specs := self._callback_specs()) else {}),
         }
+
+    def _callback_specs(self) -> list[dict[str, Any]]:
+        return [spec for c in self.callbacks if (spec := c.spec()) is not None]
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self, resume: bool = False) -> Experiment:
@@ -311,6 +321,11 @@ class Experiment(BaseRunner):
         self._stop: str | None = None  # why the run must stop now (a metric it names is missing)
         self._keeper = CheckpointKeeper(self.keep_checkpoints, store, self._score)
         inflight = self._replay(store)
+        info = {"directory": str(self.directory.resolve()), "name": self.directory.resolve().name,
+                "metric": self.metric, "mode": self.mode, "kind": self.kind,
+                "strategy": self.strategy.name}  # fmt: skip
+        for callback in self.callbacks:
+            callback.on_run_start(info)
         if resume:
             self._keeper.sweep(list(self._records.values()))
         self._elapsed0 = float(store.get_meta("elapsed", "0") or 0)
@@ -334,6 +349,8 @@ class Experiment(BaseRunner):
             store.set_meta("elapsed", repr(self._elapsed()))
             self._show(force=True)
             self._progress.close()
+            for callback in self.callbacks:
+                callback.on_run_end()
         counts = store.counts()
         n_trained = sum(n for status, n in counts.items() if status not in ("running", "cached"))
         if n_trained and counts.get("failed", 0) == n_trained:
@@ -493,6 +510,8 @@ class Experiment(BaseRunner):
         self._records[tid] = rec
         self._dups_in_row += 1
         self._after_finish(rec)
+        for callback in self.callbacks:
+            callback.on_trial_end(rec)
 
     def _record(self, result: TrialResult) -> None:
         assert self.store is not None
@@ -534,6 +553,8 @@ class Experiment(BaseRunner):
         self._records[tid] = rec
         self._n_trained += 1
         self._after_finish(rec)
+        for callback in self.callbacks:
+            callback.on_trial_end(rec)
         if self._stop:  # duplicates waiting on it stay in flight, like the trials killed
             return
         for waiter in self._waiting.pop(rec.arch_id, []):
