@@ -80,6 +80,7 @@ def test_tensorboard_callback_writes_scalars_text_and_hparams(tmp_path: Path) ->
     assert json.loads(start.hparams["skip"].string_value) == t.arch["skip"]
 
 
+@pytest.mark.slow  # MLflow creates its SQLite schema by ~30 migrations per new store
 def test_mlflow_callback_logs_children_under_a_parent_and_resumes(tmp_path: Path) -> None:
     """A run file's callbacks setting logs one parent run, one child per trial (params, the
     reported curve by step, final metrics, arch.json); a resume adds to the same parent, and an
