@@ -312,7 +312,7 @@ def export_run(directory: str | Path, to: str, path: str | Path) -> int:
     if to not in TRACKERS:
         raise ConfigError(f"--to {to!r}: expected one of {sorted(TRACKERS)}")
     cls, arg = TRACKERS[to]
-    callback = cls(**{arg: path})  # type: ignore[call-arg]
+    callback = cls(**{arg: path})
     callback.check()
     with Store.open(directory) as store:
         config = store.config()
