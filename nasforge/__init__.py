@@ -20,6 +20,9 @@ _EXPORTS = {
     "SearchSpace": "nasforge.space.search_space",
     "arch_id": "nasforge.space.search_space",
     "choice": "nasforge.space.expr",
+    "uniform": "nasforge.space.expr",
+    "integer": "nasforge.space.expr",
+    "hparams": "nasforge.space.model_space",
     "max": ("nasforge.space.expr", "max_"),
     "min": ("nasforge.space.expr", "min_"),
     "BaseSpace": "nasforge.space.model_space",
@@ -60,12 +63,15 @@ __all__ = [
     "choice",
     "errors",
     "freeze",
+    "hparams",
+    "integer",
     "load_model",
     "max",
     "min",
     "mutation_history",
     "trial_device",
     "trial_devices",
+    "uniform",
 ]
 
 
@@ -89,10 +95,16 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from nasforge import errors
     from nasforge.run.export import load_model
     from nasforge.runtime.devices import trial_device, trial_devices
-    from nasforge.space.expr import choice
+    from nasforge.space.expr import choice, integer, uniform
     from nasforge.space.expr import max_ as max  # noqa: A004
     from nasforge.space.expr import min_ as min  # noqa: A004
-    from nasforge.space.model_space import BaseSpace, ModelSpace, freeze, mutation_history
+    from nasforge.space.model_space import (
+        BaseSpace,
+        ModelSpace,
+        freeze,
+        hparams,
+        mutation_history,
+    )
     from nasforge.space.module_mutator import ModuleMutator
     from nasforge.space.modules import InputChoice, LayerChoice, Repeat
     from nasforge.space.mutator import (

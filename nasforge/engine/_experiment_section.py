@@ -2,7 +2,9 @@
 built from (a run file's settings or a stored config section), and what its record keeps of
 the evaluator so that a resume can rebuild it.
 
-    settings   a run file's mapping (``space`` and ``evaluator`` or ``evaluate``, or
+    settings   a run file's mapping (``space`` — a reference, or a mapping label -> list of
+               values, ``{uniform: [low, high], log: true}`` or ``{integer: [low, high]}`` —
+               and ``evaluator`` or ``evaluate``, or
                ``benchmark: {nas_bench_macro: path}``; ``strategy`` a name, mapping or object;
                any other ``Experiment`` argument) or a stored section (it also holds
                ``search_space``, kept for the resume check)
@@ -18,8 +20,9 @@ from typing import Any
 from nasforge.engine.evaluator import BaseEvaluator, FunctionEvaluator
 from nasforge.errors import ConfigError
 from nasforge.run.refs import materialize
-from nasforge.run.runner import find_ref
-from nasforge.strategy import get_stopper, get_strategy
+from nasforge.run.runner import Objective, find_ref
+from nasforge.space.search_space import SearchSpace
+from nasforge.strategy import BaseStrategy, GridStrategy, get_stopper, get_strategy
 
 __all__ = []  # internal: used by nasforge.engine.experiment
 
@@ -58,6 +61,8 @@ def experiment_arguments(
             "space could not be recorded by class and arguments? Resume it from Python.)"
         )
     space = materialize(s.pop("space"), base)
+    if isinstance(space, dict):  # a run file's labels -> candidates or ranges
+        space = SearchSpace.from_spec(space)
     if isinstance(evaluator, dict) and "unrebuildable" in evaluator:
         raise ConfigError(
             f"this run was started from Python with an evaluator that cannot be found again "
@@ -112,3 +117,50 @@ def evaluator_ref(evaluator: BaseEvaluator) -> Any:
         return {k: v for k, v in described.items() if k != "rebuildable"}
     ref = find_ref(target)
     return ref if ref is not None else {"unrebuildable": described}
+
+
+def checked_space(space: Any) -> SearchSpace:
+    """Returns the search space of ``space`` (a ModelSpace or a SearchSpace).
+
+    Raises:
+        ConfigError: it is neither, or it has no decisions.
+    """
+    if hasattr(space, "search_space"):
+        ss = space.search_space()
+    elif isinstance(space, SearchSpace):
+        ss = space
+    else:
+        raise ConfigError(
+            f"space must be a nasforge ModelSpace or SearchSpace, got {type(space).__name__}"
+        )
+    if len(ss) == 0:
+        raise ConfigError(
+            f"the space {type(space).__name__} has no decisions, so there is nothing to "
+            "search; add nf.choice / LayerChoice / InputChoice / Repeat to it"
+        )
+    return ss
+
+
+def check_budget(n_trials: Any, time_budget: Any, strategy: BaseStrategy) -> None:
+    """Returns None when the budget is valid: a positive trial count, a positive time, or
+    both; only a grid may go without (it ends when its points do).
+
+    Raises:
+        ConfigError: a bad value, or no budget for a strategy that needs one.
+    """
+    if n_trials is not None and (not isinstance(n_trials, int) or n_trials < 1):
+        raise ConfigError(f"n_trials must be a positive int or None, got {n_trials!r}")
+    if time_budget is not None and not time_budget > 0:
+        raise ConfigError(f"time_budget must be > 0 seconds or None, got {time_budget!r}")
+    if n_trials is None and time_budget is None and not isinstance(strategy, GridStrategy):
+        raise ConfigError("give a budget: n_trials=..., time_budget=... (seconds), or both")
+
+
+def named_metrics(objective: Objective) -> dict[str, str]:
+    """Returns metric name -> the setting that names it (the optimised metric first)."""
+    named = {objective.metric: "metric"}
+    for name in objective.constraints:
+        named.setdefault(name, "constraints")
+    if objective.second is not None:
+        named.setdefault(objective.second[0], "second_objective")
+    return named

@@ -23,10 +23,12 @@ class ClassificationEvaluator(BaseEvaluator):
     ``data`` is a ``nasforge.data.Splits`` (train/val/test datasets), a zero-argument callable
     returning one (loaded once per run by :meth:`prepare`, before the pool forks its
     workers), or ``"digits"`` for ``nasforge.data.load_digits(seed)``. Training is seeded:
-    the same arch and seed give the same metrics at the same thread count. ``device`` None
-    (the default) trains on the trial's device, ``nasforge.trial_device()`` (a GPU when the
-    experiment gives trials GPUs, else the CPU); ``"cpu"`` or ``"cuda:N"`` pins every trial
-    there.
+    the same arch and seed give the same metrics at the same thread count. A range of the
+    space labelled ``lr`` or ``weight_decay`` (``nf.uniform(1e-4, 1e-1, log=True,
+    label="lr")``) sets that trial's optimizer setting in place of the evaluator's own
+    (``nf.hparams(model)``). ``device`` None (the default) trains on the trial's device,
+    ``nasforge.trial_device()`` (a GPU when the experiment gives trials GPUs, else the CPU);
+    ``"cpu"`` or ``"cuda:N"`` pins every trial there.
 
     Raises:
         ConfigError: unknown optimizer, non-positive epochs/batch size/lr, bad data, a device
@@ -116,7 +118,7 @@ class ClassificationEvaluator(BaseEvaluator):
         import torch
         from torch.utils.data import DataLoader
 
-        from nasforge.space import freeze
+        from nasforge.space import freeze, hparams
         from nasforge.weightsharing import accuracy
 
         device = resolve_device(self.device)
@@ -133,7 +135,11 @@ class ClassificationEvaluator(BaseEvaluator):
             "adamw": torch.optim.AdamW,
             "sgd": torch.optim.SGD,
         }[self.optimizer]
-        kwargs: dict[str, Any] = {"lr": self.lr, "weight_decay": self.weight_decay}
+        searched = hparams(model)  # the space's own lr / weight_decay, where it searches them
+        kwargs: dict[str, Any] = {
+            "lr": float(searched.get("lr", self.lr)),
+            "weight_decay": float(searched.get("weight_decay", self.weight_decay)),
+        }
         if self.optimizer == "sgd":
             kwargs["momentum"] = 0.9
         opt = make(model.parameters(), **kwargs)

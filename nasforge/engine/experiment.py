@@ -32,12 +32,18 @@ import logging
 import math
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from nasforge.engine._control import apply_requests, cancel_marker, discard_requests
-from nasforge.engine._experiment_section import evaluator_ref, experiment_arguments
+from nasforge.engine._experiment_section import (
+    check_budget,
+    checked_space,
+    evaluator_ref,
+    experiment_arguments,
+    named_metrics,
+)
 from nasforge.engine.checkpoints import CheckpointKeeper
 from nasforge.engine.crossmodel.plan import CrossModelPlan
 from nasforge.engine.evaluator import (
@@ -56,13 +62,13 @@ from nasforge.run.results import pareto_front, score
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.status import failure_summary
 from nasforge.run.store import Store, TrialRecord
+from nasforge.run.tracking import BaseCallback, get_callbacks
 from nasforge.run.trial_logs import RunLog, finish_log, trial_log
 from nasforge.runtime.threads import set_threads
-from nasforge.space.search_space import SearchSpace, arch_id
+from nasforge.space.search_space import arch_id
 from nasforge.strategy import (
     BaseStopper,
     BaseStrategy,
-    GridStrategy,
     get_stopper,
     get_strategy,
     list_strategies,
@@ -93,7 +99,9 @@ class Experiment(BaseRunner):
     reads its device with ``nasforge.trial_device()``; ``keep_checkpoints`` how many of the
     best trials keep their weight files (default 5; None keeps every file); ``stopper`` a
     stopping rule (``"asha"``, ``"hyperband"``, ``"sh"``, ``"median"``, a mapping with
-    ``rule`` or a BaseStopper; docs/engine.md).
+    ``rule`` or a BaseStopper; docs/engine.md); ``callbacks`` trackers that hear the run and
+    each recorded trial (``nasforge.run.tracking.TensorBoardCallback(logdir)``,
+    ``MLflowCallback(tracking_uri)``, or ``{"type": "tensorboard", "logdir": ...}``).
 
     It is the ``multitrial`` kind of run: ``nasforge run FILE`` builds it from a run file whose
     strategy is a multi-trial one (``random``, ``grid``, ``evolution``, ``tpe``, ``rl``, or any
@@ -143,21 +151,10 @@ class Experiment(BaseRunner):
         crossmodel: Any = True,
         gpus_per_trial: float = 0,
         devices: list[int] | None = None,
+        callbacks: Sequence[BaseCallback | Mapping[str, Any]] | None = None,
     ) -> None:
         # -- validate everything here, at the public edge, before any side effect --------------
-        if hasattr(space, "search_space"):
-            self.search_space = space.search_space()
-        elif isinstance(space, SearchSpace):
-            self.search_space = space
-        else:
-            raise ConfigError(
-                f"space must be a nasforge ModelSpace or SearchSpace, got {type(space).__name__}"
-            )
-        if len(self.search_space) == 0:
-            raise ConfigError(
-                f"the space {type(space).__name__} has no decisions, so there is nothing to "
-                "search; add nf.choice / LayerChoice / InputChoice / Repeat to it"
-            )
+        self.search_space = checked_space(space)
         self.space = space
         self.evaluator = get_evaluator(evaluator)
         if (
@@ -172,15 +169,10 @@ class Experiment(BaseRunner):
         self.evaluator.check()
         self.strategy = get_strategy(strategy)
         self.strategy.setup(self.search_space)
-        if n_trials is not None and (not isinstance(n_trials, int) or n_trials < 1):
-            raise ConfigError(f"n_trials must be a positive int or None, got {n_trials!r}")
-        if time_budget is not None and not time_budget > 0:
-            raise ConfigError(f"time_budget must be > 0 seconds or None, got {time_budget!r}")
-        if n_trials is None and time_budget is None and not isinstance(self.strategy, GridStrategy):
-            raise ConfigError("give a budget: n_trials=..., time_budget=... (seconds), or both")
+        check_budget(n_trials, time_budget, self.strategy)
         metric = metric if metric is not None else self.evaluator.default_metric
         objective = Objective(metric, mode, constraints, second_objective)
-        self._wanted = _named_metrics(objective)
+        self._wanted = named_metrics(objective)
         check_metric_names(self.evaluator, self._wanted)
         if keep_checkpoints is not None and (
             isinstance(keep_checkpoints, bool)
@@ -207,6 +199,7 @@ class Experiment(BaseRunner):
         self.threads = threads
         self.crossmodel = crossmodel
         self._plan = CrossModelPlan(crossmodel)
+        self.callbacks = get_callbacks(callbacks)  # a missing tracker package: ConfigError now
         super().__init__(objective, directory, source, space)
 
     # -- the multitrial kind -------------------------------------------------------------------
@@ -273,7 +266,12 @@ class Experiment(BaseRunner):
             "crossmodel": self.crossmodel,
             "gpus_per_trial": self.gpus_per_trial,
             "devices": self.devices,
+            # trackers that can be rebuilt, so that a resume from the record tracks too
+            **({"callbacks": specs} if (specs := self._callback_specs()) else {}),
         }
+
+    def _callback_specs(self) -> list[dict[str, Any]]:
+        return [spec for c in self.callbacks if (spec := c.spec()) is not None]
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self, resume: bool = False) -> Experiment:
@@ -319,6 +317,11 @@ class Experiment(BaseRunner):
         self.timings: dict[int, dict[str, float]] = {}
         self._keeper = CheckpointKeeper(self.keep_checkpoints, store, self._score)
         inflight = self._replay(store)
+        info = {"directory": str(self.directory.resolve()), "name": self.directory.resolve().name,
+                "metric": self.metric, "mode": self.mode, "kind": self.kind,
+                "strategy": self.strategy.name}  # fmt: skip
+        for callback in self.callbacks:
+            callback.on_run_start(info)
         if resume:
             self._keeper.sweep(list(self._records.values()))
         self._elapsed0 = float(store.get_meta("elapsed", "0") or 0)
@@ -346,6 +349,8 @@ class Experiment(BaseRunner):
             self._show(force=True)
             self._progress.close()
             self._runlog.detach()
+            for callback in self.callbacks:
+                callback.on_run_end()
         counts = store.counts()
         n_trained = sum(n for status, n in counts.items() if status not in ("running", "cached"))
         if n_trained and counts.get("failed", 0) == n_trained:
@@ -515,6 +520,8 @@ class Experiment(BaseRunner):
         self._records[tid] = rec
         self._dups_in_row += 1
         self._after_finish(rec)
+        for callback in self.callbacks:
+            callback.on_trial_end(rec)
 
     def _record(self, result: TrialResult) -> None:
         assert self.store is not None
@@ -559,6 +566,8 @@ class Experiment(BaseRunner):
         self._records[tid] = rec
         self._n_trained += 1
         self._after_finish(rec)
+        for callback in self.callbacks:
+            callback.on_trial_end(rec)
         if self._stop:  # duplicates waiting on it stay in flight, like the trials killed
             return
         for waiter in self._waiting.pop(rec.arch_id, []):
@@ -588,13 +597,3 @@ class Experiment(BaseRunner):
         return pareto_front(
             self.trials(), (self.metric, self.mode), self.second_objective, self.constraints
         )
-
-
-def _named_metrics(objective: Objective) -> dict[str, str]:
-    """Returns metric name -> the setting that names it (the optimised metric first)."""
-    named = {objective.metric: "metric"}
-    for name in objective.constraints:
-        named.setdefault(name, "constraints")
-    if objective.second is not None:
-        named.setdefault(objective.second[0], "second_objective")
-    return named

@@ -294,7 +294,7 @@ class OFASearchSpace(SearchSpace):
     @property
     def flat_size(self) -> int:
         """Returns the product of all label cardinalities (counting inactive layers' labels)."""
-        return super().size
+        return int(super().size)  # an OFA space has no float range: its size is finite
 
     # -- canonical form ---------------------------------------------------------------------
     def validate(self, arch: Mapping[str, Any]) -> Arch:
@@ -394,8 +394,9 @@ class OFASearchSpace(SearchSpace):
         """Returns the architecture of the smallest network."""
         return self.canonical({lb: d.values[0] for lb, d in self.items()})
 
-    def grid(self) -> Iterator[Arch]:
-        """Yields every canonical architecture once (only sensible for small spaces)."""
+    def grid(self, points: int | None = None) -> Iterator[Arch]:
+        """Yields every canonical architecture once (only sensible for small spaces); an OFA
+        space has no range, so ``points`` changes nothing."""
         per_block = []
         for b in range(self.spec.n_blocks):
             options = []

@@ -291,6 +291,16 @@ def _check_space(space: ModelSpace) -> None:
                 "value choices; one-shot search needs the depth to be its own decision: pass "
                 "depth=(min, max) or depth=nf.choice([...], label=...)"
             )
+    ranges = space.search_space().ranges
+    if ranges:
+        d = ranges[0]
+        assert d.domain is not None
+        raise SpaceError(
+            f"one-shot search cannot mix the continuous/integer decision {d.label!r} "
+            f"({d.domain.describe()}{' and others' if len(ranges) > 1 else ''}): a supernet "
+            "shares weights across listed candidates only; search it multi-trial (tpe, "
+            "evolution, random) or make it nf.choice([...])"
+        )
     values = [d.label for d in space.search_space().decisions if d.kind == "value"]
     if values:
         raise SpaceError(
@@ -308,8 +318,9 @@ class Supernet(nn.Module):
     architecture parameter, shared by every place that uses the label (tied decisions).
 
     Raises:
-        SpaceError: the space has a shape-changing value choice (named), a Repeat whose depth is
-            derived, or an InputChoice whose reduction cannot be mixed.
+        SpaceError: the space has a range (nf.uniform/nf.integer) or a shape-changing value
+            choice (named), a Repeat whose depth is derived, or an InputChoice whose reduction
+            cannot be mixed.
     """
 
     space: ModelSpace  # set with object.__setattr__ in __init__ (not a submodule), so typed here

@@ -90,6 +90,14 @@ def _cmd_status(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from nasforge.run.export import export_top
 
+    if args.to is not None:  # a tracker, not an export folder: every trial, no weights
+        from nasforge.run.tracking import export_run
+
+        tracker, path = args.to
+        n = export_run(args.dir, tracker, path)
+        sys.stdout.write(f"{n} trials written to {tracker} at {path}\n")
+        return 0
+
     for path in export_top(args.dir, args.top, args.out, per=args.per):
         sys.stdout.write(f"{path}\n")
     return 0
@@ -154,6 +162,13 @@ def register(
     p.add_argument("--top", type=int, default=1, help="how many (default 1)")
     p.add_argument("--per", help="the best --top for each value of this metric (e.g. target)")
     p.add_argument("--out", help="output folder (default <dir>/export)")
+    p.add_argument(
+        "--to",
+        nargs=2,
+        metavar=("TRACKER", "PATH"),
+        help="write every trial to TensorBoard (tensorboard LOGDIR) or MLflow (mlflow "
+        "FOLDER_OR_URI) instead of exporting the best",
+    )
     p.set_defaults(func=_cmd_export)
 
     p = subparsers.add_parser(

@@ -1,8 +1,8 @@
 """The model-space language: inline choices, mutators, search spaces, freezing.
 
-Pure modules (no torch): ``search_space``, ``expr``, ``context``. Torch modules: ``modules``,
-``model_space``, ``mutator``,
-``module_mutator``. Names load lazily so the pure ones import without torch.
+Pure modules (no torch): ``search_space``, ``ranges``, ``expr``, ``context``. Torch
+modules: ``modules``, ``model_space``, ``mutator``, ``module_mutator``. Names load lazily so the
+pure ones import without torch.
 """
 
 from __future__ import annotations
@@ -17,6 +17,10 @@ _EXPORTS = {
     "arch_id": "search_space",
     "canonical_json": "search_space",
     "choice": "expr",
+    "uniform": "expr",
+    "integer": "expr",
+    "hparams": "model_space",
+    "Range": "ranges",
     "is_choice": "expr",
     "max_": "expr",
     "min_": "expr",
@@ -58,17 +62,21 @@ __all__ = [
     "Mutation",
     "Mutator",
     "OperatorMutator",
+    "Range",
     "Repeat",
     "SearchSpace",
     "arch_id",
     "canonical_json",
     "choice",
     "freeze",
+    "hparams",
+    "integer",
     "is_choice",
     "max_",
     "min_",
     "mutation_history",
     "shared_labels",
+    "uniform",
 ]
 
 
@@ -86,12 +94,13 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from nasforge.space.expr import choice, is_choice, max_, min_
+    from nasforge.space.expr import choice, integer, is_choice, max_, min_, uniform
     from nasforge.space.model_space import (
         BaseSpace,
         ModelSpace,
         Mutation,
         freeze,
+        hparams,
         mutation_history,
         shared_labels,
     )
@@ -105,4 +114,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         Mutator,
         OperatorMutator,
     )
+    from nasforge.space.ranges import Range
     from nasforge.space.search_space import Arch, Decision, SearchSpace, arch_id, canonical_json

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nasforge.errors import ArchitectureError, SpaceError
+from nasforge.space.ranges import Range
 from nasforge.space.search_space import Decision, DecisionKind
 
 __all__ = ["Recording", "Frozen", "current", "use", "Key", "Declaration"]
@@ -42,6 +43,12 @@ class Declaration:
     values: tuple[Any, ...]
     owner: Any  # the module (LayerChoice, InputChoice, Repeat) or value-choice leaf
     explicit: bool
+    domain: Range | None = None  # a range decision's range (nf.uniform, nf.integer)
+
+    def decision(self) -> Decision:
+        """Returns the decision this declaration makes (its label must be set)."""
+        assert self.label is not None, "labels are assigned before decisions are made"
+        return Decision(self.label, self.kind, self.values, self.domain)
 
 
 class _Scoped:
@@ -82,19 +89,28 @@ class Recording(_Scoped):
         self._by_label: dict[str, Declaration] = {}
 
     def declare(
-        self, kind: DecisionKind, values: tuple[Any, ...], label: str | None, owner: Any
+        self,
+        kind: DecisionKind,
+        values: tuple[Any, ...],
+        label: str | None,
+        owner: Any,
+        domain: Range | None = None,
     ) -> Declaration:
         """Returns the declaration registered for a choice; validates tied labels."""
-        decision = Decision(label or "_", kind, values)  # validates the candidates early
+        decision = Decision(label or "_", kind, values, domain)  # validates the candidates early
         if label is not None and label in self._by_label:
             first = self._by_label[label]
-            if first.values != decision.values or first.kind != kind:
+            if first.values != decision.values or first.kind != kind or first.domain != domain:
+                said = domain.describe() if domain else list(decision.values)
+                before = first.domain.describe() if first.domain else list(first.values)
                 raise SpaceError(
                     f"label {label!r} is used twice with different candidates: "
-                    f"{first.kind} {list(first.values)} and {kind} {list(decision.values)}; "
+                    f"{first.kind} {before} and {kind} {said}; "
                     "a repeated label ties two places to one decision, so they must agree"
                 )
-        d = Declaration(self.next_key(), label, kind, decision.values, owner, label is not None)
+        d = Declaration(
+            self.next_key(), label, kind, decision.values, owner, label is not None, domain
+        )
         self.declarations.append(d)
         if label is not None:
             self._by_label.setdefault(label, d)
@@ -112,8 +128,11 @@ class Frozen(_Scoped):
     def __post_init__(self) -> None:
         _Scoped.__init__(self)
 
-    def resolve(self, label: str | None, values: tuple[Any, ...] | None = None) -> Any:
-        """Returns the architecture's value for a declaration (the next one in this scope)."""
+    def resolve(
+        self, label: str | None, values: tuple[Any, ...] | None = None, domain: Range | None = None
+    ) -> Any:
+        """Returns the architecture's value for a declaration (the next one in this scope),
+        checked against its candidates (``values``) or its range (``domain``) when given."""
         key = self.next_key()
         if label is None:
             label = self.auto_labels.get(key)
@@ -126,7 +145,9 @@ class Frozen(_Scoped):
         if label not in self.arch:
             raise ArchitectureError(f"missing label {label!r} in the architecture")
         value = self.arch[label]
-        if values is not None:
+        if domain is not None:
+            value = domain.canonical(value, label)  # raises ArchitectureError
+        elif values is not None:
             Decision(label, "value", values).index(value)  # raises ArchitectureError
         self.used.add(label)
         return value

@@ -8,6 +8,11 @@ Space-aware modules (``Repeat``, the elastic layers of ``nasforge.ofa``) read th
 learn every value a choice can take. When a space is frozen, ``choice`` returns the architecture's
 plain value, so the frozen model holds no trace of search.
 
+``uniform(low, high, log=False)`` and ``integer(low, high, step=1, log=False)`` declare a range
+instead of a list (a learning rate, a dropout rate): recording, they return the range's middle;
+frozen, the architecture's value. A range has no list of candidates, so a space-aware module
+that needs every value (``Repeat``'s depth, an elastic layer) refuses one, naming it.
+
 Python's builtin ``max``/``min`` compare and keep one operand, losing the other's label; use
 ``nasforge.max``/``nasforge.min`` (here :func:`max_`, :func:`min_`) for symbolic extremes.
 
@@ -24,6 +29,7 @@ from typing import Any, overload
 
 from nasforge.errors import ArchitectureError, SpaceError
 from nasforge.space.context import Declaration, Frozen, require
+from nasforge.space.ranges import Range
 
 __all__ = [
     "Expr",
@@ -32,6 +38,8 @@ __all__ = [
     "Op",
     "ChoiceValue",
     "choice",
+    "uniform",
+    "integer",
     "max_",
     "min_",
     "as_expr",
@@ -57,6 +65,15 @@ class Expr:
         """Returns every value the expression can take, deduplicated, in first-seen order of
         the product of its leaves' candidates."""
         leaves = self.leaves()
+        ranged = [leaf for leaf in leaves if leaf.domain is not None]
+        if ranged:
+            leaf = ranged[0]
+            assert leaf.domain is not None
+            raise SpaceError(
+                f"a value here depends on the range {leaf.domain.describe()} (label "
+                f"{leaf.declaration.label if leaf.declaration else None!r}), which has no list "
+                "of candidates; this place needs listed values: use nf.choice([...]) for it"
+            )
         seen: dict[Any, None] = {}
         for combo in itertools.product(*(leaf.values for leaf in leaves)):
             arch = {leaf.label: v for leaf, v in zip(leaves, combo)}
@@ -67,9 +84,15 @@ class Expr:
 class Leaf(Expr):
     """A labelled value choice. Its label may be assigned after recording (automatic labels)."""
 
-    def __init__(self, values: tuple[Any, ...], declaration: Declaration | None = None) -> None:
+    def __init__(
+        self,
+        values: tuple[Any, ...],
+        declaration: Declaration | None = None,
+        domain: Range | None = None,
+    ) -> None:
         self.values = values
         self.declaration = declaration
+        self.domain = domain
 
     @property
     def label(self) -> str:
@@ -88,6 +111,8 @@ class Leaf(Expr):
 
     def __repr__(self) -> str:
         label = self.declaration.label if self.declaration else None
+        if self.domain is not None:
+            return f"{self.domain.describe()[:-1]}, label={label!r})"
         return f"choice({list(self.values)}, label={label!r})"
 
 
@@ -304,6 +329,45 @@ def choice(values: Iterable[Any], label: str | None = None) -> Any:
     leaf = Leaf(values)
     leaf.declaration = ctx.declare("value", values, label, leaf)
     return _wrap(leaf.declaration.values[0], leaf)
+
+
+def uniform(low: float, high: float, log: bool = False, label: str | None = None) -> float:
+    """Returns a continuous hyperparameter in ``[low, high]`` (log-uniform when ``log``): while
+    recording, a float equal to the range's middle carrying the range; while freezing, the
+    architecture's value for ``label``. Read every range of a frozen model with
+    ``nf.hparams(model)``.
+
+    Invariants: the value an architecture holds is canonical (12 significant digits), so its
+    ``arch_id`` does not depend on how the value was written.
+
+    Raises:
+        SpaceError: bad bounds (``low > high``, not finite, ``log`` with ``low <= 0``), a tied
+            label with another range, or a call outside a model space.
+        ArchitectureError: (when freezing) the label is missing or its value out of range.
+    """
+    return _ranged(Range(low, high, log), "float", label)  # type: ignore[no-any-return]
+
+
+def integer(low: int, high: int, step: int = 1, log: bool = False, label: str | None = None) -> int:
+    """Returns an integer hyperparameter in ``low, low + step, ..., high`` (log-uniform when
+    ``log``, which needs ``step=1``): as :func:`uniform`, an ``int`` while recording.
+
+    Raises:
+        SpaceError: bad bounds or step, or a call outside a model space.
+        ArchitectureError: (when freezing) the label is missing, or its value off the grid.
+    """
+    return _ranged(Range(low, high, log, True, step), "int", label)  # type: ignore[no-any-return]
+
+
+def _ranged(domain: Range, kind: Any, label: str | None) -> Any:
+    if label is not None and not isinstance(label, str):
+        raise SpaceError(f"a label must be a string, got {label!r}")
+    ctx = require("uniform()" if kind == "float" else "integer()")
+    if isinstance(ctx, Frozen):
+        return ctx.resolve(label, None, domain)
+    leaf = Leaf((), domain=domain)
+    leaf.declaration = ctx.declare(kind, (), label, leaf, domain)
+    return _wrap(domain.default, leaf)
 
 
 def _extreme(name: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:

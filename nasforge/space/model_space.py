@@ -21,9 +21,17 @@ from torch import nn
 from nasforge.errors import ArchitectureError, NasforgeError, SpaceError
 from nasforge.space.context import Declaration, Frozen, Key, Recording, current, use
 from nasforge.space.expr import ChoiceValue, Leaf
-from nasforge.space.search_space import Decision, SearchSpace
+from nasforge.space.search_space import RANGE_KINDS, Decision, SearchSpace
 
-__all__ = ["ModelSpace", "BaseSpace", "freeze", "Mutation", "mutation_history", "shared_labels"]
+__all__ = [
+    "ModelSpace",
+    "BaseSpace",
+    "freeze",
+    "Mutation",
+    "mutation_history",
+    "shared_labels",
+    "hparams",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +112,7 @@ def _record(self: nn.Module, rec: Recording) -> None:
     auto: dict[Key, str] = {}
     for d in rec.declarations:
         assert d.label is not None
-        decisions.setdefault(d.label, Decision(d.label, d.kind, d.values))
+        decisions.setdefault(d.label, d.decision())
         # a tied label is described by its first place, as its decision is
         where.setdefault(d.label, module_paths.get(id(d.owner), type(self).__name__))
         if not d.explicit:
@@ -232,6 +240,17 @@ def mutation_history(model: nn.Module) -> list[Mutation]:
             f"{type(model).__name__} was not made by nasforge.freeze; it has no mutation history"
         )
     return list(history)
+
+
+def hparams(model: nn.Module) -> dict[str, Any]:
+    """Returns the values a frozen model took for its range decisions (``nf.uniform``,
+    ``nf.integer``: a learning rate, a weight decay), label -> value, in space order; empty for
+    a space without ranges.
+
+    Raises:
+        SpaceError: ``model`` was not made by ``freeze``.
+    """
+    return {m.label: m.value for m in mutation_history(model) if m.kind in RANGE_KINDS}
 
 
 def shared_labels(a: nn.Module, b: nn.Module) -> list[str]:

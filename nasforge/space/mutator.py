@@ -235,8 +235,12 @@ class MutatedSpace(_RecordArgs, nn.Module):
         decisions: dict[str, Decision] = {}
         self._where: dict[str, str] = {}
         for d in rec.declarations:
-            assert d.label is not None, "choose labels every decision it declares"
-            decisions.setdefault(d.label, Decision(d.label, d.kind, d.values))
+            if d.label is None:  # choose labels its decisions; nf.uniform/integer may not
+                raise SpaceError(
+                    f"an unlabelled {d.kind} decision was declared in a mutator; inside "
+                    "Mutator.mutate give nf.uniform/nf.integer/nf.choice a label=..."
+                )
+            decisions.setdefault(d.label, d.decision())
             self._where[d.label] = type(d.owner).__name__  # the last place, as before
         self._space = SearchSpace(list(decisions.values()))
 

@@ -4,7 +4,9 @@ with them without building a model (size, sampling, enumeration, validation, ide
 This module is pure: it never imports torch, so strategies, schedulers and tests use it alone.
 
 Vocabulary
-    decision      one labelled choice of a space: ``Decision(label, kind, values)``
+    decision      one labelled choice of a space: ``Decision(label, kind, values)``, or a range
+                  ``Decision(label, "float" | "int", (), domain=Range(...))`` (a continuous or
+                  integer hyperparameter: ``nf.uniform``, ``nf.integer``)
     architecture  a plain ``dict`` mapping every label of a space to one of its values; JSON-able
     arch id       a stable hash of an architecture's canonical JSON; equal across processes/runs
 """
@@ -14,12 +16,14 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from nasforge.errors import ArchitectureError, SpaceError
+from nasforge.space.ranges import Range
 
 if TYPE_CHECKING:  # numpy only names a type here: this module imports no numpy
     import numpy as np
@@ -31,6 +35,7 @@ __all__ = [
     "DecisionKind",
     "arch_id",
     "canonical_json",
+    "RANGE_KINDS",
 ]
 
 #: an architecture: label -> chosen candidate. Candidates are JSON values (int, float, str, bool,
@@ -38,8 +43,10 @@ __all__ = [
 #: its own space's types (``arch["width"] * 2``), where a union would make every read narrow.
 #: Functions that only take an architecture in accept ``Mapping[str, object]``.
 Arch = dict[str, Any]
-DecisionKind = Literal["layer", "input", "value", "depth"]
-_KINDS = ("layer", "input", "value", "depth")
+DecisionKind = Literal["layer", "input", "value", "depth", "float", "int"]
+_KINDS = ("layer", "input", "value", "depth", "float", "int")
+#: the kinds whose candidates are a range (``Decision.domain``), not a list
+RANGE_KINDS = ("float", "int")
 
 
 def _canonical_value(value: Any) -> Any:
@@ -89,12 +96,16 @@ class Decision:
     Invariants: ``values`` is non-empty and free of duplicates; the first value is the default.
     ``kind`` says which construct made it: ``layer`` (LayerChoice: values are candidate names or
     indices), ``input`` (InputChoice: values are an input index, or a sorted list of indices when
-    several are chosen), ``value`` (a value choice), ``depth`` (a Repeat's number of blocks).
+    several are chosen), ``value`` (a value choice), ``depth`` (a Repeat's number of blocks),
+    ``float``/``int`` (a range: ``values`` is empty and ``domain`` holds the range; see
+    :mod:`nasforge.space.ranges`). ``len`` and ``index`` are for listed candidates only: on a
+    range they raise, naming the decision, so code that knows only lists fails loudly.
     """
 
     label: str
     kind: DecisionKind
     values: tuple[Any, ...]
+    domain: Range | None = None
     #: candidate key (its JSON) -> position; set in ``__post_init__``
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
 
@@ -103,6 +114,19 @@ class Decision:
             raise SpaceError(f"a decision label must be a non-empty string, got {self.label!r}")
         if self.kind not in _KINDS:
             raise SpaceError(f"decision {self.label!r}: kind {self.kind!r} is not one of {_KINDS}")
+        if self.kind in RANGE_KINDS:
+            if not isinstance(self.domain, Range) or self.domain.integer != (self.kind == "int"):
+                raise SpaceError(
+                    f"decision {self.label!r} of kind {self.kind!r} needs domain=Range(..., "
+                    f"integer={self.kind == 'int'}), got {self.domain!r}"
+                )
+            if tuple(self.values):
+                raise SpaceError(f"range decision {self.label!r} takes no listed values")
+            object.__setattr__(self, "values", ())
+            object.__setattr__(self, "_index", {})
+            return
+        if self.domain is not None:
+            raise SpaceError(f"decision {self.label!r} of kind {self.kind!r} takes no domain")
         values = tuple(_canonical_value(v) for v in self.values)
         if not values:
             raise SpaceError(f"decision {self.label!r} has no candidates; give at least one")
@@ -112,20 +136,60 @@ class Decision:
         object.__setattr__(self, "values", values)
         object.__setattr__(self, "_index", {k: i for i, k in enumerate(keys)})
 
+    @property
+    def is_range(self) -> bool:
+        """Returns whether the decision is a range (``float``/``int``), not a list."""
+        return self.domain is not None
+
+    def _listed(self, what: str) -> None:
+        if self.domain is not None:
+            raise SpaceError(
+                f"decision {self.label!r} is a range {self.domain.describe()}, which has no "
+                f"listed candidates, so {what} does not apply; handle ranges through "
+                "Decision.domain (or discretise them with nf.choice([...]))"
+            )
+
     def __len__(self) -> int:
+        self._listed("len()")
         return len(self.values)
 
     @property
+    def count(self) -> float:
+        """Returns the number of candidates: ``math.inf`` for a float range."""
+        return self.domain.count if self.domain is not None else len(self.values)
+
+    @property
     def default(self) -> Any:
-        """Returns the first candidate: the value a choice has before any search."""
-        return self.values[0]
+        """Returns the first candidate (a range's middle): the value a choice has before any
+        search."""
+        return self.domain.default if self.domain is not None else self.values[0]
+
+    def canonical(self, value: object) -> Any:
+        """Returns ``value`` as the space holds it: the candidate equal to it, or the range's
+        canonical number.
+
+        Raises:
+            ArchitectureError: not a candidate, or outside the range (the message says which).
+        """
+        if self.domain is not None:
+            return self.domain.canonical(value, self.label)
+        return self.values[self.index(value)]
+
+    def sample(self, rng: RandomLike) -> Any:
+        """Returns a candidate drawn uniformly (a range: uniformly in its transformed
+        coordinate, log-uniformly when ``log``)."""
+        if self.domain is not None:
+            return self.domain.sample(rng)
+        return self.values[_pick(rng, len(self.values))]
 
     def index(self, value: object) -> int:
         """Returns the position of ``value`` among the candidates.
 
         Raises:
             ArchitectureError: ``value`` is not a candidate; the message lists the candidates.
+            SpaceError: the decision is a range.
         """
+        self._listed("index()")
         try:
             key = _key(value)
         except ArchitectureError:
@@ -139,12 +203,17 @@ class Decision:
         return idx
 
     def to_dict(self) -> dict[str, Any]:
-        """Returns the decision as plain JSON-able data."""
+        """Returns the decision as plain JSON-able data (a range: its bounds, no values)."""
+        if self.domain is not None:
+            return {"label": self.label, "kind": self.kind, **self.domain.to_dict()}
         return {"label": self.label, "kind": self.kind, "values": list(self.values)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Decision:
         """Returns the decision that :meth:`to_dict` produced."""
+        if data["kind"] in RANGE_KINDS:
+            domain = Range.from_dict(data, integer=data["kind"] == "int")
+            return cls(data["label"], data["kind"], (), domain)
         return cls(data["label"], data["kind"], tuple(data["values"]))
 
 
@@ -160,13 +229,19 @@ def _pick(rng: RandomLike, n: int) -> int:
     raise TypeError(f"rng must be random.Random or numpy.random.Generator, got {type(rng)!r}")
 
 
+def _expected(d: Decision) -> Any:
+    """Returns what a decision accepts, for messages: its candidates or its range."""
+    return d.domain.describe() if d.domain is not None else list(d.values)
+
+
 class SearchSpace(Mapping[str, Decision]):
     """Returns decisions by label; an ordered, immutable collection of a space's decisions.
 
     Invariants: labels are unique; the order is the order in which a space first declared its
     decisions and is the same on every construction; ``size`` is the exact product of the
-    numbers of candidates (a Python int, exact beyond 2**64); every sample lies in the space; the
-    same seed gives the same sequence of samples.
+    numbers of candidates (a Python int, exact beyond 2**64; ``math.inf`` once a decision is a
+    float range); every sample lies in the space; the same seed gives the same sequence of
+    samples.
     """
 
     def __init__(self, decisions: Sequence[Decision] = ()) -> None:
@@ -187,7 +262,10 @@ class SearchSpace(Mapping[str, Decision]):
         return len(self._decisions)
 
     def __repr__(self) -> str:
-        body = ", ".join(f"{d.label}: {d.kind}[{len(d)}]" for d in self._decisions.values())
+        body = ", ".join(
+            f"{d.label}: {d.domain.describe() if d.domain else f'{d.kind}[{len(d)}]'}"
+            for d in self._decisions.values()
+        )
         return f"SearchSpace({body}; size={self.size})"
 
     @property
@@ -196,12 +274,21 @@ class SearchSpace(Mapping[str, Decision]):
         return list(self._decisions.values())
 
     @property
-    def size(self) -> int:
-        """Returns the exact number of architectures (1 for a space with no decision)."""
-        n = 1
+    def size(self) -> int | float:
+        """Returns the exact number of architectures (1 for a space with no decision), or
+        ``math.inf`` when a decision is a float range."""
+        n: int | float = 1
         for d in self._decisions.values():
-            n *= len(d)
+            count = d.count
+            if count == math.inf:
+                return math.inf
+            n *= int(count)
         return n
+
+    @property
+    def ranges(self) -> list[Decision]:
+        """Returns the range decisions (``float``/``int``: hyperparameters), in space order."""
+        return [d for d in self._decisions.values() if d.domain is not None]
 
     # -- architectures -------------------------------------------------------------------------
     def default(self) -> Arch:
@@ -215,13 +302,37 @@ class SearchSpace(Mapping[str, Decision]):
         """
         if rng is None or isinstance(rng, int):
             rng = random.Random(rng)
-        return {d.label: d.values[_pick(rng, len(d))] for d in self._decisions.values()}
+        return {d.label: d.sample(rng) for d in self._decisions.values()}
 
-    def grid(self) -> Iterator[Arch]:
+    def grid(self, points: int | None = None) -> Iterator[Arch]:
         """Yields every architecture once, in lexicographic order of candidate positions
-        (the last decision varies fastest)."""
+        (the last decision varies fastest). An integer range takes each of its values; a float
+        range takes ``points`` values evenly spread over it (log-evenly when ``log``), and so
+        does an integer range with more values than ``points``.
+
+        Raises:
+            SpaceError: (at once) a float range and no ``points``; the message names it.
+        """
+        floats = [d.label for d in self._decisions.values() if d.count == math.inf]
+        if floats and points is None:
+            raise SpaceError(
+                f"the space has continuous decision(s) {floats}, so it has infinitely many "
+                "architectures and no grid; pass points=n (n values per range) or list the "
+                "values with nf.choice([...])"
+            )
+        columns = []
+        for d in self._decisions.values():
+            if d.domain is None:
+                columns.append(d.values)
+            elif points is None:
+                columns.append(tuple(d.domain.points(int(d.count))))
+            else:
+                columns.append(tuple(d.domain.points(points)))
+        return self._product(columns)
+
+    def _product(self, columns: list[tuple[Any, ...]]) -> Iterator[Arch]:
         labels = list(self._decisions)
-        for combo in itertools.product(*(d.values for d in self._decisions.values())):
+        for combo in itertools.product(*columns):
             yield dict(zip(labels, combo))
 
     def validate(self, arch: Mapping[str, object]) -> Arch:
@@ -229,7 +340,8 @@ class SearchSpace(Mapping[str, Decision]):
 
         Raises:
             ArchitectureError: ``arch`` is not a mapping, names a label the space lacks, misses a
-                label, or gives a value that is not among a label's candidates.
+                label, or gives a value that is not among a label's candidates (or outside its
+                range).
         """
         if not isinstance(arch, Mapping):
             raise ArchitectureError(
@@ -242,20 +354,30 @@ class SearchSpace(Mapping[str, Decision]):
             )
         missing = [k for k in self._decisions if k not in arch]
         if missing:
-            expected = {k: list(self._decisions[k].values) for k in missing}
+            expected = {k: _expected(self._decisions[k]) for k in missing}
             raise ArchitectureError(f"missing label(s) {missing}; expected values {expected}")
         out: Arch = {}
         for label, d in self._decisions.items():
-            out[label] = d.values[d.index(arch[label])]
+            out[label] = d.canonical(arch[label])
         return out
 
     def index_of(self, arch: Mapping[str, object]) -> list[int]:
-        """Returns the candidate position of each decision's value, in space order."""
+        """Returns the candidate position of each decision's value, in space order.
+
+        Raises:
+            SpaceError: a decision is a range (it has no positions).
+        """
         arch = self.validate(arch)
         return [d.index(arch[d.label]) for d in self._decisions.values()]
 
     def from_index(self, positions: Sequence[int]) -> Arch:
-        """Returns the architecture whose decision ``i`` takes candidate ``positions[i]``."""
+        """Returns the architecture whose decision ``i`` takes candidate ``positions[i]``.
+
+        Raises:
+            SpaceError: a decision is a range (it has no positions).
+        """
+        for d in self._decisions.values():
+            d._listed("from_index()")
         if len(positions) != len(self._decisions):
             raise ArchitectureError(
                 f"expected {len(self._decisions)} positions, got {len(positions)}"
@@ -275,6 +397,43 @@ class SearchSpace(Mapping[str, Decision]):
     def from_dict(cls, data: Mapping[str, Any]) -> SearchSpace:
         """Returns the space that :meth:`to_dict` produced."""
         return cls([Decision.from_dict(d) for d in data["decisions"]])
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any]) -> SearchSpace:
+        """Returns the space a run file writes as a mapping label -> candidates: a list of
+        values (a value choice), ``{uniform: [low, high], log: bool}`` (a float range) or
+        ``{integer: [low, high], step: int, log: bool}`` (an integer range).
+
+        Raises:
+            SpaceError: a label whose spec is none of these; the message shows the forms.
+        """
+        forms = (
+            "a list of values, {uniform: [low, high], log: true} or "
+            "{integer: [low, high], step: 1, log: false}"
+        )
+        decisions = []
+        for label, item in spec.items():
+            if isinstance(item, (list, tuple)):
+                decisions.append(Decision(str(label), "value", tuple(item)))
+                continue
+            keys = set(item) if isinstance(item, Mapping) else set()
+            kind = "uniform" if "uniform" in keys else "integer" if "integer" in keys else None
+            bounds = item.get(kind) if kind is not None else None
+            extra = keys - {kind, "log", "step"}
+            if not isinstance(bounds, (list, tuple)) or len(bounds) != 2 or extra:
+                raise SpaceError(f"space label {label!r}: {item!r} is not {forms}")
+            log = bool(item.get("log", False))
+            if kind == "uniform":
+                if "step" in item:
+                    raise SpaceError(f"space label {label!r}: uniform takes no step; {forms}")
+                decisions.append(
+                    Decision(str(label), "float", (), Range(bounds[0], bounds[1], log))
+                )
+            else:
+                step = item.get("step", 1)
+                domain = Range(bounds[0], bounds[1], log, True, step)
+                decisions.append(Decision(str(label), "int", (), domain))
+        return cls(decisions)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SearchSpace) and self.to_dict() == other.to_dict()

@@ -96,7 +96,7 @@ class BaseStrategy(abc.ABC):
         #: label -> {value key -> candidate}: validate's answer for exact-typed values (only
         #: for spaces that validate as SearchSpace does: a subclass may canonicalise)
         self._lookup = {}
-        if type(space).validate is SearchSpace.validate:
+        if type(space).validate is SearchSpace.validate and not space.ranges:
             self._lookup = {
                 d.label: {k: v for v in d.values if (k := _value_key(v)) is not None}
                 for d in space.decisions

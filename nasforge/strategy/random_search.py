@@ -1,4 +1,8 @@
-"""Random search and grid search: the two strategies that ignore feedback. Pure (no torch)."""
+"""Random search and grid search: the two strategies that ignore feedback. Pure (no torch).
+
+Random search draws range decisions (``nf.uniform``, ``nf.integer``) uniformly, log-uniformly
+where ``log``. Grid search takes listed candidates and integer ranges as they are; a float range
+has no grid, so it needs ``points_per_range`` (the user's own discretisation)."""
 
 from __future__ import annotations
 
@@ -63,11 +67,42 @@ class RandomStrategy(BaseStrategy):
 class GridStrategy(BaseStrategy):
     """Returns every architecture once, in the space's grid order, then None.
 
-    Invariants: no architecture is asked twice; after ``space.size`` asks it is exhausted.
+    ``points_per_range``: how many values each float range (and each integer range with more
+    values) takes, evenly spread (log-evenly where ``log``); without it a float range is refused.
+
+    Invariants: no architecture is asked twice; after the grid's size asks it is exhausted.
+
+    Raises:
+        ConfigError: ``points_per_range`` not an int >= 1; (at ``setup``) a float range and no
+            ``points_per_range``, naming the decision.
     """
 
+    def __init__(self, seed: int = 0, points_per_range: int | None = None) -> None:
+        super().__init__(seed)
+        if points_per_range is not None and (
+            isinstance(points_per_range, bool)
+            or not isinstance(points_per_range, int)
+            or points_per_range < 1
+        ):
+            raise ConfigError(f"points_per_range must be an int >= 1, got {points_per_range!r}")
+        self.points_per_range = points_per_range
+
+    def config(self) -> dict[str, Any]:
+        """Returns the constructor arguments as plain JSON-able data."""
+        out: dict[str, Any] = {"seed": self.seed}
+        if self.points_per_range is not None:  # left out by default: older records match
+            out["points_per_range"] = self.points_per_range
+        return out
+
     def _reset(self) -> None:
-        self._it: Iterator[Arch] = self.space.grid()
+        floats = [d.label for d in self.space.ranges if d.kind == "float"]
+        if floats and self.points_per_range is None:
+            raise ConfigError(
+                f"grid search lists explicit points, and {floats} are continuous ranges; give "
+                "GridStrategy(points_per_range=n) (strategy: {name: grid, points_per_range: n}) "
+                "or list the values with nf.choice([...])"
+            )
+        self._it: Iterator[Arch] = self.space.grid(self.points_per_range)
 
     def _ask(self) -> Arch | None:
         return next(self._it, None)

@@ -2,9 +2,13 @@
 2011), with no repeated architecture. Pure (no torch); Optuna is imported when the strategy is
 set up.
 
-Each decision becomes one categorical Optuna parameter over candidate *positions* (ints), so any
-JSON candidate (lists of input indices included) works. Trials asked but not yet told stay
-"running" in the in-memory Optuna study, which TPE handles natively.
+Each listed decision becomes one categorical Optuna parameter over candidate *positions* (ints),
+so any JSON candidate (lists of input indices included) works. A range decision becomes Optuna's
+own numeric parameter: ``nf.uniform`` a ``FloatDistribution`` and ``nf.integer`` an
+``IntDistribution`` (``log`` and ``step`` kept), so TPE fits continuous Parzen estimators to it,
+on ``log(value)`` where ``log``, exactly as Optuna's ``suggest_float``/``suggest_int`` do.
+Trials asked but not yet told stay "running" in the in-memory Optuna study, which TPE handles
+natively.
 
 Why repeats are handled here. A TPE sampler whose Parzen estimator is peaked proposes an
 architecture it has already seen; an engine that answers a repeat with the earlier metric and a
@@ -21,6 +25,11 @@ grew with every one). So:
               unseen architecture to its last proposal (fewest decisions changed, ties broken by
               the strategy's seeded generator). That architecture enters the study when told.
     exhausted ``ask`` returns None once every architecture of the space was asked.
+
+Inside the strategy an architecture is a tuple with one entry per decision: the candidate
+position of a listed decision, the step index ``(value - low) // step`` of an integer range,
+the canonical value of a float range (a repeat there is all but impossible; when one happens,
+the nearest unseen architecture redraws one float decision).
 """
 
 from __future__ import annotations
@@ -31,7 +40,8 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from nasforge.errors import ConfigError
-from nasforge.space.search_space import Arch
+from nasforge.space.ranges import canonical_float
+from nasforge.space.search_space import Arch, Decision
 from nasforge.strategy.base import BaseStrategy, register_strategy
 
 if TYPE_CHECKING:  # optuna is imported at setup, not at import
@@ -46,7 +56,7 @@ _ENUMERATE_LIMIT = 1_000_000
 #: Random probes per Hamming radius before the radius grows.
 _PROBES_PER_RADIUS = 32
 
-Pos = tuple[int, ...]  # an architecture as candidate positions, in space order
+Pos = tuple[Any, ...]  # an architecture as candidate positions (see the module doc), space order
 
 
 @register_strategy("tpe")
@@ -139,11 +149,12 @@ class TPEStrategy(BaseStrategy):
             )
         self._study = optuna.create_study(direction="maximize", sampler=sampler)
         self._decisions = self.space.decisions
-        self._sizes = [len(d) for d in self._decisions]
+        #: candidates per decision (0 for a float range, which never enumerates)
+        self._sizes = [0 if d.kind == "float" else int(d.count) for d in self._decisions]
+        self._floats = [i for i, d in enumerate(self._decisions) if d.kind == "float"]
         self._size = self.space.size
         self._dists: dict[str, BaseDistribution] = {
-            d.label: optuna.distributions.CategoricalDistribution(list(range(len(d))))
-            for d in self._decisions
+            d.label: _distribution(optuna, d) for d in self._decisions
         }
         self._rng = random.Random(self.seed)  # only for the nearest-unseen fallback
         self._seen: set[Pos] = set()  # asked or told
@@ -168,7 +179,7 @@ class TPEStrategy(BaseStrategy):
         for _ in range(1 + self.n_resamples):
             trial = self._study.ask(self._dists)
             params = trial.params  # a fresh copy on every access: read it once
-            pos = tuple(params[d.label] for d in self._decisions)
+            pos = tuple(_entry(d, params[d.label]) for d in self._decisions)
             if pos not in self._seen:
                 return self._hand_out(pos, trial)
             # a repeat is never an observation: close TPE's trial as failed (TPE skips those)
@@ -179,7 +190,7 @@ class TPEStrategy(BaseStrategy):
     def _hand_out(self, pos: Pos, trial: Trial | None) -> Arch:
         self._seen.add(pos)
         self._pending.setdefault(pos, []).append(trial)
-        return self.space.from_index(pos)
+        return {d.label: _value(d, p) for d, p in zip(self._decisions, pos)}
 
     def _nearest_unseen(self, pos: Pos) -> Pos:
         """Returns an unseen architecture with the fewest decisions changed from ``pos``.
@@ -189,6 +200,14 @@ class TPEStrategy(BaseStrategy):
         or probed uniformly (large ones, where unseen architectures are the vast majority).
         """
         rng = self._rng
+        while self._floats:  # a fresh value of one float range is unseen all but surely
+            probe = list(pos)
+            i = self._floats[rng.randrange(len(self._floats))]
+            domain = self._decisions[i].domain
+            assert domain is not None
+            probe[i] = domain.sample(rng)
+            if tuple(probe) not in self._seen:
+                return tuple(probe)
         mutable = [i for i, n in enumerate(self._sizes) if n > 1]
         neighbours = [(i, v) for i in mutable for v in range(self._sizes[i]) if v != pos[i]]
         rng.shuffle(neighbours)
@@ -220,7 +239,7 @@ class TPEStrategy(BaseStrategy):
     # -- tell ----------------------------------------------------------------------------------
     def _tell(self, arch: Arch, metric: float | None) -> None:
         optuna = self._optuna
-        pos: Pos = tuple(d.index(arch[d.label]) for d in self._decisions)
+        pos: Pos = tuple(_position(d, arch[d.label]) for d in self._decisions)
         waiting = self._pending.get(pos)
         trial = None
         if waiting:
@@ -242,9 +261,55 @@ class TPEStrategy(BaseStrategy):
             return
         self._study.add_trial(
             optuna.trial.create_trial(
-                params={d.label: p for d, p in zip(self._decisions, pos)},
+                params={d.label: _param(d, p) for d, p in zip(self._decisions, pos)},
                 distributions=self._dists,
                 value=metric,
                 state=state,
             )
         )
+
+
+# -- one decision: Optuna's distribution, and the strategy's entry <-> value <-> Optuna param ----
+def _distribution(optuna: Any, d: Decision) -> BaseDistribution:
+    """Returns the Optuna distribution of a decision: categorical over positions, or numeric."""
+    dists = optuna.distributions
+    if d.domain is None:
+        return dists.CategoricalDistribution(list(range(len(d))))  # type: ignore[no-any-return]
+    if d.kind == "int":
+        r = d.domain
+        return dists.IntDistribution(  # type: ignore[no-any-return]
+            int(r.low), int(r.high), log=r.log, step=r.step
+        )
+    return dists.FloatDistribution(d.domain.low, d.domain.high, log=d.domain.log)  # type: ignore[no-any-return]
+
+
+def _entry(d: Decision, param: Any) -> Any:
+    """Returns the strategy's entry for an Optuna parameter value."""
+    if d.domain is None:
+        return param
+    if d.kind == "int":
+        return (int(param) - int(d.domain.low)) // d.domain.step
+    return min(max(canonical_float(param), d.domain.low), d.domain.high)
+
+
+def _value(d: Decision, entry: Any) -> Any:
+    """Returns the architecture's value for a strategy entry."""
+    if d.domain is None:
+        return d.values[entry]
+    if d.kind == "int":
+        return int(d.domain.low) + entry * d.domain.step
+    return entry
+
+
+def _position(d: Decision, value: Any) -> Any:
+    """Returns the strategy's entry for an architecture's (validated) value."""
+    if d.domain is None:
+        return d.index(value)
+    if d.kind == "int":
+        return (int(value) - int(d.domain.low)) // d.domain.step
+    return value
+
+
+def _param(d: Decision, entry: Any) -> Any:
+    """Returns the Optuna parameter value for a strategy entry."""
+    return entry if d.domain is None else _value(d, entry)

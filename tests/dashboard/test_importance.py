@@ -34,3 +34,22 @@ def test_too_few_trials_or_no_varying_decision_is_explained(tmp_path: Path) -> N
         decision_importance(trials, "accuracy", "max")
     with pytest.raises(ConfigError, match="no decision varies"):
         decision_importance(trials * 3, "accuracy", "max")
+
+
+def test_a_continuous_range_is_a_numeric_parameter() -> None:
+    """A log-range learning rate that sets the metric, beside a noise range and a category,
+    ranks first: its sampled floats are one numeric parameter, not 60 categories."""
+    import math
+    import random
+
+    from nasforge.run.records import TrialRecord
+
+    rng = random.Random(0)
+    trials = []
+    for i in range(60):
+        lr = 10 ** rng.uniform(-4, -1)
+        arch = {"lr": lr, "noise": rng.random(), "op": rng.choice(["a", "b"])}
+        acc = 1.0 - abs(math.log10(lr) + 2.5) / 2 + 0.01 * rng.random()
+        trials.append(TrialRecord(i + 1, str(i), arch, "done", {"accuracy": acc}))
+    imp = decision_importance(trials, "accuracy", "max")
+    assert list(imp)[0] == "lr" and imp["lr"] > 0.6

@@ -217,3 +217,156 @@ def test_strategies_do_not_import_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+# -- range decisions (nf.uniform / nf.integer): every strategy handles them ---------------------
+from nasforge.space.ranges import Range  # noqa: E402
+
+#: what grid and rl need to search ranges: the user's own discretisation
+_RANGE_ARGS = {"grid": {"points_per_range": 3}, "rl": {"points_per_range": 4}}
+
+
+def _mixed_space() -> SearchSpace:
+    return SearchSpace(
+        [
+            Decision("op", "layer", ("conv3", "conv5", "id")),
+            Decision("lr", "float", (), Range(1e-4, 1e-1, log=True)),
+            Decision("dropout", "float", (), Range(0.0, 0.5)),
+            Decision("warmup", "int", (), Range(0, 100, integer=True, step=10)),
+        ]
+    )
+
+
+def _mixed_metric(arch: dict) -> float:
+    """A smooth landscape: best at op=conv5, lr=1e-2.5, dropout=0.1, warmup=30."""
+    import math
+
+    return (
+        {"conv3": 0.5, "conv5": 1.0, "id": 0.0}[arch["op"]]
+        - (math.log10(arch["lr"]) + 2.5) ** 2
+        - 4 * (arch["dropout"] - 0.1) ** 2
+        - abs(arch["warmup"] - 30) / 100
+    )
+
+
+def _drive_mixed(s: BaseStrategy, n: int, fail_every: int = 0) -> list:
+    history = []
+    for i in range(n):
+        arch = s.ask()
+        if arch is None:
+            break
+        metric = None if fail_every and i % fail_every == fail_every - 1 else _mixed_metric(arch)
+        s.tell(arch, metric)
+        history.append((arch, metric))
+    return history
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_ranges_asks_lie_inside_the_space_and_replay(name):
+    """On a space with float and integer ranges every strategy asks canonical architectures
+    inside the space, repeats itself under the same seed, and replays its history."""
+    space = _mixed_space()
+    a = get_strategy(name, seed=7, **_RANGE_ARGS.get(name, {}))
+    a.setup(space)
+    history = _drive_mixed(a, 30, fail_every=6)
+    assert history
+    for arch, _ in history:
+        assert space.validate(arch) == arch
+        assert arch_id(arch) == space.arch_id(dict(arch))
+    b = get_strategy(name, seed=7, **_RANGE_ARGS.get(name, {}))
+    b.setup(_mixed_space())
+    assert _drive_mixed(b, 30, fail_every=6) == history
+    rebuilt = get_strategy(name, seed=7, **_RANGE_ARGS.get(name, {}))
+    rebuilt.setup(_mixed_space())
+    rebuilt.replay(history)
+    for _ in range(5):
+        nxt = a.ask()
+        assert rebuilt.ask() == nxt
+        if nxt is None:
+            break
+        a.tell(nxt, _mixed_metric(nxt))
+        rebuilt.tell(nxt, _mixed_metric(nxt))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_ranges_foreign_history_is_told(name):
+    """Values the strategy never proposed (an imported history, off any grid) are accepted."""
+    s = get_strategy(name, seed=0, **_RANGE_ARGS.get(name, {}))
+    s.setup(_mixed_space())
+    for k in range(3):
+        arch = _mixed_space().sample(100 + k)
+        arch["lr"] = 0.0012345  # a value no grid holds
+        s.tell(arch, _mixed_metric(arch))
+    nxt = s.ask()
+    assert nxt is None or _mixed_space().validate(nxt) == nxt
+
+
+@pytest.mark.parametrize("name", ["grid", "rl"])
+def test_listing_strategies_refuse_ranges_in_one_line(name):
+    """Grid and RL need listed candidates: a range without points_per_range is a one-line
+    ConfigError naming the decision and the fix."""
+    with pytest.raises(ConfigError, match=r"'lr'.*points_per_range") as info:
+        get_strategy(name).setup(_mixed_space())
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["evolution", "tpe"])
+def test_ranges_learners_beat_random(name):
+    """On the smooth mixed landscape, evolution and TPE find better values than random."""
+
+    def best(n: str, seed: int) -> float:
+        s = get_strategy(n, seed=seed)
+        s.setup(_mixed_space())
+        return max(m for _, m in _drive_mixed(s, 60) if m is not None)
+
+    seeds = range(4)
+    assert sum(best(name, k) for k in seeds) > sum(best("random", k) for k in seeds)
+
+
+def test_random_draws_log_ranges_log_uniformly():
+    """Random search's lr (log) lands in each decade about equally often."""
+    s = get_strategy("random", seed=0)
+    s.setup(_mixed_space())
+    import math
+
+    decades = [0, 0, 0]
+    for _ in range(600):
+        decades[min(2, int(-math.log10(s.ask()["lr"]) - 1))] += 1
+    assert all(150 < n < 250 for n in decades), decades
+
+
+def test_evolution_steps_a_range_by_a_small_gaussian():
+    """A mutated range moves by a step of about mutation_scale of its (log) range, not a
+    fresh draw: children stay near their parents."""
+    space = SearchSpace([Decision("lr", "float", (), Range(1e-6, 1.0, log=True))])
+    s = get_strategy("evolution", population_size=2, sample_size=1, seed=0, mutation_scale=0.05)
+    s.setup(space)
+    import math
+
+    jumps = []
+    for _ in range(40):
+        arch = s.ask()
+        if len(s.population) == 2:
+            parents = [a["lr"] for a, _ in s.population]
+            jumps.append(min(abs(math.log10(arch["lr"]) - math.log10(p)) for p in parents))
+        s.tell(arch, -abs(math.log10(arch["lr"]) + 3))
+    # 0.05 of 6 decades: a step of about 0.3 decade; a fresh draw would average 2 decades
+    assert jumps and sum(jumps) / len(jumps) < 0.6, jumps
+
+
+def test_tpe_gives_ranges_numeric_distributions():
+    """TPE hands ranges to Optuna as Float/Int distributions (log kept), not categories."""
+    s = get_strategy("tpe", seed=0)
+    s.setup(_mixed_space())
+    dists = s._dists
+    assert type(dists["lr"]).__name__ == "FloatDistribution" and dists["lr"].log
+    assert type(dists["warmup"]).__name__ == "IntDistribution" and dists["warmup"].step == 10
+    assert type(dists["op"]).__name__ == "CategoricalDistribution"
+
+
+def test_grid_points_per_range_is_the_product():
+    """Grid search with points_per_range visits ops x points x points x points once each."""
+    s = get_strategy("grid", points_per_range=3)
+    s.setup(_mixed_space())
+    ids = [arch_id(a) for a, _ in _drive_mixed(s, 1000)]
+    assert len(ids) == len(set(ids)) == 3 * 3 * 3 * 3

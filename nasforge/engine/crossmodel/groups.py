@@ -53,6 +53,8 @@ def has_frozen_prefix(space: Any, recipe: dict[str, Any], n: int = 2) -> bool:
 
     if not hasattr(space, "freeze"):
         return False
+    if any(d.label in ("lr", "weight_decay") for d in space.search_space().ranges):
+        return False  # trials train with their own optimizer settings, not one merged optimizer
     rng = random.Random(recipe["seed"])
     archs = [space.search_space().sample(rng) for _ in range(n)]
     # devices=[]: fork_rng's default saves every GPU's generator, which initialises CUDA in the

@@ -1,0 +1,338 @@
+"""Runs where people already look: TensorBoard and MLflow, live (a callback a run takes) or
+afterwards (``nasforge export DIR --to tensorboard|mlflow PATH``).
+
+A callback hears three things, in order::
+
+    on_run_start(info)     once per run or resume: directory, name, metric, mode, strategy
+    on_trial_end(trial)    each trial as the engine records it (a ``TrialRecord``: its
+                           reported values in order, final metrics, architecture, status)
+    on_run_end()           once, when the run stops (finished, failed or interrupted)
+
+A trial's reported values reach the engine with its result (a trial in a worker process sends
+them when it ends), so a tracker writes them as each trial's result arrives, in trial order of
+arrival.
+
+    TensorBoard   ``LOGDIR/trial_0001/``: one scalar series per reported value (step = the
+                  report's position), the final metrics as ``final/<name>``, the architecture
+                  as text and as hyperparameters of the ``hparams`` plugin (lists as JSON)
+    MLflow        one parent run per nasforge run (found again by its directory on a resume
+                  or an export, which skip the trials it holds), one child run per trial:
+                  params = the architecture, metrics = the reported values by step then the
+                  final metrics, ``arch.json`` as an artifact. PATH is a tracking URI, or a
+                  folder that gets ``mlflow.db`` (SQLite: a local file, no server) and
+                  ``artifacts/``; ``mlflow ui --backend-store-uri sqlite:///PATH/mlflow.db``
+                  shows it
+
+Both packages are optional extras (``nasforge[tensorboard]``, ``nasforge[mlflow]``); a missing
+one is a one-line ConfigError naming the extra, raised before anything runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from nasforge.errors import ConfigError
+from nasforge.run.preflight import require
+from nasforge.run.records import TrialRecord
+
+__all__ = [
+    "BaseCallback",
+    "TensorBoardCallback",
+    "MLflowCallback",
+    "get_callback",
+    "get_callbacks",
+    "export_run",
+    "TRACKERS",
+]
+
+log = logging.getLogger(__name__)
+
+
+class BaseCallback:
+    """Returns nothing; hears a run's start, each recorded trial and the run's end.
+
+    Subclasses override the hooks they need and :meth:`spec` (the plain data that rebuilds
+    them, kept in the run's record so that a resume tracks too).
+    """
+
+    def check(self) -> None:  # noqa: B027 - optional hook
+        """Raises ConfigError when the callback cannot work here (a missing package)."""
+
+    def on_run_start(self, info: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Hears the run start (or resume): ``directory``, ``name``, ``metric``, ``mode``,
+        ``kind``, ``strategy``."""
+
+    def on_trial_end(self, trial: TrialRecord) -> None:  # noqa: B027 - optional hook
+        """Hears one trial recorded, finished, failed, stopped or cached."""
+
+    def on_run_end(self) -> None:  # noqa: B027 - optional hook
+        """Hears the run stop."""
+
+    def spec(self) -> dict[str, Any] | None:
+        """Returns the plain data :func:`get_callback` rebuilds this callback from, or None
+        when it cannot be rebuilt (it is then not kept in the record)."""
+        return None
+
+
+def _hparam(value: Any) -> Any:
+    """Returns an architecture value as a tracker stores it: numbers, strings and bools as
+    they are, anything else (lists of inputs, None) as its JSON."""
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    return json.dumps(value)
+
+
+def _finite(metrics: Mapping[str, Any] | None) -> dict[str, float]:
+    out = {}
+    for k, v in (metrics or {}).items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            out[str(k)] = float(v)
+    return out
+
+
+class TensorBoardCallback(BaseCallback):
+    """Returns nothing; writes each trial under ``logdir/trial_NNNN`` for TensorBoard (scalars,
+    final metrics, the architecture as text and as ``hparams`` plugin hyperparameters).
+
+    Raises:
+        ConfigError: (``check``) the ``tensorboard`` package is missing.
+    """
+
+    def __init__(self, logdir: str | Path) -> None:
+        self.logdir = Path(logdir)
+
+    def check(self) -> None:
+        """Raises ConfigError when ``tensorboard`` is not installed (the extra named)."""
+        require("tensorboard", "tensorboard", "the TensorBoard callback")
+
+    def spec(self) -> dict[str, Any]:
+        """Returns ``{type: tensorboard, logdir}``."""
+        return {"type": "tensorboard", "logdir": str(self.logdir)}
+
+    def on_trial_end(self, trial: TrialRecord) -> None:
+        """Writes the trial's reported values, final metrics and architecture."""
+        from torch.utils.tensorboard import SummaryWriter
+
+        folder = self.logdir / f"trial_{trial.id:04d}"
+        writer = SummaryWriter(str(folder))
+        try:
+            for step, row in enumerate(trial.intermediates, start=1):
+                for name, value in _finite(row).items():
+                    writer.add_scalar(name, value, step)
+            arch = {str(k): _hparam(v) for k, v in trial.arch.items()}
+            text = json.dumps(trial.arch, sort_keys=True)
+            writer.add_text("arch", f"status {trial.status}, arch_id {trial.arch_id}: {text}")
+            final = {f"final/{k}": v for k, v in _finite(trial.metrics).items()}
+            if final:
+                writer.add_hparams(arch, final, run_name=".")
+        finally:
+            writer.close()
+
+
+#: the MLflow tag that ties a parent run to the nasforge run directory it records
+_RUN_TAG = "nasforge.run_dir"
+
+
+def _tracking_uri(target: str | Path) -> tuple[str, str | None]:
+    """Returns (tracking URI, artifact location or None) for a URI or a local folder."""
+    text = str(target)
+    if "://" in text or text.startswith("file:"):
+        return text, None
+    folder = Path(text).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'mlflow.db'}", (folder / "artifacts").as_uri()
+
+
+class MLflowCallback(BaseCallback):
+    """Returns nothing; logs a parent MLflow run for the nasforge run and a child run per
+    trial (params: the architecture; metrics: reported values by step, then the final ones).
+
+    ``tracking_uri`` is an MLflow tracking URI or a local folder (``mlflow.db`` and
+    ``artifacts/`` are made in it); ``experiment`` the MLflow experiment's name.
+
+    Raises:
+        ConfigError: (``check``) the ``mlflow`` package is missing.
+    """
+
+    def __init__(self, tracking_uri: str | Path, experiment: str = "nasforge") -> None:
+        self.tracking_uri, self.experiment = str(tracking_uri), experiment
+        self._client: Any = None
+        self._experiment_id: str | None = None
+        self._parent: str | None = None
+        self._logged: set[str | None] = set()
+
+    def check(self) -> None:
+        """Raises ConfigError when ``mlflow`` is not installed (the extra named)."""
+        require("mlflow", "mlflow", "the MLflow callback")
+
+    def spec(self) -> dict[str, Any]:
+        """Returns ``{type: mlflow, tracking_uri, experiment}``."""
+        return {"type": "mlflow", "tracking_uri": self.tracking_uri, "experiment": self.experiment}
+
+    def on_run_start(self, info: Mapping[str, Any]) -> None:
+        """Opens (or, on a resume, finds again) the parent run of this nasforge run."""
+        from mlflow.tracking import MlflowClient
+
+        uri, artifacts = _tracking_uri(self.tracking_uri)
+        client = MlflowClient(tracking_uri=uri)
+        found = client.get_experiment_by_name(self.experiment)
+        if found is not None:
+            experiment_id = found.experiment_id
+        else:
+            experiment_id = client.create_experiment(self.experiment, artifact_location=artifacts)
+        directory = str(Path(str(info.get("directory", ""))).resolve())
+        runs = client.search_runs(
+            [experiment_id], filter_string=f"tags.`{_RUN_TAG}` = '{directory}'", max_results=1
+        )
+        if runs:
+            parent = runs[0].info.run_id
+        else:
+            parent = client.create_run(
+                experiment_id,
+                run_name=str(info.get("name") or Path(directory).name),
+                tags={_RUN_TAG: directory, "nasforge.kind": str(info.get("kind", ""))},
+            ).info.run_id
+            for key in ("metric", "mode", "strategy", "kind"):
+                if info.get(key) is not None:
+                    client.log_param(parent, key, str(info[key]))
+        self._client, self._experiment_id, self._parent = client, experiment_id, parent
+        # trials this parent already holds (a resume, an export after live tracking): skipped
+        children = client.search_runs(
+            [experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent}'"
+        )
+        self._logged = {r.data.tags.get("nasforge.trial") for r in children}
+
+    def on_trial_end(self, trial: TrialRecord) -> None:
+        """Logs one child run: params, reported values by step, final metrics, arch.json."""
+        from mlflow.entities import Metric, Param
+
+        client = self._client
+        assert client is not None and self._parent is not None, "on_run_start comes first"
+        if str(trial.id) in self._logged:
+            return
+        self._logged.add(str(trial.id))
+        run = client.create_run(
+            self._experiment_id,
+            run_name=f"trial {trial.id}",
+            tags={
+                "mlflow.parentRunId": self._parent,
+                "nasforge.trial": str(trial.id),
+                "nasforge.arch_id": trial.arch_id,
+                "nasforge.status": trial.status,
+            },
+        )
+        rid = run.info.run_id
+        stamp = int(1000 * (trial.finished or 0))
+        metrics = [
+            Metric(name, value, stamp, step)
+            for step, row in enumerate(trial.intermediates, start=1)
+            for name, value in _finite(row).items()
+        ]
+        last = len(trial.intermediates)
+        metrics += [Metric(k, v, stamp + 1, last) for k, v in _finite(trial.metrics).items()]
+        params = [Param(str(k), str(_hparam(v))) for k, v in trial.arch.items()]
+        client.log_batch(rid, metrics=metrics, params=params)
+        client.log_text(rid, json.dumps(trial.arch, indent=1, sort_keys=True), "arch.json")
+        status = "FAILED" if trial.status == "failed" else "FINISHED"
+        client.set_terminated(rid, status)
+
+    def on_run_end(self) -> None:
+        """Closes the parent run."""
+        if self._client is not None and self._parent is not None:
+            self._client.set_terminated(self._parent, "FINISHED")
+
+
+#: tracker name -> (class, the argument its PATH fills)
+TRACKERS: dict[str, tuple[type[BaseCallback], str]] = {
+    "tensorboard": (TensorBoardCallback, "logdir"),
+    "mlflow": (MLflowCallback, "tracking_uri"),
+}
+
+
+def get_callback(spec: BaseCallback | Mapping[str, Any]) -> BaseCallback:
+    """Returns a callback: an object passes through; ``{type: tensorboard, logdir: ...}`` or
+    ``{type: mlflow, tracking_uri: ..., experiment: ...}`` builds one.
+
+    Raises:
+        ConfigError: an unknown type or bad arguments (the message lists the types).
+    """
+    if isinstance(spec, BaseCallback):
+        return spec
+    if not isinstance(spec, Mapping) or spec.get("type") not in TRACKERS:
+        raise ConfigError(
+            f"a callback is a nasforge BaseCallback or a mapping with type one of "
+            f"{sorted(TRACKERS)} (e.g. {{type: tensorboard, logdir: tb}}), got {spec!r}"
+        )
+    args = {k: v for k, v in spec.items() if k != "type"}
+    cls = TRACKERS[str(spec["type"])][0]
+    try:
+        return cls(**args)
+    except TypeError as exc:
+        raise ConfigError(f"callback {spec['type']!r}: bad arguments {args}: {exc}") from exc
+
+
+def get_callbacks(specs: Sequence[Any] | None) -> list[BaseCallback]:
+    """Returns the callbacks of a ``callbacks`` setting (None: none), each checked.
+
+    Raises:
+        ConfigError: a setting that is not a list, a bad callback, or a missing package.
+    """
+    if specs is None:
+        return []
+    if isinstance(specs, (str, Mapping)) or not isinstance(specs, Sequence):
+        raise ConfigError(f"callbacks must be a list of callbacks, got {specs!r}")
+    out = [get_callback(s) for s in specs]
+    for c in out:
+        c.check()
+    return out
+
+
+def _strategy_name(strategy: Any) -> str | None:
+    """Returns a recorded strategy's name (recorded as a name or as ``{name, config}``)."""
+    if isinstance(strategy, Mapping):
+        return str(strategy.get("name"))
+    return None if strategy is None else str(strategy)
+
+
+def export_run(directory: str | Path, to: str, path: str | Path) -> int:
+    """Returns the number of trials written after replaying a run's record into a tracker
+    (``tensorboard`` or ``mlflow``) at ``path``, as its callback would have written them live.
+
+    Raises:
+        ConfigError: an unknown tracker, or its package is missing.
+        StoreError: no readable run in ``directory``.
+    """
+    from nasforge.run.store import Store
+
+    if to not in TRACKERS:
+        raise ConfigError(f"--to {to!r}: expected one of {sorted(TRACKERS)}")
+    cls, arg = TRACKERS[to]
+    callback = cls(**{arg: path})
+    callback.check()
+    with Store.open(directory) as store:
+        config = store.config()
+        trials = [t for t in store.trials() if t.status != "running"]
+    kind = config.get("kind")
+    section = config.get(kind) if isinstance(kind, str) else None
+    objective = config.get("objective") or {}
+    info = {
+        "directory": str(Path(directory).resolve()),
+        "name": Path(directory).resolve().name,
+        "metric": objective.get("metric"),
+        "mode": objective.get("mode"),
+        "kind": kind,
+        "strategy": _strategy_name(section.get("strategy") if section else None),
+    }
+    callback.on_run_start(info)
+    try:
+        for trial in trials:
+            callback.on_trial_end(trial)
+    finally:
+        callback.on_run_end()
+    log.info("wrote %d trials of %s to %s %s", len(trials), directory, to, path)
+    return len(trials)

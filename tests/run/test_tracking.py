@@ -1,0 +1,142 @@
+"""TensorBoard and MLflow trackers: live callbacks of a search, ``nasforge export --to``, and
+the one-line error for a missing extra. The written event files and MLflow store are read back
+with each package's own reader (the tests skip, with the reason, where a package is missing)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nasforge.cli import main
+from nasforge.engine import Experiment
+from nasforge.errors import ConfigError
+from nasforge.run import preflight
+from nasforge.run.store import Store
+from nasforge.run.tracking import TensorBoardCallback, get_callbacks
+from nasforge.space.search_space import SearchSpace
+
+
+def _space() -> SearchSpace:
+    return SearchSpace.from_spec(
+        {"op": ["a", "b"], "lr": {"uniform": [1e-4, 1e-1], "log": True}, "skip": [[0], [0, 1]]}
+    )
+
+
+def _evaluate(arch: dict, report) -> dict:
+    for epoch in range(3):
+        report({"accuracy": 0.1 * epoch + arch["lr"]})
+    return {"accuracy": 0.3 + arch["lr"], "params": 7.0}
+
+
+def _run(directory: Path, n: int, callbacks: list) -> Experiment:
+    exp = Experiment(
+        _space(),
+        _evaluate,
+        "random",
+        directory=directory,
+        n_trials=n,
+        metric="accuracy",
+        executor="inprocess",
+        progress="off",
+        callbacks=callbacks,
+    )
+    return exp.run() if not (directory / "run.db").exists() else exp.resume()
+
+
+def _trials(directory: Path) -> list:
+    with Store.open(directory) as store:
+        return store.trials()
+
+
+def test_tensorboard_callback_writes_scalars_text_and_hparams(tmp_path: Path) -> None:
+    """Each trial's reported values, final metrics and architecture (hparams plugin) are in
+    its event files, as TensorBoard's own reader sees them."""
+    pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    _run(tmp_path / "run", 3, [TensorBoardCallback(tmp_path / "tb")])
+    trials = _trials(tmp_path / "run")
+    assert sorted(p.name for p in (tmp_path / "tb").iterdir()) == [
+        f"trial_{t.id:04d}" for t in trials
+    ]
+    t = trials[0]
+    ea = EventAccumulator(str(tmp_path / "tb" / f"trial_{t.id:04d}")).Reload()
+    curve = [(e.step, e.value) for e in ea.Scalars("accuracy")]
+    assert curve == [
+        (i + 1, pytest.approx(row["accuracy"])) for i, row in enumerate(t.intermediates)
+    ]
+    assert ea.Scalars("final/accuracy")[-1].value == pytest.approx(t.metrics["accuracy"])
+    content = ea.PluginTagToContent("hparams")
+    start = next(
+        plugin_data_pb2.HParamsPluginData.FromString(v).session_start_info
+        for v in content.values()
+        if plugin_data_pb2.HParamsPluginData.FromString(v).HasField("session_start_info")
+    )
+    assert start.hparams["lr"].number_value == pytest.approx(t.arch["lr"])
+    assert start.hparams["op"].string_value == t.arch["op"]
+    assert json.loads(start.hparams["skip"].string_value) == t.arch["skip"]
+
+
+@pytest.mark.slow  # MLflow creates its SQLite schema by ~30 migrations per new store
+def test_mlflow_callback_logs_children_under_a_parent_and_resumes(tmp_path: Path) -> None:
+    """A run file's callbacks setting logs one parent run, one child per trial (params, the
+    reported curve by step, final metrics, arch.json); a resume adds to the same parent, and an
+    export of the finished run into the same store adds nothing twice."""
+    pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
+    from mlflow.tracking import MlflowClient
+
+    store = tmp_path / "mlruns"
+    spec = [{"type": "mlflow", "tracking_uri": str(store)}]
+    _run(tmp_path / "run", 2, spec)
+    _run(tmp_path / "run", 3, spec)  # a resume: one more trial, same parent
+    assert main(["export", str(tmp_path / "run"), "--to", "mlflow", str(store)]) == 0
+    client = MlflowClient(tracking_uri=f"sqlite:///{store.resolve() / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("nasforge").experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == 3
+    assert parents[0].data.params["strategy"] == "random"
+    trials = {str(t.id): t for t in _trials(tmp_path / "run")}
+    for child in children:
+        t = trials[child.data.tags["nasforge.trial"]]
+        assert child.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
+        assert child.data.params["lr"] == str(t.arch["lr"])
+        history = client.get_metric_history(child.info.run_id, "accuracy")
+        steps = sorted((m.step, m.timestamp, m.value) for m in history)
+        assert [v for _, _, v in steps] == pytest.approx(
+            [row["accuracy"] for row in t.intermediates] + [t.metrics["accuracy"]]
+        )
+        assert child.data.metrics["params"] == 7.0
+        local = client.download_artifacts(child.info.run_id, "arch.json", str(tmp_path))
+        assert json.loads(Path(local).read_text()) == t.arch
+
+
+def test_export_to_tensorboard_writes_every_trial(tmp_path: Path, capsys) -> None:
+    """``nasforge export DIR --to tensorboard PATH`` writes a finished run's trials."""
+    pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed")
+    _run(tmp_path / "run", 2, [])
+    assert main(["export", str(tmp_path / "run"), "--to", "tensorboard", str(tmp_path / "tb")]) == 0
+    assert "2 trials written to tensorboard" in capsys.readouterr().out
+    assert len(list((tmp_path / "tb").glob("trial_*/events.out.tfevents.*"))) >= 2
+
+
+def test_a_missing_tracker_package_is_one_line_naming_the_extra(monkeypatch) -> None:
+    """Without the package, the callback is refused before anything runs, in one line."""
+    real = preflight.importlib.util.find_spec
+    monkeypatch.setattr(
+        preflight.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("mlflow", "tensorboard") else real(name, *a),
+    )
+    for spec, extra in (
+        ({"type": "mlflow", "tracking_uri": "x"}, "mlflow"),
+        ({"type": "tensorboard", "logdir": "x"}, "tensorboard"),
+    ):
+        with pytest.raises(ConfigError, match=rf"nasforge\[{extra}\]") as info:
+            get_callbacks([spec])
+        assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match="type one of"):
+        get_callbacks([{"type": "wandb"}])
