@@ -41,6 +41,7 @@ __all__ = [
     "train_standalone",
     "train_arch",
     "costs",
+    "param_count",
     "kendall",
     "spearman",
     "top_precision",
@@ -225,6 +226,29 @@ def costs(recipe: dict[str, Any], arch: Arch, example: torch.Tensor) -> tuple[in
     for h in handles:
         h.remove()
     return sum(p.numel() for p in model.parameters()), macs[0]
+
+
+def param_count(recipe: dict[str, Any], arch: Arch, base: int | None = None) -> int:
+    """Returns the parameters of ``arch``'s canonical form (dead edges dropped) in the recipe's
+    network, counted from the ops alone (``base``: the all-``none`` network's, computed when not
+    given); equal to :func:`costs`' count for a canonical architecture."""
+    from nasforge.spaces.cell_canon import canonical_arch
+
+    sp = recipe["space"]
+    if base is None:
+        dims = sp.get("dims", 2)
+        none = dict.fromkeys(arch, "none")
+        example = torch.zeros(
+            (1, 1, 40) if dims == 1 else (1, 1, recipe.get("image", 28), recipe.get("image", 28))
+        )
+        base = costs(recipe, none, example)[0]
+    kernel = {"conv": 3 if sp.get("dims", 2) == 1 else 9, "conv1x1": 1}
+    n = 0
+    for op in canonical_arch(arch).values():
+        if op in kernel:
+            for c in (sp["channels"], 2 * sp["channels"]):
+                n += sp.get("n_cells", 1) * (c * c * kernel[op] + 2 * c)
+    return base + n
 
 
 def _finite(xs: Sequence[float]) -> list[float]:

@@ -181,6 +181,11 @@ def build_table(
         table["runs"] = old.get("runs", [])
     runs = {(r["row"], r["seed"]): r for r in table["runs"]}
     example = load_splits(recipe)[0][0][:1]
+    table["rows"] = [
+        _row(i, archs[i], runs, seeds, recipe, example)
+        for i in range(n_archs)
+        if all((i, s) in runs for s in seeds)
+    ]
     todo = [(i, s) for i in range(n_archs) for s in seeds if (i, s) not in runs]
     log.info("%d trainings to run (%d done) on %d workers", len(todo), len(runs), workers)
     t0, done = time.perf_counter(), 0
@@ -190,8 +195,10 @@ def build_table(
         runs[(i, s)] = {"row": i, "seed": s, **res}
         table["runs"].append(runs[(i, s)])
         done += 1
-        rows = [i for i in range(n_archs) if all((i, s2) in runs for s2 in seeds)]
-        table["rows"] = [_row(k, archs[k], runs, seeds, recipe, example) for k in rows]
+        if all((i, s2) in runs for s2 in seeds):  # the row is complete: add it, in row order
+            rows = [r for r in table["rows"] if r["row"] != i]
+            rows.append(_row(i, archs[i], runs, seeds, recipe, example))
+            table["rows"] = sorted(rows, key=lambda r: r["row"])
         table["summary"] = summarise(table)
         table["torch"] = torch.__version__
         rate = (time.perf_counter() - t0) / done
