@@ -55,7 +55,7 @@ log = logging.getLogger("nasforge.benchmarks.searches")
 
 #: The one supernet recipe of ranking and search (SearchConfig fields + few-shot edges).
 SUPERNET: dict[str, Any] = {
-    "epochs": 8,
+    "epochs": 4,
     "batch_size": 64,
     "w_lr": 0.05,
     "bn_batches": 10,
