@@ -91,10 +91,11 @@ def ceilings(per_seed: list[list[float]], bands: list[list[int]]) -> dict:
     """Returns the noise ceiling of both subsets: tau between two seeds' accuracies, averaged
     over seed pairs (``per_seed[s][row]``)."""
     pairs = [subset_tau(a, b, bands) for a, b in itertools.combinations(per_seed, 2)]
-    return {
-        k: statistics.mean(p[k] for p in pairs if p[k] is not None) if pairs else None
-        for k in ("competent", "quartiles")
-    }
+    out: dict[str, float | None] = {}
+    for k in ("competent", "quartiles"):
+        vals = [p[k] for p in pairs if p[k] is not None]
+        out[k] = statistics.mean(vals) if vals else None  # None: undefined in every pair
+    return out
 
 
 def mean_rank(*scores: list[float]) -> list[float]:
