@@ -1,9 +1,14 @@
-"""Shared parts of the ranking benchmarks (issue 27): the recipe, the data, stand-alone training
-of one architecture, and the rank statistics.
+"""Shared parts of the ranking benchmarks (issues 27, 35): the recipes, the data, stand-alone
+training of one architecture, its costs, and the rank statistics.
 
 A *recipe* is plain data recorded in the ground-truth table, so any row can be recomputed from
-the file alone: the space's size, the data split, the image size, and the training schedule.
-Training runs on one thread, so a row is bitwise repeatable on the same torch build.
+the file alone: the space, the data set and its split, and the training schedule. Training runs
+on one thread, so a row is bitwise repeatable on the same torch build.
+
+Two tables: ``RECIPE_1D`` (issue 35, the ground truth: MNIST-1D, NAS-Bench-201's five ops,
+train / validation / test splits) and ``RECIPE`` (issue 27's MNIST table, kept as a smoke test;
+it has no validation split of its own, so its validation data are the last ``n_val`` training
+digits, held out of supernet training).
 """
 
 from __future__ import annotations
@@ -19,17 +24,24 @@ from torch.nn import functional as F
 
 import nasforge as nf
 from nasforge.data.mnist import mnist_tensors
+from nasforge.data.mnist1d import mnist1d_tensors
 from nasforge.space.search_space import Arch, arch_id
-from nasforge.spaces.bench_cell import BenchCellSpace
+from nasforge.spaces.bench_cell import NB201_OPS, BenchCellSpace
 from nasforge.weightsharing import accuracy
 
 __all__ = [
     "RECIPE",
     "MINI_RECIPE",
+    "RECIPE_1D",
+    "MINI_RECIPE_1D",
     "space_of",
     "load_data",
+    "load_splits",
     "sample_archs",
     "train_standalone",
+    "train_arch",
+    "costs",
+    "param_count",
     "kendall",
     "spearman",
     "top_precision",
@@ -63,13 +75,65 @@ MINI_RECIPE: dict[str, Any] = {
 }
 
 
+#: Issue 35's ground truth: MNIST-1D generated offline (8,000 signals of length 40; the data
+#: set's arguments and seed in ``data_args``), 4,000 to train, 1,000 to validate, 3,000 to test.
+RECIPE_1D: dict[str, Any] = {
+    "dataset": "mnist1d",
+    "data_args": {"num_samples": 8000, "seed": 42},
+    "n_train": 4000,
+    "n_val": 1000,
+    "n_test": 3000,
+    "space": {"channels": 8, "n_cells": 1, "dims": 1, "ops": list(NB201_OPS)},
+    "epochs": 4,
+    "batch_size": 128,
+    "optimizer": {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 3e-4},
+    "schedule": "cosine per step",
+    "threads": 1,
+}
+
+#: The tests' miniature of ``RECIPE_1D``.
+MINI_RECIPE_1D: dict[str, Any] = {
+    **RECIPE_1D,
+    "data_args": {"num_samples": 800, "seed": 42},
+    "n_train": 400,
+    "n_val": 200,
+    "n_test": 200,
+    "space": {**RECIPE_1D["space"], "channels": 4},
+    "epochs": 2,
+    "batch_size": 64,
+}
+
+Split = tuple[torch.Tensor, torch.Tensor]
+
+
 def space_of(recipe: dict[str, Any]) -> BenchCellSpace:
     """Returns the recipe's benchmark cell space."""
     return BenchCellSpace(**recipe["space"])
 
 
+def load_splits(recipe: dict[str, Any]) -> tuple[Split, Split, Split]:
+    """Returns (train, validation, test), each (x, y), as the recipe splits its data set.
+
+    Truth rows train on all of ``train``; for an MNIST recipe (no validation split of its own)
+    the validation set is the last ``n_val`` (default 1,000) training digits and ``train`` here
+    excludes them."""
+    if recipe.get("dataset") == "mnist1d":
+        x, y = mnist1d_tensors(recipe["data_args"])
+        a, b = recipe["n_train"], recipe["n_train"] + recipe["n_val"]
+        c = b + recipe["n_test"]
+        assert c <= len(x), (recipe["n_train"], recipe["n_val"], recipe["n_test"], len(x))
+        return (x[:a], y[:a]), (x[a:b], y[a:b]), (x[b:c], y[b:c])
+    (x, y), test = load_data(recipe)
+    k = len(x) - recipe.get("n_val", min(1000, len(x) // 4))
+    return (x[:k], y[:k]), (x[k:], y[k:]), test
+
+
 def load_data(recipe: dict[str, Any]) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
-    """Returns ((x_train, y_train), (x_test, y_test)) as the recipe splits MNIST."""
+    """Returns ((x_train, y_train), (x_test, y_test)): the data a truth row trains and is
+    tested on."""
+    if recipe.get("dataset") == "mnist1d":
+        train, _, test = load_splits(recipe)
+        return train, test
     x, y = mnist_tensors(recipe["data_seed"])
     if recipe["image"] != 28:
         assert 28 % recipe["image"] == 0, recipe["image"]
@@ -99,8 +163,23 @@ def train_standalone(
 ) -> float:
     """Returns the test accuracy of ``arch`` trained from scratch with ``seed`` by the recipe
     (SGD with Nesterov momentum, cosine decay per step, shuffled batches)."""
+    train, test = data if data is not None else load_data(recipe)
+    return train_arch(recipe, arch, seed, train, test)["test"]
+
+
+def train_arch(
+    recipe: dict[str, Any],
+    arch: Arch,
+    seed: int,
+    train: Split,
+    test: Split,
+    val: Split | None = None,
+) -> dict[str, Any]:
+    """Returns ``{"test": accuracy, "val": accuracy or None, "val_curve": [per epoch]}`` of
+    ``arch`` trained from scratch with ``seed`` by the recipe on ``train``."""
     torch.set_num_threads(recipe["threads"])
-    (x, y), test = data if data is not None else load_data(recipe)
+    x, y = train
+    curve: list[float] = []
     torch.manual_seed(seed)
     model = nf.freeze(space_of(recipe), arch)
     opt = torch.optim.SGD(model.parameters(), **recipe["optimizer"])
@@ -118,7 +197,58 @@ def train_standalone(
             loss.backward()
             opt.step()
             sched.step()
-    return accuracy(model, test)
+        if val is not None:
+            curve.append(accuracy(model, val))
+            model.train()
+    return {"test": accuracy(model, test), "val": curve[-1] if curve else None, "val_curve": curve}
+
+
+def costs(recipe: dict[str, Any], arch: Arch, example: torch.Tensor) -> tuple[int, int]:
+    """Returns (parameters, multiply-accumulates of one sample's forward pass through the
+    convolutions and the linear layer) of ``arch`` in the recipe's network."""
+    model = nf.freeze(space_of(recipe), arch).eval()
+    macs = [0]
+
+    def hook(mod: torch.nn.Module, _inp: Any, out: torch.Tensor) -> None:
+        w = mod.weight
+        if isinstance(mod, torch.nn.Linear):
+            macs[0] += w.numel()
+        else:  # one kernel's MACs per output element
+            macs[0] += out[0].numel() * (w.numel() // w.shape[0])
+
+    handles = [
+        m.register_forward_hook(hook)
+        for m in model.modules()
+        if isinstance(m, torch.nn.Conv1d | torch.nn.Conv2d | torch.nn.Linear)
+    ]
+    with torch.no_grad():
+        model(example[:1])
+    for h in handles:
+        h.remove()
+    return sum(p.numel() for p in model.parameters()), macs[0]
+
+
+def param_count(recipe: dict[str, Any], arch: Arch, base: int | None = None) -> int:
+    """Returns the parameters of ``arch``'s canonical form (dead edges dropped) in the recipe's
+    network, counted from the ops alone (``base``: the all-``none`` network's, computed when not
+    given); equal to :func:`costs`' count for a canonical architecture."""
+    from nasforge.spaces.cell_canon import canonical_arch
+
+    sp = recipe["space"]
+    if base is None:
+        dims = sp.get("dims", 2)
+        none = dict.fromkeys(arch, "none")
+        example = torch.zeros(
+            (1, 1, 40) if dims == 1 else (1, 1, recipe.get("image", 28), recipe.get("image", 28))
+        )
+        base = costs(recipe, none, example)[0]
+    kernel = {"conv": 3 if sp.get("dims", 2) == 1 else 9, "conv1x1": 1}
+    n = 0
+    for op in canonical_arch(arch).values():
+        if op in kernel:
+            for c in (sp["channels"], 2 * sp["channels"]):
+                n += sp.get("n_cells", 1) * (c * c * kernel[op] + 2 * c)
+    return base + n
 
 
 def _finite(xs: Sequence[float]) -> list[float]:

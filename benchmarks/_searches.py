@@ -1,147 +1,204 @@
-"""Searches that should beat random (issue 27 part 4): each algorithm's pick per search seed,
-retrained stand-alone by the ground truth's recipe and placed among the table's architectures.
+"""The work of ``benchmarks/ranking.py`` (issue 35), one job per supernet and search seed: one
+supernet recipe for ranking and search, inherited-weight scores on validation data, each
+algorithm's unconstrained and constrained pick, and the retraining of picks.
 
-    darts, nasb   ``nasforge.oneshot.search``'s argmax genotype after its search (weights on
-                  the first half of the training set, architecture on the second)
-    spos_evo      ``search(..., "spos")``: a SPOS supernet on the first half, then its
-                  regularized evolution over inherited-weight accuracy on the second half
-    proxy_snip    ``nasforge.proxies.top_by_proxy``: the SNIP-best of ``k`` uniform samples
-                  (the multi-trial search would train its top few; here its top 1 is retrained)
+One recipe (:data:`SUPERNET`, a :class:`~nasforge.oneshot.common.SearchConfig`) trains every
+supernet on the training split; every score and every search choice uses the validation split
+(batch norm recalibrated on ``bn_batches`` training batches first); the test split is the
+truth's alone. A job of seed 0 both scores the table's architectures (the ranking) and searches;
+seeds 1.. only search. Algorithms:
 
-A pick's accuracy is its mean stand-alone test accuracy over the table's seeds; its percentile
-is the share of the table's means strictly below it (x100). Random picks are the table's rows
-(uniform samples), so ``p_vs_random`` is Welch's t-test, one-sided (picks greater), between the
-picks' accuracies (one per search seed) and the table's means.
+    spos        single path, uniform (Guo et al.), then regularized evolution on validation
+    fewshot     the SPOS supernet trained half the steps, split on ``fewshot_edges`` into 5 (one
+                edge) or 25 (two) sub-supernets, which share the other half of the steps
+                (``nasforge.oneshot.fewshot``); evolution scores each architecture in its own
+    fairnas     strict fairness (``FairSampler``), ranking only
+    sandwich    largest + smallest + two uniform paths per step, ranking only
+    darts, nasb ``nasforge.oneshot.search`` on {train, val}; pick: the exported argmax
+    proxy       the filter: best-``proxy`` of ``proxy_samples`` uniform architectures
+
+Constrained picks (parameters <= ``budget``): evolution scores an architecture over budget -1;
+DARTS and NASB take the within-budget function their architecture weights like most (sum of log
+strengths); the proxy filter keeps the within-budget samples.
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
+import math
+import random
 import time
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import torch
-from _ranking_common import load_data, space_of, train_standalone
-from scipy import stats
+from _ranking_common import load_splits, param_count, space_of, train_arch
 
-from nasforge.oneshot.search import search
-from nasforge.proxies import top_by_proxy
+from nasforge.oneshot import search, supernet
+from nasforge.oneshot.common import SearchConfig
+from nasforge.oneshot.fewshot import (
+    FewShot,
+    evolve_fewshot,
+    split_supernet,
+    train_fewshot,
+    train_single_path,
+    uniform_paths,
+)
+from nasforge.parallel.fair_sampler import FairSampler
+from nasforge.proxies import list_proxies, score_arch
 from nasforge.space.search_space import Arch
+from nasforge.spaces.cell_canon import canonical_arch, distinct_functions
+from nasforge.weightsharing import accuracy, recalibrate_bn
 
-__all__ = ["ALGORITHMS", "pick", "percentile", "collapsed", "run_searches"]
+__all__ = ["SUPERNET", "ALGORITHMS", "RANK_ONLY", "supernet_job", "proxy_job", "retrain_job"]
 
 log = logging.getLogger("nasforge.benchmarks.searches")
 
-#: the searches of issue 27 part 4
-ALGORITHMS = ("darts", "nasb", "spos_evo", "proxy_snip")
+#: The one supernet recipe of ranking and search (SearchConfig fields + few-shot edges).
+SUPERNET: dict[str, Any] = {
+    "epochs": 4,
+    "batch_size": 64,
+    "w_lr": 0.05,
+    "bn_batches": 10,
+    "population": 20,
+    "cycles": 100,
+    "sample_size": 5,
+    "fewshot_edges": ["e3_0"],
+}
+#: searches (each with >= 5 seeds) and the estimators that only rank
+ALGORITHMS = ("spos", "fewshot", "darts", "nasb", "proxy")
+RANK_ONLY = ("fairnas", "sandwich")
 
 
-def pick(recipe: dict[str, Any], algorithm: str, seed: int, epochs: int, k: int) -> Arch:
-    """Returns the architecture ``algorithm`` (one of :data:`ALGORITHMS`) picks with ``seed``."""
-    torch.set_num_threads(recipe["threads"])
-    (x, y), _ = load_data(recipe)
-    space = space_of(recipe)
-    if algorithm == "proxy_snip":
-        batch = min(64, len(x))
-        return top_by_proxy(space, "snip", x[:batch], y[:batch], k, keep=1, seed=seed)[0]
-    half = len(x) // 2
-    split = {"train": (x[:half], y[:half]), "val": (x[half:], y[half:])}
-    name = "spos" if algorithm == "spos_evo" else algorithm
-    result = search(space, name, split, epochs=epochs, batch_size=recipe["batch_size"],
-                    seed=seed, threads=recipe["threads"], progress="off")  # fmt: skip
-    return dict(result.arch)
+def config(sn: dict[str, Any], seed: int) -> SearchConfig:
+    """Returns the recipe's SearchConfig for ``seed``."""
+    return SearchConfig(**{k: v for k, v in sn.items() if k != "fewshot_edges"}, seed=seed)
 
 
-def _standalone(recipe: dict[str, Any], arch: Arch, seeds: list[int]) -> list[float]:
-    data = load_data(recipe)
-    return [train_standalone(recipe, arch, s, data) for s in seeds]
+def _steps(sn: dict[str, Any], n_train: int) -> int:
+    return sn["epochs"] * math.ceil(n_train / sn["batch_size"])
 
 
-def percentile(value: float, table_means: list[float]) -> float:
-    """Returns the share (x100) of ``table_means`` strictly below ``value``."""
-    return 100.0 * sum(m < value for m in table_means) / len(table_means)
+def _rank_paths(net: Any, rule: str, seed: int) -> Any:
+    search_space = net.space.search_space()
+    if rule == "fairnas":
+        ds = search_space.decisions
+        fair = iter(FairSampler([len(d) for d in ds], seed))
+        return ({d.label: d.values[i] for d, i in zip(ds, next(fair))} for _ in iter(int, 1))
+    rng = random.Random(seed)
+    largest = {d.label: "conv" for d in search_space.decisions}
+    smallest = {d.label: "skip_connect" for d in search_space.decisions}
+    return lambda: [largest, smallest, search_space.sample(rng), search_space.sample(rng)]
 
 
-def collapsed(arch: Arch) -> bool:
-    """Returns whether ``arch`` is parameter-free (every edge ``none``/``skip_connect``/``pool``
-    but no ``conv``): the signature of a DARTS collapse."""
-    return all(op != "conv" for op in arch.values())
+def _score(extract: Any, archs: list[Arch], train: tuple, val: tuple, cfg: SearchConfig) -> list:
+    calib = [train[0][i * cfg.batch_size : (i + 1) * cfg.batch_size] for i in range(cfg.bn_batches)]
+    out = []
+    for arch in archs:
+        model = extract(arch)
+        recalibrate_bn(model, calib)
+        out.append(accuracy(model, val))
+    return out
 
 
-def _welch(picks: list[float], table_means: list[float]) -> tuple[float | None, str]:
-    if len(picks) < 2:
-        return None, "fewer than 2 picks"
-    try:
-        res = stats.ttest_ind(picks, table_means, equal_var=False, alternative="greater")
-        kind = "welch one-sided (picks > random)"
-    except TypeError:  # an old scipy: two-sided only
-        res = stats.ttest_ind(picks, table_means, equal_var=False)
-        kind = "welch two-sided"
-    p = float(res.pvalue)
-    return (None if p != p else p), kind
+def _strength_pick(net: Any, recipe: dict, budget: int, base: int) -> Arch:
+    weights = net.arch_weights()
+    names = {m.label: m.names for m in net.mixed()}
+    funcs, _ = distinct_functions(recipe["space"]["ops"])
+
+    def logp(a: Arch) -> float:
+        return sum(math.log(max(weights[k][names[k].index(v)], 1e-12)) for k, v in a.items())
+
+    ok = [a for a in funcs if param_count(recipe, a, base) <= budget]
+    return max(ok, key=logp)
 
 
-def run_searches(
-    table: dict[str, Any],
-    algorithms: list[str],
-    seeds: list[int],
-    epochs: int,
-    k: int = 100,
-    workers: int = 2,
-    known: dict[tuple[str, int], Arch] | None = None,
+def supernet_job(
+    recipe: dict[str, Any],
+    sn: dict[str, Any],
+    algorithm: str,
+    seed: int,
+    archs: list[Arch] | None,
+    budget: int,
+    base: int,
 ) -> dict[str, Any]:
-    """Returns ``search_percentile`` (mean over seeds) and ``p_vs_random`` per algorithm, and
-    ``search_detail`` (each seed's pick, its accuracies and percentile, collapse flags).
-
-    ``known`` maps (algorithm, seed) to a pick already made (e.g. by the ranking step's search
-    supernet): it is retrained, not searched again. Picks and retrainings run on ``workers``
-    processes of one thread each."""
-    recipe = table["recipe"]
-    means = [r["mean"] for r in table["rows"]]
-    train_seeds = list(table["seeds"])
-    known = dict(known or {})
+    """Returns ``{"scores"}`` (each of ``archs``' inherited validation accuracy, when given),
+    ``"pick"`` and ``"pick_constrained"`` (canonical; none for ranking-only rules) and
+    ``"seconds"`` of one supernet of ``algorithm`` trained with ``seed``."""
+    torch.set_num_threads(recipe["threads"])
+    train, val, _ = load_splits(recipe)
+    cfg = config(sn, seed)
     t0 = time.perf_counter()
-    jobs = [(a, s) for a in algorithms for s in seeds if (a, s) not in known]
-    ctx = multiprocessing.get_context("spawn")  # no fork of a process torch has run in
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = {j: pool.submit(pick, recipe, j[0], j[1], epochs, k) for j in jobs}
-        picks = {**known, **{j: f.result() for j, f in futures.items()}}
-        t_pick = time.perf_counter() - t0
-        accs = {
-            j: pool.submit(_standalone, recipe, picks[j], train_seeds)
-            for j in ((a, s) for a in algorithms for s in seeds)
-        }
-        accs = {j: f.result() for j, f in accs.items()}
-    detail: dict[str, Any] = {}
-    pct: dict[str, float] = {}
-    pval: dict[str, float | None] = {}
-    test_kind = ""
-    for a in algorithms:
-        rows = []
-        for s in seeds:
-            mean = sum(accs[(a, s)]) / len(accs[(a, s)])
-            rows.append({"seed": s, "arch": picks[(a, s)], "accuracies": accs[(a, s)],
-                         "mean": mean, "percentile": percentile(mean, means),
-                         "collapsed": collapsed(picks[(a, s)])})  # fmt: skip
-        pct[a] = sum(r["percentile"] for r in rows) / len(rows)
-        pval[a], test_kind = _welch([r["mean"] for r in rows], means)
-        detail[a] = {"per_seed": rows, "percentiles": [r["percentile"] for r in rows],
-                     "collapsed_seeds": [r["seed"] for r in rows if r["collapsed"]]}  # fmt: skip
-    seconds = {"picks": round(t_pick, 1), "retrain": round(time.perf_counter() - t0 - t_pick, 1)}
-    log.info("searches: %s", seconds)
-    return {
-        "search_percentile": pct,
-        "p_vs_random": pval,
-        "search_detail": {
-            "algorithms": detail,
-            "test": test_kind,
-            "random_mean": sum(means) / len(means),
-            "search_seeds": seeds,
-            "search_epochs": epochs,
-            "proxy_samples": k,
-            "retrain_seeds": train_seeds,
-            "seconds": seconds,
-        },
-    }
+    space = space_of(recipe)
+    torch.manual_seed(seed)
+    out: dict[str, Any] = {"pick": None, "pick_constrained": None}
+    steps = _steps(sn, len(train[0]))
+    allowed = lambda a: param_count(recipe, a, base) <= budget  # noqa: E731
+    if algorithm in ("darts", "nasb"):
+        res = search(space, algorithm, {"train": train, "val": val}, config=cfg,
+                     threads=recipe["threads"], progress="off")  # fmt: skip
+        net = res.supernet
+        extract = net.extract
+        out["pick"] = canonical_arch(res.arch)
+        out["pick_constrained"] = _strength_pick(net, recipe, budget, base)
+    else:
+        net = supernet(space, "spos", example=train[0][:2])
+        if algorithm in RANK_ONLY:
+            train_single_path(net, _rank_paths(net, algorithm, seed), train, cfg, steps, seed)
+            few = FewShot((), {(): net})
+        elif algorithm == "spos":
+            train_single_path(net, uniform_paths(net, seed), train, cfg, steps, seed)
+            few = FewShot((), {(): net})
+        else:  # few-shot: half the steps one-shot, the other half shared by the sub-supernets
+            train_single_path(net, uniform_paths(net, seed), train, cfg, steps // 2, seed)
+            few = split_supernet(net, sn["fewshot_edges"])
+            per_sub = max(1, (steps - steps // 2) // len(few.subnets))
+            train_fewshot(few, train, cfg, per_sub, seed)
+        extract = few.extract
+        if algorithm not in RANK_ONLY:
+            out["pick"] = canonical_arch(evolve_fewshot(few, train, val, cfg)[0])
+            out["pick_constrained"] = canonical_arch(
+                evolve_fewshot(few, train, val, cfg, allowed)[0]
+            )
+    if archs is not None:
+        out["scores"] = _score(extract, archs, train, val, cfg)
+    out["seconds"] = round(time.perf_counter() - t0, 1)
+    log.info("%s seed %d: %.0f s", algorithm, seed, out["seconds"])
+    return out
+
+
+def proxy_job(
+    recipe: dict[str, Any],
+    archs: list[Arch],
+    seeds: list[int],
+    proxy: str,
+    k: int,
+    budget: int,
+    base: int,
+    batch: int = 64,
+) -> dict[str, Any]:
+    """Returns ``{"scores"}`` (proxy -> each of ``archs``' score at initialisation, seed 0,
+    on the first ``batch`` training examples) and the filter's picks per seed: the
+    best-``proxy`` of ``k`` uniform samples, unconstrained and within ``budget``."""
+    torch.set_num_threads(recipe["threads"])
+    train, _, _ = load_splits(recipe)
+    x, y = train[0][:batch], train[1][:batch]
+    space = space_of(recipe)
+    scores = {n: [score_arch(space, a, n, x, y, 0) for a in archs] for n in list_proxies()}
+    picks, constrained = {}, {}
+    for s in seeds:
+        rng = random.Random(s)
+        cands = [canonical_arch(space.search_space().sample(rng)) for _ in range(k)]
+        sc = [score_arch(space, a, proxy, x, y, s) for a in cands]
+        order = sorted(range(k), key=lambda i: -sc[i])
+        picks[s] = cands[order[0]]
+        ok = [i for i in order if param_count(recipe, cands[i], base) <= budget]
+        constrained[s] = cands[ok[0]] if ok else cands[order[-1]]
+    return {"scores": scores, "picks": picks, "constrained": constrained}
+
+
+def retrain_job(recipe: dict[str, Any], arch: Arch, seed: int) -> float:
+    """Returns the test accuracy of ``arch`` retrained by the truth's recipe with ``seed``."""
+    train, val, test = load_splits(recipe)
+    if recipe.get("dataset") != "mnist1d":  # issue 27's table trains on every training digit
+        train = (torch.cat([train[0], val[0]]), torch.cat([train[1], val[1]]))
+    return float(train_arch(recipe, arch, seed, train, test)["test"])

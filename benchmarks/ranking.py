@@ -1,280 +1,264 @@
-"""Does weight sharing rank? (issue 27 parts 2-3): every estimator's scores of the ground-truth
-architectures against their stand-alone accuracies.
+"""Does weight sharing rank the architectures that matter? (issue 35) Every estimator's scores
+of the ground truth's architectures against their stand-alone test accuracies, beside trivial
+baselines and the noise ceiling, and searches placed among the truth.
 
-Reads the table of ``benchmarks/ground_truth.py`` and its recipe (same data, same space), then
-scores every row's architecture by each estimator:
+Reads a table of ``benchmarks/ground_truth.py`` (default: MNIST-1D, v2) and its recipe, then
+runs on ``--workers`` processes (``benchmarks/_searches.py``): the supernets of :data:`SUPERNET`
+(one recipe for ranking and search) scored on the validation split after batch-norm
+recalibration, the five zero-cost proxies, hybrids (mean rank of a supernet's ranking and the
+best proxy's, the proxy chosen by tau against the table's *validation* accuracies), and the
+searches with ``--search-seeds`` (>= 5). Picks are retrained by the truth's recipe on its seeds,
+or looked up in the table when their function is a row of it (``search_detail`` says which).
 
-    spos_uniform   a supernet trained by SPOS's rule (one uniform path per step)
-    fairnas        the same with strict fairness (``nasforge.parallel.fair_sampler.FairSampler``:
-                   every candidate of every edge once per round; one path per step, FairNAS's
-                   summing of a round's gradients is not done, as in the pipeline)
-    sandwich       OFA's sandwich rule: per step the largest path (all ``conv``), the smallest
-                   that passes signal (all ``skip_connect``) and two uniform ones, gradients summed
-    darts, nasb    the supernets of those searches (``nasforge.oneshot.search``), trained on
-                   half of the training set (the other half chooses the architecture)
+Subsets: ``competent`` (every row with a parametric op on a live path) and ``quartiles`` (the
+mean tau within the four parameter-count quartiles). Each figure comes with the subset's noise
+ceiling (tau between the truth's seeds, averaged over seed pairs). Trivial baselines: parameter
+count, FLOPs (multiply-accumulates) and the number of parametric ops on live paths.
 
-Each supernet's score of an architecture is its inherited-weight accuracy on the test digits:
-``supernet.extract(arch)`` (the weight-sharing protocol), batch norm recalibrated on
-``--bn-batches`` training batches (``nasforge.weightsharing.recalibrate_bn``). Each zero-cost
-proxy of ``nasforge.proxies`` scores the architecture at initialisation on one training batch.
+Searches: ``search_percentile`` (mean over seeds of the share of competent rows whose mean test
+accuracy is strictly below the pick's), ``p_vs_random`` (one-sided Mann-Whitney U: picks'
+accuracies above the table's, the table being uniform random competent picks) and
+``constrained_percentile`` (parameters <= the competent median; the percentile within the
+rows under that budget).
 
-Last line: JSON with ``tau``, ``spearman`` and ``top10_precision`` per supernet estimator,
-``proxy_tau``, ``proxy_spearman`` and ``proxy_top10_precision`` per proxy,
-``seed_ceiling_tau`` (from the table), ``search_percentile`` and ``p_vs_random`` per search
-(``benchmarks/_searches.py``, issue 27 part 4; ``--search-seeds`` with no value skips them),
-the seconds each estimator took, and the errors of those that could not run.
+    python benchmarks/ranking.py                      # ~25 min on 2 cores
+    python benchmarks/ranking.py --search-seeds       # the ranking only
+
+Last line: JSON with ``tau``, ``ceiling``, ``baseline_tau``, ``proxy_tau``,
+``search_percentile``, ``constrained_percentile``, ``p_vs_random``, ``n_search_seeds``.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
-import math
-import random
+import multiprocessing
+import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch.nn import functional as F
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _ranking_common import (  # noqa: E402 - after the path fix, as a script
-    kendall,
-    load_data,
-    space_of,
-    spearman,
-    top_precision,
+from _ranking_common import costs, kendall, load_splits, param_count  # noqa: E402
+from _searches import (  # noqa: E402
+    ALGORITHMS,
+    RANK_ONLY,
+    SUPERNET,
+    proxy_job,
+    retrain_job,
+    supernet_job,
 )
-from _searches import ALGORITHMS as SEARCHES  # noqa: E402
-from _searches import run_searches  # noqa: E402
 
-from nasforge.oneshot import activate, supernet  # noqa: E402
-from nasforge.oneshot.search import search  # noqa: E402
-from nasforge.parallel.fair_sampler import FairSampler  # noqa: E402
-from nasforge.proxies import list_proxies, score_arch  # noqa: E402
-from nasforge.space.search_space import Arch, SearchSpace  # noqa: E402
-from nasforge.weightsharing import accuracy, recalibrate_bn  # noqa: E402
+from nasforge.spaces.cell_canon import (  # noqa: E402
+    canonical_arch,
+    competent,
+    function_key,
+    live_param_ops,  # noqa: E402
+)
 
-__all__ = ["RULES", "train_supernet", "inherited_scores", "proxy_scores", "rank_report", "main"]
+__all__ = ["subset_tau", "ceilings", "mean_rank", "percentile", "run", "main"]
 
 log = logging.getLogger("nasforge.benchmarks.ranking")
-DEFAULT_TABLE = Path(__file__).resolve().parent / "data" / "ground_truth_mnist.json"
+DEFAULT_TABLE = Path(__file__).resolve().parent / "data" / "ground_truth_mnist1d_v2.json"
 
 
-def _uniform(search: SearchSpace, seed: int) -> Iterator[list[Arch]]:
-    rng = random.Random(seed)
-    while True:
-        yield [search.sample(rng)]
+def quartile_bands(params: list[int]) -> list[list[int]]:
+    """Returns the row indices of the four parameter-count quartiles (sorted, split evenly)."""
+    order = sorted(range(len(params)), key=lambda i: (params[i], i))
+    n = len(order)
+    return [order[n * q // 4 : n * (q + 1) // 4] for q in range(4)]
 
 
-def _fair(search: SearchSpace, seed: int) -> Iterator[list[Arch]]:
-    decisions = search.decisions
-    for subnet in FairSampler([len(d) for d in decisions], seed):
-        yield [{d.label: d.values[i] for d, i in zip(decisions, subnet)}]
+def subset_tau(truth: list[float], score: list[float], bands: list[list[int]]) -> dict:
+    """Returns ``{"competent": tau over all rows, "quartiles": mean tau within the bands}``
+    (bands where tau is undefined left out of the mean; None when all are)."""
+    within = [kendall([truth[i] for i in b], [score[i] for i in b]) for b in bands]
+    within = [t for t in within if t is not None]
+    return {
+        "competent": kendall(truth, score),
+        "quartiles": sum(within) / len(within) if within else None,
+    }
 
 
-def _sandwich(search: SearchSpace, seed: int) -> Iterator[list[Arch]]:
-    rng = random.Random(seed)
-    largest = {d.label: "conv" for d in search.decisions}
-    smallest = {d.label: "skip_connect" for d in search.decisions}
-    while True:
-        yield [largest, smallest, search.sample(rng), search.sample(rng)]
-
-
-#: sampling rule -> (search space, seed) -> endless paths to train, one list per step
-RULES: dict[str, Callable[[SearchSpace, int], Iterator[list[Arch]]]] = {
-    "spos_uniform": _uniform,
-    "fairnas": _fair,
-    "sandwich": _sandwich,
-}
-
-
-def train_supernet(
-    recipe: dict[str, Any], rule: str, epochs: int, seed: int, data: tuple
-) -> torch.nn.Module:
-    """Returns the single-path supernet of the recipe's space trained ``epochs`` epochs with
-    the sampling ``rule`` (one of :data:`RULES`) and the recipe's optimiser and schedule."""
-    (x, y), _ = data
-    torch.manual_seed(seed)
-    net = supernet(space_of(recipe), "spos", example=x[:2])
-    paths = RULES[rule](net.space.search_space(), seed)
-    bs = recipe["batch_size"]
-    opt = torch.optim.SGD(net.weights(), **recipe["optimizer"])
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs * math.ceil(len(x) / bs))
-    g = torch.Generator().manual_seed(seed)
-    net.train()
-    for _ in range(epochs):
-        perm = torch.randperm(len(x), generator=g)
-        for i in range(0, len(x), bs):
-            idx = perm[i : i + bs]
-            archs = next(paths)
-            opt.zero_grad(set_to_none=True)
-            for arch in archs:  # a sandwich sums its paths' gradients into one step
-                activate(net, arch)
-                (F.cross_entropy(net(x[idx]), y[idx]) / len(archs)).backward()
-            torch.nn.utils.clip_grad_norm_(net.weights(), 5.0)
-            opt.step()
-            sched.step()
-    return net
-
-
-def train_search_supernet(
-    recipe: dict[str, Any], algorithm: str, epochs: int, seed: int, data: tuple
-) -> tuple[torch.nn.Module, Arch]:
-    """Returns the supernet of a ``darts`` or ``nasb`` search on the recipe's training set
-    (first half weights, second half architecture) and the architecture the search picks."""
-    (x, y), _ = data
-    half = len(x) // 2
-    split = {"train": (x[:half], y[:half]), "val": (x[half:], y[half:])}
-    result = search(
-        space_of(recipe),
-        algorithm,
-        split,
-        epochs=epochs,
-        batch_size=recipe["batch_size"],
-        seed=seed,
-        threads=recipe["threads"],
-        progress="off",
-    )
-    assert result.supernet is not None
-    return result.supernet, dict(result.arch)
-
-
-def inherited_scores(
-    net: Any, archs: list[Arch], data: tuple, bn_batches: int, batch_size: int
-) -> list[float]:
-    """Returns each architecture's test accuracy with weights inherited from ``net``
-    (``net.extract``), batch norm recalibrated on the first ``bn_batches`` training batches."""
-    (x, _), test = data
-    calib = [x[i * batch_size : (i + 1) * batch_size] for i in range(bn_batches)]
-    out = []
-    for arch in archs:
-        model = net.extract(arch)
-        recalibrate_bn(model, calib)
-        out.append(accuracy(model, test))
+def ceilings(per_seed: list[list[float]], bands: list[list[int]]) -> dict:
+    """Returns the noise ceiling of both subsets: tau between two seeds' accuracies, averaged
+    over seed pairs (``per_seed[s][row]``)."""
+    pairs = [subset_tau(a, b, bands) for a, b in itertools.combinations(per_seed, 2)]
+    out: dict[str, float | None] = {}
+    for k in ("competent", "quartiles"):
+        vals = [p[k] for p in pairs if p[k] is not None]
+        out[k] = statistics.mean(vals) if vals else None  # None: undefined in every pair
     return out
 
 
-def proxy_scores(
-    recipe: dict[str, Any], archs: list[Arch], data: tuple, batch: int, seed: int
-) -> dict[str, list[float]]:
-    """Returns proxy name -> each architecture's score at initialisation (weights from
-    ``seed``) on the first ``batch`` training images."""
-    (x, y), _ = data
-    space = space_of(recipe)
-    return {
-        name: [score_arch(space, a, name, x[:batch], y[:batch], seed) for a in archs]
-        for name in list_proxies()
-    }
+def mean_rank(*scores: list[float]) -> list[float]:
+    """Returns the rank aggregation (mean rank, higher is better) of several score lists."""
+    ranks = [stats.rankdata(s) for s in scores]
+    return [float(sum(r[i] for r in ranks) / len(ranks)) for i in range(len(scores[0]))]
 
 
-def rank_report(truth: list[float], scores: dict[str, list[float]]) -> dict[str, dict]:
-    """Returns ``tau``, ``spearman`` and ``top10_precision``, each estimator -> value."""
-    return {
-        "tau": {k: kendall(truth, s) for k, s in scores.items()},
-        "spearman": {k: spearman(truth, s) for k, s in scores.items()},
-        "top10_precision": {k: top_precision(truth, s) for k, s in scores.items()},
-    }
+def percentile(value: float, means: list[float]) -> float:
+    """Returns the share (x100) of ``means`` strictly below ``value``."""
+    return 100.0 * sum(m < value for m in means) / len(means)
+
+
+def _rows(table: dict[str, Any]) -> tuple[list[dict], int]:
+    """Returns the competent rows with params/macs/live_ops filled in, and how many rows of
+    the table were left out as degenerate (issue 27's table has them)."""
+    recipe = table["recipe"]
+    example = load_splits(recipe)[0][0][:1]
+    rows = [r for r in table["rows"] if competent(r["arch"])]
+    for r in rows:
+        if "params" not in r:
+            r["params"], r["macs"] = costs(recipe, canonical_arch(r["arch"]), example)
+            r["live_ops"] = live_param_ops(r["arch"])
+            r["function"] = function_key(r["arch"])
+    return rows, len(table["rows"]) - len(rows)
+
+
+def _retrain(pool: Any, recipe: dict, table: dict, rows: list, picks: dict) -> dict:
+    """Returns function -> {"accuracies", "source"}: a row's when the pick's function is in the
+    table, else the truth's recipe retrained on the table's seeds (in ``pool``)."""
+    known = {r["function"]: r["accuracies"] for r in rows}
+    out: dict[str, Any] = {}
+    todo = {}
+    for arch in picks.values():
+        key = function_key(arch)
+        if key in known:
+            out[key] = {"accuracies": known[key], "source": "table"}
+        elif key not in todo:
+            todo[key] = [pool.submit(retrain_job, recipe, arch, s) for s in table["seeds"]]
+    for key, futs in todo.items():
+        out[key] = {"accuracies": [f.result() for f in futs], "source": "retrained"}
+    return out
+
+
+def _search_report(picks: dict, accs: dict, rows: list, budget: int, recipe: dict, base: int):
+    means = [r["mean"] for r in rows]
+    under = [r["mean"] for r in rows if r["params"] <= budget]
+    pct, cpct, pval, detail = {}, {}, {}, {}
+    for algo in sorted({a for a, _, _ in picks}):
+        free = [(s, picks[(algo, s, False)]) for _, s, c in picks if _ == algo and not c]
+        con = [(s, picks[(algo, s, True)]) for _, s, c in picks if _ == algo and c]
+        mean = lambda a: statistics.mean(accs[function_key(a)]["accuracies"])  # noqa: E731
+        pick_means = [mean(a) for _, a in free]
+        pct[algo] = statistics.mean(percentile(m, means) for m in pick_means)
+        cpct[algo] = statistics.mean(percentile(mean(a), under) for _, a in con)
+        pval[algo] = float(stats.mannwhitneyu(pick_means, means, alternative="greater").pvalue)
+        detail[algo] = [
+            {"seed": s, "arch": a, "mean": mean(a), "percentile": percentile(mean(a), means),
+             "source": accs[function_key(a)]["source"], "competent": competent(a),
+             "constrained_arch": c, "constrained_params": param_count(recipe, c, base),
+             "constrained_percentile": percentile(mean(c), under)}
+            for (s, a), (_, c) in zip(free, con)
+        ]  # fmt: skip
+    return pct, cpct, pval, detail
 
 
 def run(
     table: dict[str, Any],
-    estimators: list[str],
-    epochs: int,
-    seed: int = 0,
-    bn_batches: int = 10,
-    proxy_batch: int = 64,
-    search_seeds: tuple[int, ...] = (),
-    search_epochs: int | None = None,
+    sn: dict[str, Any] | None = None,
+    estimators: tuple[str, ...] = (*ALGORITHMS[:4], *RANK_ONLY),
+    search_seeds: tuple[int, ...] = (0, 1, 2, 3, 4),
+    proxy: str = "synflow",
     proxy_samples: int = 100,
     workers: int = 2,
 ) -> dict[str, Any]:
-    """Returns the report: every estimator's rank statistics against the table's means, and
-    with ``search_seeds`` each search's percentile and p-value (``search_epochs`` defaults to
-    ``epochs``; then the ranking step's ``darts``/``nasb`` search of ``seed`` is reused)."""
+    """Returns the report (see the module docstring) of ``table``'s competent rows."""
+    sn = {**SUPERNET, **(sn or {})}
     recipe = table["recipe"]
     torch.set_num_threads(recipe["threads"])
-    data = load_data(recipe)
-    archs = [r["arch"] for r in table["rows"]]
-    truth = [r["mean"] for r in table["rows"]]
-    scores: dict[str, list[float]] = {}
-    seconds: dict[str, float] = {}
-    errors: dict[str, str] = {}
-    found: dict[tuple[str, int], Arch] = {}
-    for name in estimators:
-        t0 = time.perf_counter()
-        try:
-            if name in RULES:
-                net = train_supernet(recipe, name, epochs, seed, data)
-            else:
-                net, found[(name, seed)] = train_search_supernet(recipe, name, epochs, seed, data)
-            scores[name] = inherited_scores(net, archs, data, bn_batches, recipe["batch_size"])
-        except Exception as exc:  # reported, so one estimator's failure keeps the others
-            log.exception("estimator %s failed", name)
-            errors[name] = f"{type(exc).__name__}: {exc}"
-        seconds[name] = round(time.perf_counter() - t0, 1)
-        log.info("%s: %.1f s", name, seconds[name])
     t0 = time.perf_counter()
-    proxies = proxy_scores(recipe, archs, data, proxy_batch, seed)
-    seconds["proxies"] = round(time.perf_counter() - t0, 1)
-    by_proxy = rank_report(truth, proxies)
-    searches: dict[str, Any] = {"search_percentile": None, "p_vs_random": None}
+    rows, left_out = _rows(table)
+    archs = [r["arch"] for r in rows]
+    truth = [r["mean"] for r in rows]
+    budget = int(statistics.median(r["params"] for r in rows))
+    base = param_count(recipe, dict.fromkeys(archs[0], "none"))
+    bands = quartile_bands([r["params"] for r in rows])
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process torch has run in
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        jobs = {}
+        for algo in estimators:
+            seeds = sorted({0, *search_seeds}) if algo in ALGORITHMS else [0]
+            for s in seeds:
+                jobs[(algo, s)] = pool.submit(supernet_job, recipe, sn, algo, s,
+                                              archs if s == 0 else None, budget, base)  # fmt: skip
+        pj = pool.submit(proxy_job, recipe, archs, list(search_seeds), proxy, proxy_samples,
+                         budget, base)  # fmt: skip
+        done = {k: f.result() for k, f in jobs.items()}
+        prox = pj.result()
+        picks = {(a, s, c): done[(a, s)]["pick_constrained" if c else "pick"]
+                 for (a, s) in done if a in ALGORITHMS and s in search_seeds
+                 for c in (False, True)}  # fmt: skip
+        if search_seeds:
+            picks.update({("proxy", s, False): prox["picks"][s] for s in search_seeds})
+            picks.update({("proxy", s, True): prox["constrained"][s] for s in search_seeds})
+        accs = _retrain(pool, recipe, table, rows, picks) if search_seeds else {}
+    scores = {a: done[(a, 0)]["scores"] for a in estimators}
+    val_truth = [r.get("val_mean", r["mean"]) for r in rows]
+    best_proxy = max(prox["scores"], key=lambda n: kendall(val_truth, prox["scores"][n]) or -1)
+    for a in ("spos", "fewshot"):
+        if a in scores:
+            scores[f"hybrid_{a}"] = mean_rank(scores[a], prox["scores"][best_proxy])
+    per_seed = [list(x) for x in zip(*(r["accuracies"] for r in rows))]
+    report: dict[str, Any] = {
+        "tau": {k: subset_tau(truth, s, bands) for k, s in scores.items()},
+        "ceiling": ceilings(per_seed, bands),
+        "baseline_tau": {
+            k: subset_tau(truth, [float(r[f]) for r in rows], bands)
+            for k, f in (("params", "params"), ("flops", "macs"), ("live_ops", "live_ops"))
+        },
+        "proxy_tau": {k: subset_tau(truth, s, bands) for k, s in prox["scores"].items()},
+        "search_percentile": None, "constrained_percentile": None, "p_vs_random": None,
+        "n_search_seeds": len(search_seeds),
+    }  # fmt: skip
     if search_seeds:
-        s_epochs = epochs if search_epochs is None else search_epochs
-        reuse = found if s_epochs == epochs else {}
-        t0 = time.perf_counter()
-        searches = run_searches(
-            table, list(SEARCHES), list(search_seeds), s_epochs, proxy_samples, workers, reuse
-        )
-        seconds["searches"] = round(time.perf_counter() - t0, 1)
-    return {
-        **rank_report(truth, scores),
-        "proxy_tau": by_proxy["tau"],
-        "proxy_spearman": by_proxy["spearman"],
-        "proxy_top10_precision": by_proxy["top10_precision"],
-        "seed_ceiling_tau": table.get("summary", {}).get("seed_ceiling_tau"),
-        **searches,
-        "n_archs": len(archs),
-        "supernet_epochs": epochs,
-        "seconds": seconds,
-        "errors": errors,
-        "scores": {**scores, **{f"proxy_{k}": v for k, v in proxies.items()}},
-    }
+        pct, cpct, pval, detail = _search_report(picks, accs, rows, budget, recipe, base)
+        report.update(search_percentile=pct, constrained_percentile=cpct, p_vs_random=pval)
+        report["search_detail"] = detail
+    report["extra"] = {
+        "n_rows": len(rows), "degenerate_rows_left_out": left_out, "param_budget": budget,
+        "hybrid_proxy": best_proxy, "filter_proxy": proxy, "supernet_recipe": sn,
+        "supernet_seconds": {f"{a}/{s}": d["seconds"] for (a, s), d in done.items()},
+        "seconds": round(time.perf_counter() - t0, 1),
+        "spread_10_90": table.get("summary", {}).get("spread_10_90"),
+    }  # fmt: skip
+    report["scores"] = scores
+    return report
 
 
 def main(argv: list[str] | None = None) -> int:
     """Returns 0 after printing the report's JSON as the last line."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--table", type=Path, default=DEFAULT_TABLE)
-    p.add_argument(
-        "--estimators",
-        nargs="+",
-        default=[*RULES, "darts", "nasb"],
-        help="supernet estimators to run (default: all)",
-    )
-    p.add_argument("--epochs", type=int, default=10, help="supernet training epochs")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--bn-batches", type=int, default=10)
-    p.add_argument("--proxy-batch", type=int, default=64)
-    p.add_argument("--search-seeds", type=int, nargs="*", default=[0, 1, 2],
+    p.add_argument("--estimators", nargs="+", default=[*ALGORITHMS[:4], *RANK_ONLY])
+    p.add_argument("--epochs", type=int, default=SUPERNET["epochs"], help="supernet epochs")
+    p.add_argument("--search-seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4],
                    help="seeds of each search (none: skip the searches)")  # fmt: skip
-    p.add_argument("--search-epochs", type=int, help="search epochs (default: --epochs)")
+    p.add_argument("--fewshot-edges", nargs="+", default=SUPERNET["fewshot_edges"])
+    p.add_argument("--cycles", type=int, default=SUPERNET["cycles"], help="evolution cycles")
+    p.add_argument("--proxy", default="synflow", help="the proxy filter's proxy")
     p.add_argument("--proxy-samples", type=int, default=100, help="K of the proxy filter")
-    p.add_argument("--workers", type=int, default=2, help="processes for the searches")
-    p.add_argument("--out", type=Path, help="also write the report here")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--out", type=Path, help="also write the report (with scores) here")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     table = json.loads(args.table.read_text())
-    report = run(table, args.estimators, args.epochs, args.seed, args.bn_batches,
-                 args.proxy_batch, tuple(args.search_seeds), args.search_epochs,
+    sn = {"epochs": args.epochs, "fewshot_edges": args.fewshot_edges, "cycles": args.cycles}
+    report = run(table, sn, tuple(args.estimators), tuple(args.search_seeds), args.proxy,
                  args.proxy_samples, args.workers)  # fmt: skip
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
-    print(json.dumps({k: v for k, v in report.items() if k != "scores"}, sort_keys=True))
+    keys = ("tau", "ceiling", "baseline_tau", "proxy_tau", "search_percentile",
+            "constrained_percentile", "p_vs_random", "n_search_seeds")  # fmt: skip
+    print(json.dumps({k: report[k] for k in keys}, sort_keys=True))
     return 0
 
 
