@@ -35,7 +35,15 @@ def _text(browser: Any, css: str) -> str:
 
 
 def _texts(browser: Any, css: str) -> list[str]:
-    """Returns the texts of the elements (read at once: a live update may replace them)."""
+    """Returns the texts of the elements (read at once: a live update may replace them, and
+    then they are read again)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    for _ in range(20):
+        try:
+            return [e.text for e in _all(browser, css)]
+        except StaleElementReferenceException:  # re-rendered between finding and reading
+            time.sleep(0.1)
     return [e.text for e in _all(browser, css)]
 
 
