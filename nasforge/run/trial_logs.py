@@ -100,6 +100,9 @@ def crash_traceback(path: str | Path | None) -> None:
     runs one trial and ends (a pool child), never for the engine's own process."""
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # disable first: enabling an enabled faulthandler only changes its file and keeps
+        # whatever handler replaced its own since (a library's), so no traceback was written
+        faulthandler.disable()
         faulthandler.enable(open(path, "ab"))  # noqa: SIM115 - open until the process ends
 
 
@@ -141,8 +144,11 @@ def finish_log(
     if result.error:
         footer += result.error.rstrip() + "\n"
     tmp = path.with_suffix(".log.tmp")
-    tmp.write_text(body + ("" if not body or body.endswith("\n") else "\n") + footer)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(body + ("" if not body or body.endswith("\n") else "\n") + footer)
+        os.replace(tmp, path)
+    except OSError:  # a full disk: the log keeps what it had; no half-written copy is left
+        tmp.unlink(missing_ok=True)
 
 
 class RunLog(logging.Handler):
@@ -158,9 +164,14 @@ class RunLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         """Appends one record."""
+        if self._file.closed:
+            return
         try:
             self._file.write(self.format(record) + "\n")
             self._file.flush()
+        except OSError:  # a full disk: stop writing this log; stderr still says what happened
+            with contextlib.suppress(OSError):
+                self._file.close()
         except Exception:  # noqa: BLE001 - logging must never fail the run
             self.handleError(record)
 
@@ -177,4 +188,5 @@ class RunLog(logging.Handler):
     def detach(self) -> None:
         """Detaches and closes the file."""
         logging.getLogger("nasforge").removeHandler(self)
-        self._file.close()
+        with contextlib.suppress(OSError):  # a full disk: what it had is kept
+            self._file.close()
