@@ -186,6 +186,18 @@ _REGISTRY: dict[str, type[BaseStrategy]] = {}
 _ALIASES: dict[str, str] = {}
 
 
+def checked_points_per_range(value: Any) -> int | None:
+    """Returns ``value``, the number of points a strategy that needs listed values takes from
+    each range (grid, rl), when it is None or an int >= 1.
+
+    Raises:
+        ConfigError: it is anything else (a bool, a float, zero or less).
+    """
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"points_per_range must be an int >= 1, got {value!r}")
+    return value
+
+
 def register_strategy(
     name: str, *aliases: str
 ) -> Callable[[type[BaseStrategy]], type[BaseStrategy]]:

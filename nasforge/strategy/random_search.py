@@ -12,7 +12,7 @@ from typing import Any
 
 from nasforge.errors import ConfigError
 from nasforge.space.search_space import Arch
-from nasforge.strategy.base import BaseStrategy, register_strategy
+from nasforge.strategy.base import BaseStrategy, checked_points_per_range, register_strategy
 
 __all__ = ["RandomStrategy", "GridStrategy"]
 
@@ -79,13 +79,7 @@ class GridStrategy(BaseStrategy):
 
     def __init__(self, seed: int = 0, points_per_range: int | None = None) -> None:
         super().__init__(seed)
-        if points_per_range is not None and (
-            isinstance(points_per_range, bool)
-            or not isinstance(points_per_range, int)
-            or points_per_range < 1
-        ):
-            raise ConfigError(f"points_per_range must be an int >= 1, got {points_per_range!r}")
-        self.points_per_range = points_per_range
+        self.points_per_range = checked_points_per_range(points_per_range)
 
     def config(self) -> dict[str, Any]:
         """Returns the constructor arguments as plain JSON-able data."""

@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from nasforge.errors import ConfigError
 from nasforge.space.search_space import Arch, Decision
-from nasforge.strategy.base import BaseStrategy, register_strategy
+from nasforge.strategy.base import BaseStrategy, checked_points_per_range, register_strategy
 
 __all__ = ["ReinforceStrategy"]
 
@@ -53,13 +53,7 @@ class ReinforceStrategy(BaseStrategy):
         points_per_range: int | None = None,
     ) -> None:
         super().__init__(seed)
-        if points_per_range is not None and (
-            isinstance(points_per_range, bool)
-            or not isinstance(points_per_range, int)
-            or points_per_range < 1
-        ):
-            raise ConfigError(f"points_per_range must be an int >= 1, got {points_per_range!r}")
-        self.points_per_range = points_per_range
+        self.points_per_range = checked_points_per_range(points_per_range)
         if not lr > 0:
             raise ConfigError(f"lr must be > 0, got {lr!r}")
         if not 0 <= baseline_decay < 1:
