@@ -34,10 +34,12 @@ import argparse
 import json
 import logging
 import math
+import multiprocessing
 import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -222,16 +224,27 @@ def _paired(a: list[float], b: list[float]) -> tuple[float, float | None]:
     return mean, float(stats.ttest_rel(a, b, alternative="greater").pvalue)
 
 
-def joint_search(n_seeds: int, n: int, epochs: int, tmp: Path) -> dict[str, Any]:
-    """Returns the three searches' per-seed scores and the paired comparisons."""
-    scores: dict[str, list[float]] = {"joint": [], "arch_only": [], "hp_only": []}
-    secs: dict[str, float] = {}
-    for mode in scores:
-        start = time.perf_counter()
-        for seed in range(n_seeds):
-            scores[mode].append(round(_digits_run(mode, seed, n, epochs, tmp), 3))
-            logging.warning("digits %s seed %d: %.2f%%", mode, seed, scores[mode][-1])
-        secs[mode] = round(time.perf_counter() - start, 1)
+def _timed_run(mode: str, seed: int, n: int, epochs: int, tmp: Path) -> tuple[float, float]:
+    """Returns (test accuracy %, seconds) of one search (a picklable job for the pool)."""
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    acc = round(_digits_run(mode, seed, n, epochs, tmp), 3)
+    logging.warning("digits %s seed %d: %.2f%%", mode, seed, acc)
+    return acc, time.perf_counter() - start
+
+
+def joint_search(n_seeds: int, n: int, epochs: int, tmp: Path, workers: int = 1) -> dict[str, Any]:
+    """Returns the three searches' per-seed scores and the paired comparisons; the
+    ``3 * n_seeds`` searches run on ``workers`` processes (each seeded, one thread: the same
+    scores at any worker count)."""
+    modes = ("joint", "arch_only", "hp_only")
+    jobs = [(m, s) for m in modes for s in range(n_seeds)]
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futs = [pool.submit(_timed_run, m, s, n, epochs, tmp) for m, s in jobs]
+        results = dict(zip(jobs, (f.result() for f in futs)))
+    scores = {m: [results[(m, s)][0] for s in range(n_seeds)] for m in modes}
+    secs = {m: round(sum(results[(m, s)][1] for s in range(n_seeds)), 1) for m in modes}
     arch_diff, arch_p = _paired(scores["joint"], scores["arch_only"])
     hp_diff, hp_p = _paired(scores["joint"], scores["hp_only"])
 
@@ -263,6 +276,7 @@ def main() -> None:
     parser.add_argument("--skip-functions", action="store_true")
     parser.add_argument("--skip-digits", action="store_true")
     parser.add_argument("--digits-seeds", type=int, default=None)
+    parser.add_argument("--workers", type=int, default=1, help="processes for the digits searches")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     for name in ("nasforge", "optuna"):
@@ -278,7 +292,9 @@ def main() -> None:
             )
         if not args.skip_digits:
             n_seeds = args.digits_seeds or (2 if args.quick else 3)
-            result.update(joint_search(n_seeds, 12 if args.quick else 40, 4, Path(tmp)))
+            result.update(
+                joint_search(n_seeds, 12 if args.quick else 40, 4, Path(tmp), args.workers)
+            )
     print(json.dumps(result))
 
 
