@@ -277,6 +277,9 @@ def main() -> None:
     parser.add_argument("--skip-digits", action="store_true")
     parser.add_argument("--digits-seeds", type=int, default=None)
     parser.add_argument("--workers", type=int, default=1, help="processes for the digits searches")
+    parser.add_argument(
+        "--digits-epochs", type=int, default=4, help="epochs of each digits trial (default 4)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     for name in ("nasforge", "optuna"):
@@ -293,7 +296,9 @@ def main() -> None:
         if not args.skip_digits:
             n_seeds = args.digits_seeds or (2 if args.quick else 3)
             result.update(
-                joint_search(n_seeds, 12 if args.quick else 40, 4, Path(tmp), args.workers)
+                joint_search(
+                    n_seeds, 12 if args.quick else 40, args.digits_epochs, Path(tmp), args.workers
+                )
             )
     print(json.dumps(result))
 
