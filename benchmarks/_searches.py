@@ -49,13 +49,23 @@ from nasforge.space.search_space import Arch
 from nasforge.spaces.cell_canon import canonical_arch, distinct_functions
 from nasforge.weightsharing import accuracy, recalibrate_bn
 
-__all__ = ["SUPERNET", "ALGORITHMS", "RANK_ONLY", "supernet_job", "proxy_job", "retrain_job"]
+__all__ = [
+    "SUPERNET",
+    "EPOCH_COST",
+    "ALGORITHMS",
+    "RANK_ONLY",
+    "supernet_job",
+    "proxy_job",
+    "retrain_job",
+]
 
 log = logging.getLogger("nasforge.benchmarks.searches")
 
 #: The one supernet recipe of ranking and search (SearchConfig fields + few-shot edges).
 SUPERNET: dict[str, Any] = {
-    "epochs": 4,
+    # single-path epochs (63 steps each); the supernets ranked at tau -0.01 / 0.41 / 0.50
+    # (SPOS, table v2) after 4 / 24 / 48: four epochs were far from enough
+    "epochs": 40,
     "batch_size": 64,
     "w_lr": 0.05,
     "bn_batches": 10,
@@ -64,6 +74,11 @@ SUPERNET: dict[str, Any] = {
     "sample_size": 5,
     "fewshot_edges": ["e3_0"],
 }
+#: CPU seconds of one supernet epoch relative to a single-path one (measured on the 2-core
+#: machine at one thread: SPOS 2.4 s, DARTS 5.7 s with both steps of its bilevel update, NASB
+#: 3.1 s; sandwich trains four paths a step). Every supernet gets the compute of ``epochs``
+#: single-path epochs: an algorithm trains ``epochs / cost`` of its own.
+EPOCH_COST = {"darts": 2.4, "nasb": 1.3, "sandwich": 4.0}
 #: searches (each with >= 5 seeds) and the estimators that only rank
 ALGORITHMS = ("spos", "fewshot", "darts", "nasb", "proxy")
 RANK_ONLY = ("fairnas", "sandwich")
@@ -126,6 +141,7 @@ def supernet_job(
     ``"seconds"`` of one supernet of ``algorithm`` trained with ``seed``."""
     torch.set_num_threads(recipe["threads"])
     train, val, _ = load_splits(recipe)
+    sn = {**sn, "epochs": max(1, round(sn["epochs"] / EPOCH_COST.get(algorithm, 1.0)))}
     cfg = config(sn, seed)
     t0 = time.perf_counter()
     space = space_of(recipe)

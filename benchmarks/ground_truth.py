@@ -3,7 +3,7 @@ of the benchmark cell space, each trained from scratch once per seed.
 
 Two tables (``--dataset``):
 
-``mnist1d`` (issue 35, the default; ``benchmarks/data/ground_truth_mnist1d_v2.json``): the 1-D
+``mnist1d`` (issue 35, the default; ``benchmarks/data/ground_truth_mnist1d_v3.json``): the 1-D
 twin of ``BenchCellSpace`` with NAS-Bench-201's five operations (5^6 = 15,625 architectures),
 canonicalised by ``nasforge.spaces.cell_canon`` into distinct functions; the table holds
 ``--n-archs`` of the *competent* ones (a parametric op on a live path) drawn uniformly with
@@ -84,7 +84,7 @@ log = logging.getLogger("nasforge.benchmarks.ground_truth")
 FORMAT, VERSION = "nasforge-ground-truth", 2
 DATA = Path(__file__).resolve().parent / "data"
 DEFAULT_OUT = {
-    "mnist1d": DATA / "ground_truth_mnist1d_v2.json",
+    "mnist1d": DATA / "ground_truth_mnist1d_v3.json",
     "mnist": DATA / "ground_truth_mnist.json",
 }
 

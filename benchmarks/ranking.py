@@ -2,7 +2,7 @@
 of the ground truth's architectures against their stand-alone test accuracies, beside trivial
 baselines and the noise ceiling, and searches placed among the truth.
 
-Reads a table of ``benchmarks/ground_truth.py`` (default: MNIST-1D, v2) and its recipe, then
+Reads a table of ``benchmarks/ground_truth.py`` (default: MNIST-1D, v3) and its recipe, then
 runs on ``--workers`` processes (``benchmarks/_searches.py``): the supernets of :data:`SUPERNET`
 (one recipe for ranking and search) scored on the validation split after batch-norm
 recalibration, the five zero-cost proxies, hybrids (mean rank of a supernet's ranking and the
@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _ranking_common import costs, kendall, load_splits, param_count  # noqa: E402
 from _searches import (  # noqa: E402
     ALGORITHMS,
+    EPOCH_COST,
     RANK_ONLY,
     SUPERNET,
     proxy_job,
@@ -66,7 +67,7 @@ from nasforge.spaces.cell_canon import (  # noqa: E402
 __all__ = ["subset_tau", "ceilings", "mean_rank", "percentile", "run", "main"]
 
 log = logging.getLogger("nasforge.benchmarks.ranking")
-DEFAULT_TABLE = Path(__file__).resolve().parent / "data" / "ground_truth_mnist1d_v2.json"
+DEFAULT_TABLE = Path(__file__).resolve().parent / "data" / "ground_truth_mnist1d_v3.json"
 
 
 def quartile_bands(params: list[int]) -> list[list[int]]:
@@ -226,6 +227,8 @@ def run(
     report["extra"] = {
         "n_rows": len(rows), "degenerate_rows_left_out": left_out, "param_budget": budget,
         "hybrid_proxy": best_proxy, "filter_proxy": proxy, "supernet_recipe": sn,
+        "supernet_epochs": {a: max(1, round(sn["epochs"] / EPOCH_COST.get(a, 1.0)))
+                            for a in estimators},
         "supernet_seconds": {f"{a}/{s}": d["seconds"] for (a, s), d in done.items()},
         "seconds": round(time.perf_counter() - t0, 1),
         "spread_10_90": table.get("summary", {}).get("spread_10_90"),
