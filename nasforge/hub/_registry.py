@@ -14,6 +14,7 @@ How a family module registers (one module per family of spaces, e.g. ``nasforge/
            size_paper=15_625,      # the number of architectures the paper states, or None
            family="nasbench201",   # the module's family name (groups spaces in docs/benchmark)
            note="",                # optional: how size_paper is counted, if not obvious
+           exception="",           # optional: docs/hub.md's key explaining a size not met
        )
        register_arch(
            "nasnet-a",                       # the name users pass to hub.arch()
@@ -25,6 +26,8 @@ How a family module registers (one module per family of spaces, e.g. ``nasforge/
            madds_paper=564e6,                # multiply-adds in the paper's table (None: not given)
            source="Zoph et al. 2018, Table 2: NASNet-A (4 @ 1056)",  # paper and table
            note="",                          # optional: why a number may not be met
+           exception="",                     # optional: the key of the paragraph of
+                                             # docs/hub.md that explains a number not met
        )
 
    ``space_kwargs`` is passed to the space's builder together with ``num_classes`` (as
@@ -38,6 +41,11 @@ How a family module registers (one module per family of spaces, e.g. ``nasforge/
 
 3. Add ``tests/hub/test_<module>.py``: the registered architectures freeze, a short search
    runs. ``benchmarks/hub.py`` and ``docs/hub.md`` pick the entries up from this registry.
+
+An ``exception`` key marks a paper's number the entry does not meet (a size not equal, a
+parameter count off by more than 2%, multiply-adds by more than 5%): docs/hub.md has a
+paragraph that starts with the key in bold and says why, and ``benchmarks/hub.py`` reports
+the figures outside the targets with their keys (a miss without a key is "unexplained").
 
 Invariants: names are unique among spaces and among architectures; an architecture names a
 registered space (checked when it is looked up, so families may register in any order).
@@ -74,6 +82,7 @@ class SpaceEntry:
     size_paper: int | None
     family: str
     note: str = ""
+    exception: str = ""
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,7 @@ class ArchEntry:
     input_shape: tuple[int, ...] | None = None
     input_dtype: str = "float"
     note: str = ""
+    exception: str = ""
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -117,6 +127,7 @@ def register_space(
     size_paper: int | None,
     family: str,
     note: str = "",
+    exception: str = "",
 ) -> SpaceEntry:
     """Returns the entry of a new space, registered under ``name``.
 
@@ -125,7 +136,7 @@ def register_space(
     """
     if name in _SPACES:
         raise SpaceError(f"hub space {name!r} is registered twice; give each space one name")
-    entry = SpaceEntry(name, builder, paper, size_paper, family, note)
+    entry = SpaceEntry(name, builder, paper, size_paper, family, note, exception)
     _SPACES[name] = entry
     return entry
 
@@ -144,6 +155,7 @@ def register_arch(
     input_shape: tuple[int, ...] | None = None,
     input_dtype: str = "float",
     note: str = "",
+    exception: str = "",
 ) -> ArchEntry:
     """Returns the entry of a new published architecture, registered under ``name``.
 
@@ -167,6 +179,7 @@ def register_arch(
         input_shape,
         input_dtype,
         note,
+        exception,
     )
     _ARCHS[name] = entry
     return entry

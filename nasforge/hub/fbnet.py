@@ -2,7 +2,8 @@
 
 The macro-architecture is fixed (Table 1): a 3×3 stem of 16 channels, 22 searched layers in
 stages of 1, 4, 4, 4, 4, 4 and 1 (widths 16, 24, 32, 64, 112, 184, 352; strides 1, 2, 2, 2, 1,
-2, 1), a 1×1 convolution to 1984 channels, pooling and the classifier. Each searched layer
+2, 1), a 1×1 convolution to 1984 channels (``last_channels``; the released FBNet-A has 1504),
+pooling and the classifier. Each searched layer
 ``l{n}`` (n = 0 … 21) picks one of Table 2's 9 candidate blocks:
 
     k{3,5}_e{1,3,6}   1×1 conv (expansion e) → k×k depthwise → 1×1 conv, with the residual when
@@ -50,7 +51,8 @@ def _block(name: str, cin: int, cout: int, s: int) -> Callable[[], nn.Module]:
 
 class FBNetSpace(nf.ModelSpace):
     """Returns FBNet's space (see the module's docstring); ``width_mult`` scales every width
-    (FBNet's own small models use it; tests use tiny ones).
+    (FBNet's own small models use it; tests use tiny ones); ``last_channels`` is the width of the
+    1×1 convolution before pooling (Table 1's 1984; the released FBNet-A's 1504).
 
     Invariants: 22 decisions ``l0`` … ``l21``, each over :data:`FBNET_OPS`.
     """
@@ -61,6 +63,7 @@ class FBNetSpace(nf.ModelSpace):
         width_mult: float = 1.0,
         in_channels: int = 3,
         dropout: float = 0.0,
+        last_channels: int = 1984,
     ) -> None:
         super().__init__()
 
@@ -77,7 +80,7 @@ class FBNetSpace(nf.ModelSpace):
                 layers.append(nf.LayerChoice(ops, label=f"l{len(layers)}"))
                 c = ch(cout)
         self.layers = nn.Sequential(*layers)
-        self.head = ClassifierHead(c, ch(1984), n_classes, dropout=dropout)
+        self.head = ClassifierHead(c, ch(last_channels), n_classes, dropout=dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Returns the logits of a frozen FBNet (a recorded space refuses forward)."""
@@ -91,13 +94,14 @@ def _arch(ops: str) -> dict[str, str]:
     return {f"l{n}": name for n, name in enumerate(names)}
 
 
-# FBNet-A/B/C layer by layer (the paper's Figure 4, as the reference implementation lists them)
+# FBNet-A/B/C layer by layer, as the authors' released model definitions list them
+# (facebookresearch/mobile-vision, mobile_cv/arch/fbnet_v2/fbnet_modeldef_cls_fbnet.py)
 FBNET_A = _arch(
     "skip_connect  k3_e3 k3_e1 skip_connect skip_connect  k5_e6 k3_e3 k5_e1 k3_e3  "
-    "k5_e6 k5_e3 k5_e1_g2 k5_e6  k3_e6 k5_e1_g2 k5_e1 k3_e1_g2  k5_e6 k5_e6 k5_e3 k5_e6  k5_e6"
+    "k5_e6 k5_e3 k5_e1_g2 k5_e6  k3_e6 k5_e1_g2 k5_e3 k3_e1_g2  k5_e6 k5_e6 k5_e3 k5_e6  k5_e6"
 )
 FBNET_B = _arch(
-    "k3_e1  k3_e6 k5_e1 k3_e1 k3_e1  k5_e6 k5_e3 k3_e6 k5_e6  k5_e6 k5_e1 skip_connect k5_e3  "
+    "k3_e1  k3_e6 k5_e1 k3_e1 k3_e1  k5_e6 k5_e3 k3_e6 k5_e6  k5_e6 k5_e6 skip_connect k5_e3  "
     "k5_e6 k3_e1 k5_e1 k5_e3  k5_e6 k5_e1 k5_e6 k5_e6  k3_e6"
 )
 FBNET_C = _arch(
@@ -114,22 +118,25 @@ register_space(
     family="fbnet",
     note="22 layers of 9 candidate blocks (§3.2)",
 )
-for _name, _a, _params, _madds in (
-    ("fbnet-a", FBNET_A, 4.3e6, 249e6),
-    ("fbnet-b", FBNET_B, 4.5e6, 295e6),
-    ("fbnet-c", FBNET_C, 5.5e6, 375e6),
+_FBNET_B_NOTE = (
+    "the released FBNet-B has 4.86M parameters (306M multiply-adds, within 5%): no layer list "
+    "or head we found gives the paper's 4.5M (see docs/hub.md)"
+)
+for _name, _a, _params, _madds, _last, _exception, _note in (
+    ("fbnet-a", FBNET_A, 4.3e6, 249e6, 1504, "", "the released head has 1504 channels"),
+    ("fbnet-b", FBNET_B, 4.5e6, 295e6, 1984, "fbnet-b-params", _FBNET_B_NOTE),
+    ("fbnet-c", FBNET_C, 5.5e6, 375e6, 1984, "", ""),
 ):
     register_arch(
         _name,
         space="fbnet",
         arch=_a,
+        space_kwargs={"last_channels": _last},
         resolution=224,
         num_classes=1000,
         params_paper=_params,
         madds_paper=_madds,
         source=f"{_PAPER}, Table 3: {_name.upper().replace('FBNET', 'FBNet')}",
-        note=""
-        if _name == "fbnet-c"
-        else "parameters above the paper's (multiply-adds within 1%); cause not found: the "
-        "layers are the reference implementation's and FBNet-C matches (see docs/hub.md)",
+        note=_note,
+        exception=_exception,
     )

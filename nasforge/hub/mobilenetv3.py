@@ -101,4 +101,5 @@ register_arch(
     note="block 2's expansions 2.5 and 2.3 (200 and 184 hidden channels) are not in the space; "
     "the nearest ratio, 3, adds 25K parameters and a few million multiply-adds. The paper's "
     "5.4M is rounded: the exact network (torchvision's mobilenet_v3_large) has 5.48M",
+    exception="mobilenetv3-block2",
 )

@@ -276,6 +276,7 @@ register_space(
     family="nasnet",
     note="the paper's (5 x (B-2)!)^4 = 1.3e11 for B = 7 is not the number of its decisions: "
     "each of a node's 2 slots picks one of j inputs and one of 5 operations, (5j)^2 per node",
+    exception="enas-size",
 )
 register_space(
     "amoebanet",
@@ -338,6 +339,7 @@ register_arch(
     source=_REAL + ", Table 3 (mobile ImageNet): AmoebaNet-A (N=4, F=50)",
     note="the stem and output states of the released TensorFlow code differ from the unified "
     "skeleton (see docs/hub.md)",
+    exception="amoebanet-stem",
 )
 register_arch(
     "amoebanet-a-cifar",
@@ -384,6 +386,7 @@ register_arch(
     source=_PHAM + ", Table 2 (CIFAR-10): ENAS micro + cutout",
     note="15 layers of 36 filters as in the released final script; its TensorFlow network "
     "differs in details the paper leaves open (see docs/hub.md)",
+    exception="enas-network",
 )
 register_arch(
     "darts-v2",
@@ -396,6 +399,7 @@ register_arch(
     madds_paper=574e6,
     source=_LIU_D + ", Table 2 (mobile ImageNet): DARTS (second order)",
     note="quark0/darts#46: conv+fc counts of the released model give 523M, not 574M",
+    exception="darts-madds",
 )
 register_arch(
     "darts-v2-cifar",
@@ -418,4 +422,7 @@ register_arch(
     params_paper=3.3e6,
     madds_paper=None,
     source=_LIU_D + ", Table 1 (CIFAR-10): DARTS (first order) + cutout",
+    note="the released first-order cell has one separable convolution fewer than the "
+    "second-order one; the paper gives 3.3M for both",
+    exception="darts-first-order",
 )

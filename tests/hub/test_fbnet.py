@@ -35,3 +35,12 @@ def test_random_and_evolution_search_run(tmp_path) -> None:
 def test_spos_and_nasb_supernets() -> None:
     """SPOS and NASB build supernets of the space and search it."""
     both_supernets(FBNetSpace(n_classes=3, width_mult=0.1), 3, classes=3)
+
+
+def test_released_fbnet_a_and_c_have_the_papers_parameters() -> None:
+    """FBNet-A (with the released 1504-channel head) and FBNet-C, built at 224×224 and 1000
+    classes, have the parameters of the paper's Table 3 within 2% (counted without a forward)."""
+    for name, paper in (("fbnet-a", 4.3e6), ("fbnet-c", 5.5e6)):
+        params = sum(p.numel() for p in hub.model(name).parameters())
+        assert abs(params / paper - 1) < 0.02, (name, params)
+    assert hub.arch_info("fbnet-a").space_kwargs["last_channels"] == 1504
