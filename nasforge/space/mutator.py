@@ -33,6 +33,7 @@ from nasforge.space import _capture
 # and module_mutator; their public home is here
 from nasforge.space._mutator_base import Match, MutableGraph, Mutator
 from nasforge.space.context import Frozen, Recording, use
+from nasforge.space.hf_config import is_hf_model, sync_config, unmapped_message
 from nasforge.space.model_space import Mutation, arch_repr
 from nasforge.space.module_mutator import ModuleMutator, MutableModel
 from nasforge.space.modules import input_choice_values
@@ -48,6 +49,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: (model class, config attributes) whose "cannot hold its sizes" warning was logged
+_WARNED: set[tuple[str, tuple[str, ...]]] = set()
 
 
 def _build(candidate: Any, *args: Any) -> nn.Module | None:
@@ -315,7 +319,10 @@ class MutatedSpace(_RecordArgs, nn.Module):
 
     def freeze(self, arch: Mapping[str, object]) -> nn.Module:
         """Returns the mutated base model for ``arch``: the base model's class when every
-        mutator is module-level, else a ``GraphModule``.
+        mutator is module-level, else a ``GraphModule``. A Hugging Face model's ``config``
+        then holds the frozen sizes (:mod:`nasforge.space.hf_config`), so ``save_pretrained``
+        writes a folder that ``from_pretrained`` loads; where the config cannot hold them
+        (sizes that differ per layer) a warning names the attributes.
 
         Raises:
             ArchitectureError: bad architecture, or the mutated model cannot be built.
@@ -334,6 +341,12 @@ class MutatedSpace(_RecordArgs, nn.Module):
             for d in self._space.decisions
         ]
         object.__setattr__(model, "_nf_history", history)
+        if not self._graph_mutators and is_hf_model(model):
+            unmapped = sync_config(model, self.base_model)  # config.json = the frozen sizes
+            key = (type(model).__name__, tuple(unmapped))
+            if unmapped and key not in _WARNED:
+                _WARNED.add(key)  # once per process: every trial of a search would repeat it
+                logger.warning("%s", unmapped_message(model, unmapped))
         return model
 
     def supernet_tree(self) -> nn.Module:
