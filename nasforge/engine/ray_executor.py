@@ -118,8 +118,8 @@ def _ray_trial(boxed: list[Any], task: TrialTask, threads: int, gpus: float = 0.
     ids = tuple(_as_id(i) for i in ray.get_gpu_ids()) if gpus else ()
     # Ray has set CUDA_VISIBLE_DEVICES to exactly these ids: torch numbers them 0..k-1 here
     node_id = str(ray.get_runtime_context().get_node_id())
-    local = tuple(range(len(ids)))
-    where = Placement(ray.util.get_node_ip_address(), ids, gpus, local, node_id)
+    torch_ids = tuple(range(len(ids)))
+    where = Placement(ray.util.get_node_ip_address(), ids, gpus, torch_ids, node_id)
     # the worker may be on another machine than the run's record: it captures the trial's
     # output into a file of its own and sends the text back for the engine to write
     fd, local = tempfile.mkstemp(prefix=f"nasforge-trial{task.trial}-", suffix=".log")
