@@ -15,6 +15,12 @@ force) is a failed trial.
               attempt number as ``retries``; a trial still failing after ``max_retries``
               retries is a failed trial. A retried trial ran more than once on the cluster but
               its result reaches the engine, and the record, once.
+    loopback  a local Ray that this executor starts (no address, none found) listens on
+              127.0.0.1 only: its node address is 127.0.0.1, so the GCS (which has no
+              authentication of its own), the raylet, the object manager and the workers bind
+              loopback instead of every interface, and the dashboard stays off. Ray's own
+              ``ray.init()`` binds every interface; ``init_kwargs={"_node_ip_address": ADDR}``
+              (and ``"include_dashboard": True``) opt back in
     address   None starts (or joins an already initialised) local Ray; ``"host:port"`` or
               ``"auto"`` joins a running cluster, and :meth:`RayExecutor.spec` then records the
               address it connected to; on resume, ``"auto"`` becomes that recorded address
@@ -27,8 +33,9 @@ force) is a failed trial.
 
 GPUs are Ray resources: each task asks for ``num_gpus=gpus_per_trial`` (a share like 0.5 lets
 two trials use one GPU); Ray picks them, sets ``CUDA_VISIBLE_DEVICES`` for the task, and the
-trial records Ray's node address and ``ray.get_gpu_ids()``. Asking for more GPUs per trial than
-any Ray node has is a ConfigError before the first trial.
+trial records Ray's node address, its node id (nodes on one machine share the address) and
+``ray.get_gpu_ids()``. Asking for more GPUs per trial than any Ray node has is a ConfigError
+before the first trial.
 """
 
 from __future__ import annotations
@@ -65,6 +72,8 @@ log = logging.getLogger("nasforge.engine")
 
 #: Addresses Ray would rewrite to the machine's interface address (ray-project/ray#59110).
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+#: ray.init settings of a local Ray this executor starts: it listens on 127.0.0.1 only.
+_LOCAL_INIT: dict[str, Any] = {"_node_ip_address": "127.0.0.1", "include_dashboard": False}
 #: Seconds to wait for a cluster's head to accept a TCP connection before calling ray.init.
 _CONNECT_TIMEOUT = 5.0
 
@@ -108,7 +117,9 @@ def _ray_trial(boxed: list[Any], task: TrialTask, threads: int, gpus: float = 0.
     space, evaluator = _warm_payload(boxed)
     ids = tuple(_as_id(i) for i in ray.get_gpu_ids()) if gpus else ()
     # Ray has set CUDA_VISIBLE_DEVICES to exactly these ids: torch numbers them 0..k-1 here
-    where = Placement(ray.util.get_node_ip_address(), ids, gpus, tuple(range(len(ids))))
+    node_id = str(ray.get_runtime_context().get_node_id())
+    torch_ids = tuple(range(len(ids)))
+    where = Placement(ray.util.get_node_ip_address(), ids, gpus, torch_ids, node_id)
     # the worker may be on another machine than the run's record: it captures the trial's
     # output into a file of its own and sends the text back for the engine to write
     fd, local = tempfile.mkstemp(prefix=f"nasforge-trial{task.trial}-", suffix=".log")
@@ -243,8 +254,13 @@ class RayExecutor(BaseExecutor):
         if not ray.is_initialized():
             target = _bootstrap_address(ray, self.address)
             _check_reachable(target)
-            with _keep_loopback(ray, target):
-                ray.init(address=target or self.address, **self.init_kwargs)
+            if target == "local" or (target is None and self.address is None):
+                kwargs = {**_LOCAL_INIT, **self.init_kwargs}  # a Ray of our own: loopback only
+                with _loopback_node(ray, kwargs["_node_ip_address"]):
+                    ray.init(address=target, **kwargs)
+            else:
+                with _keep_loopback(ray, target):
+                    ray.init(address=target or self.address, **self.init_kwargs)
             self._owns_ray = True
         if self.address is not None and not self.address.startswith("ray://"):
             self.address = ray.get_runtime_context().gcs_address  # "auto" -> host:port
@@ -425,6 +441,15 @@ def _keep_loopback(ray: Any, address: str | None) -> Iterator[None]:
         yield
     finally:
         constants.ENABLE_RAY_CLUSTER = before
+
+
+@contextlib.contextmanager
+def _loopback_node(ray: Any, node_ip: str) -> Iterator[None]:
+    """Within the block, a local Ray started with a loopback ``node_ip`` keeps it (and so
+    binds its servers to it) instead of rewriting it to the machine's interface address
+    (ray-project/ray#59110); any other address is left to Ray."""
+    with _keep_loopback(ray, f"{node_ip}:0" if node_ip in _LOOPBACK else None):
+        yield
 
 
 def _send_experiment_files_by_value(ray: Any, *objs: Any) -> None:

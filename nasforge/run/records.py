@@ -62,7 +62,8 @@ class TrialRecord:
     checkpoint: str | None = None
     cached_from: int | None = None
     evaluation: str = "trained"
-    #: where it ran: ``{"node": host or Ray node address, "devices": [GPU ids], "gpus": share}``
+    #: where it ran: ``{"node": host or Ray node address, "devices": [GPU ids], "gpus": share,
+    #: "node_id": Ray node id}``
     #: (see :mod:`nasforge.runtime.devices`); None when not recorded
     placement: dict[str, Any] | None = None
 

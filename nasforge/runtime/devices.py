@@ -70,20 +70,25 @@ class Placement:
 
     ``devices`` are the ids recorded with the trial (the engine's numbering, or Ray's);
     ``local`` are the same GPUs as torch numbers them in the trial's own process (``None``:
-    the same as ``devices``); ``gpus`` is the trial's GPU amount (0.5: half of one GPU).
+    the same as ``devices``); ``gpus`` is the trial's GPU amount (0.5: half of one GPU);
+    ``node_id`` is the Ray node id (``""`` off Ray): several Ray nodes can share one address,
+    as the nodes of a cluster on one machine do.
     """
 
     node: str
     devices: tuple[int, ...] = ()
     gpus: float = 0.0
     local: tuple[int, ...] | None = None
+    node_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Returns what the run record keeps: ``{"node", "devices"}`` (and ``"gpus"`` when the
-        trial had GPUs)."""
+        trial had GPUs, ``"node_id"`` when it ran on a Ray node)."""
         out: dict[str, Any] = {"node": self.node, "devices": list(self.devices)}
         if self.devices:
             out["gpus"] = self.gpus
+        if self.node_id:
+            out["node_id"] = self.node_id
         return out
 
 
@@ -344,12 +349,22 @@ def resolve_device(device: torch.device | str | int | None) -> torch.device:
     return trial_device() if device is None else torch.device(device)
 
 
+#: Characters of a Ray node id that :func:`placement_text` shows (as ``ray list nodes`` ids
+#: start; 8 hex digits tell apart the nodes of any cluster of a sane size).
+NODE_ID_CHARS = 8
+
+
 def placement_text(placement: dict[str, Any] | None) -> str:
     """Returns a recorded placement in a few characters: ``host gpu 0,1``, ``host gpu 0
-    (x0.5)`` for a share, ``host cpu``; ``""`` for none."""
+    (x0.5)`` for a share, ``host cpu``; on a Ray node the first characters of its node id
+    follow the host (``127.0.0.1 node 3f2a9c1b cpu``), so nodes sharing an address differ;
+    ``""`` for none."""
     if not placement:
         return ""
     node = str(placement.get("node", ""))
+    node_id = placement.get("node_id")
+    if isinstance(node_id, str) and node_id:
+        node = f"{node} node {node_id[:NODE_ID_CHARS]}".strip()
     ids = placement.get("devices") or []
     if not ids:
         return f"{node} cpu".strip()

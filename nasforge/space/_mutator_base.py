@@ -36,9 +36,10 @@ class MutableGraph:
     mutator); modules created by primitives get unique, deterministic names.
     """
 
-    def __init__(self, gm: fx.GraphModule) -> None:
+    def __init__(self, gm: fx.GraphModule, capture: str | None = "fx") -> None:
         self.gm = gm
         self.graph = gm.graph
+        self.capture = capture  # how the graph was captured: "fx" or "export"
 
     # -- matching ------------------------------------------------------------------------------
     def nodes(self, match: Match | None = None) -> list[fx.Node]:

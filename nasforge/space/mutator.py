@@ -18,6 +18,7 @@ Primitives (on :class:`MutableGraph`): ``nodes`` (match), ``module``, ``replace_
 from __future__ import annotations
 
 import copy
+import fnmatch
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -33,6 +34,7 @@ from nasforge.space import _capture
 # and module_mutator; their public home is here
 from nasforge.space._mutator_base import Match, MutableGraph, Mutator
 from nasforge.space.context import Frozen, Recording, use
+from nasforge.space.hf_config import is_hf_model, sync_config, unmapped_message
 from nasforge.space.model_space import Mutation, arch_repr
 from nasforge.space.module_mutator import ModuleMutator, MutableModel
 from nasforge.space.modules import input_choice_values
@@ -48,6 +50,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: (model class, config attributes) whose "cannot hold its sizes" warning was logged
+_WARNED: set[tuple[str, tuple[str, ...]]] = set()
 
 
 def _build(candidate: Any, *args: Any) -> nn.Module | None:
@@ -155,12 +160,52 @@ class InsertMutator(Mutator):
         nodes = graph.nodes(self.after)
         if not nodes:
             raise SpaceError(f"InsertMutator {self.label!r}: {self.after!r} matches no node")
+        _refuse_inner_ops(f"InsertMutator {self.label!r}", self.after, nodes, graph.capture)
         for node in nodes:
             label = f"{self.label}/{node.name}"
             cand = self.choose(self.candidates, label, kind="layer")
             module = _build(cand)
             if module is not None:
                 graph.insert_after(node, module, f"{self.label}_{node.name}")
+
+
+def _refuse_inner_ops(who: str, match: Any, nodes: list[fx.Node], capture: str | None) -> None:
+    """Returns None unless glob ``match`` selected several operations inside one module (a
+    module the capture traced through, e.g. an RMSNorm's pow, mean and rsqrt), where an edit
+    would land inside the module instead of after it.
+
+    Raises:
+        SpaceError: naming the module, its class, the operations, and how to keep it whole.
+    """
+    if not isinstance(match, str):
+        return  # a predicate picks nodes deliberately
+    inside: dict[tuple[str, str], list[str]] = {}
+    for node in nodes:
+        stack = node.meta.get("nn_module_stack")
+        if node.op == "call_module" or not stack or fnmatch.fnmatchcase(node.name, match):
+            continue
+        path, kind = list(stack.values())[-1]
+        name = getattr(kind, "__name__", None) or str(kind).rsplit(".", 1)[-1]
+        inside.setdefault((str(path), name), []).append(node.name)
+    for (path, cls), ops in inside.items():
+        if len(ops) < 2:
+            continue
+        if capture == "export":
+            whole = (
+                "torch.export captured this model (torch.fx could not), and it keeps no "
+                "module whole, so match one node by its name"
+            )
+        else:
+            whole = (
+                f"keep it whole with MutatedSpace(..., leaves=[{cls}]), so it stays one "
+                "module call that the glob matches, or match one node by its name"
+            )
+        raise SpaceError(
+            f"{who}: {match!r} matches {len(ops)} operations inside module {path!r} ({cls}): "
+            f"{ops[:6]}, not the module as a whole, so the edit would go inside it; {whole} "
+            f"(e.g. {ops[-1]!r}, its last), or swap the module with "
+            f"nf.ModuleMutator({path!r}, ...), which needs no graph"
+        )
 
 
 class _RecordArgs:
@@ -297,7 +342,7 @@ class MutatedSpace(_RecordArgs, nn.Module):
             if self.capture == "export" and not isinstance(root, fx.GraphModule):
                 root = _capture.export_graph(root, self.example_inputs, self.export_options)
             assert isinstance(root, fx.GraphModule)
-            graph = MutableGraph(root)
+            graph = MutableGraph(root, self.capture)
             for mutator in self._graph_mutators:
                 mutator._reset()
                 mutator.mutate(graph)
@@ -315,7 +360,10 @@ class MutatedSpace(_RecordArgs, nn.Module):
 
     def freeze(self, arch: Mapping[str, object]) -> nn.Module:
         """Returns the mutated base model for ``arch``: the base model's class when every
-        mutator is module-level, else a ``GraphModule``.
+        mutator is module-level, else a ``GraphModule``. A Hugging Face model's ``config``
+        then holds the frozen sizes (:mod:`nasforge.space.hf_config`), so ``save_pretrained``
+        writes a folder that ``from_pretrained`` loads; where the config cannot hold them
+        (sizes that differ per layer) a warning names the attributes.
 
         Raises:
             ArchitectureError: bad architecture, or the mutated model cannot be built.
@@ -334,6 +382,12 @@ class MutatedSpace(_RecordArgs, nn.Module):
             for d in self._space.decisions
         ]
         object.__setattr__(model, "_nf_history", history)
+        if not self._graph_mutators and is_hf_model(model):
+            unmapped = sync_config(model, self.base_model)  # config.json = the frozen sizes
+            key = (type(model).__name__, tuple(unmapped))
+            if unmapped and key not in _WARNED:
+                _WARNED.add(key)  # once per process: every trial of a search would repeat it
+                logger.warning("%s", unmapped_message(model, unmapped))
         return model
 
     def supernet_tree(self) -> nn.Module:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,8 +18,10 @@ from nasforge.engine import Experiment
 from nasforge.engine.ray_cluster import LocalRayCluster
 from nasforge.engine.ray_executor import RayExecutor, _keep_loopback
 from nasforge.errors import StoreError
+from nasforge.run.status import trial_table
 from nasforge.run.store import Store
 from nasforge.space.search_space import Decision, SearchSpace
+from tests.engine import sockets
 
 ray = pytest.importorskip("ray", reason="the Ray executor needs the extra nasforge[ray]")
 
@@ -83,33 +84,6 @@ def _space(n: int) -> SearchSpace:
     return SearchSpace([Decision("x", "value", tuple(range(n)))])
 
 
-def _listening(pids: list[int]) -> set[str]:
-    """Returns the addresses on which the processes ``pids`` accept TCP connections."""
-    inodes = set()
-    for pid in pids:
-        try:
-            fds = list(Path(f"/proc/{pid}/fd").iterdir())
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(fd)
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                inodes.add(target[8:-1])
-    found = set()
-    for table, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
-                continue
-            raw = bytes.fromhex(fields[1].split(":")[0])
-            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-            found.add(socket.inet_ntop(family, raw).removeprefix("::ffff:"))
-    return found
-
-
 def _told_once(store: Store) -> bool:
     tells = [tid for kind, tid in store.events() if kind == "tell"]
     return sorted(tells) == sorted(t.id for t in store.trials())
@@ -129,7 +103,7 @@ def test_every_node_and_server_stays_on_loopback(cluster):
     assert {n["NodeManagerAddress"] for n in nodes} == {"127.0.0.1"}
     assert all(n["Resources"]["GPU"] == GPUS_PER_NODE for n in nodes)
     assert all(n["Resources"]["CPU"] == 1 for n in nodes)
-    listening = _listening(cluster.pids())
+    listening = sockets.listening(cluster.pids())
     assert listening and listening <= {"127.0.0.1"}, listening
     # its address file is in its own folder, where no other ray.init() looks
     own = Path(cluster.temp_dir, "ray", "ray_current_cluster")
@@ -168,6 +142,13 @@ def test_trials_spread_over_the_nodes_and_evaluator_errors_are_not_retried(clust
     with Store.open(tmp_path / "run") as store:
         trials = store.trials()
         assert sorted(t.arch["x"] for t in trials) == list(range(6))
+        # each trial's location names the node that ran it, though all share 127.0.0.1
+        ran_on = {x: rs[0]["node"] for x, rs in runs.items()}
+        assert {t.arch["x"]: t.placement["node_id"] for t in trials} == ran_on
+        header, rows, _ = trial_table(store)
+        shown = {row[header.index("where")] for row in rows}
+        assert shown == {f"127.0.0.1 node {n[:8]} cpu" for n in ran_on.values()}
+        assert len(shown) == 3
         assert {t.arch["x"]: t.status for t in trials if t.status != "done"} == {4: "failed"}
         assert "broken on purpose" in next(t.error for t in trials if t.arch["x"] == 4)
         assert store.notes("executor") == []
@@ -295,6 +276,7 @@ import json, os, time, uuid
 from pathlib import Path
 import ray
 from nasforge.space.search_space import Decision, SearchSpace
+from tests.engine import sockets
 
 space = SearchSpace([Decision("x", "value", tuple(range(8)))])
 strategy = "grid"

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
+import shutil
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -116,6 +121,49 @@ def test_the_experiment_records_the_executor_settings(tmp_path):
     section = exp.section()
     assert section["executor"]["address"] == "127.0.0.1:6379"
     assert section["executor"]["max_retries"] == 2 and section["concurrency"] == 3
+
+
+def test_a_local_ray_of_its_own_listens_on_loopback_only(tmp_path, monkeypatch):
+    """With no address and no cluster to find, the executor starts a local Ray whose servers
+    (GCS, raylet, object manager, workers) listen on 127.0.0.1 only, not on every interface;
+    its trials run there, and shutdown leaves no process of it."""
+    import tempfile
+
+    from nasforge.engine.evaluator import get_evaluator
+    from nasforge.engine.trial import TrialTask
+    from tests.engine import sockets
+
+    assert not ray.is_initialized()
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    folder = tempfile.mkdtemp(prefix="nfr-", dir="/tmp")  # short: Ray's socket path limit
+    monkeypatch.setenv("RAY_TMPDIR", folder)  # no other Ray of this machine is found
+    ex = RayExecutor(concurrency=1, init_kwargs={"num_cpus": 1, "log_to_driver": False})
+    try:
+        ex.start(kx.TinyNet(), get_evaluator(_flaky))
+        assert ex._owns_ray
+        ex.submit(TrialTask(1, {"width": 8, "act": "relu", "depth": 1}, "default"))
+        results = []
+        while not results:
+            results = ex.poll(5.0)
+        assert results[0].status == "done", results[0].error
+        assert results[0].placement["node"] == "127.0.0.1"
+        pids = sockets.pids_marked(folder)
+        listening = sockets.listening(pids)
+        nodes = [n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]]
+    finally:
+        ex.shutdown()
+        assert not ray.is_initialized()
+        deadline = time.monotonic() + 15
+        while sockets.pids_marked(folder) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = sockets.pids_marked(folder)
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(folder, ignore_errors=True)
+    assert nodes == ["127.0.0.1"]
+    assert len(pids) >= 2 and listening and listening <= {"127.0.0.1"}, listening
+    assert left == [], "Ray processes outlived the executor's shutdown"
 
 
 @pytest.mark.slow

@@ -143,6 +143,17 @@ def test_placement_text():
     assert dv.placement_text(None) == ""
 
 
+def test_a_ray_node_id_tells_apart_nodes_that_share_an_address():
+    """Trials on two Ray nodes of one machine (both 127.0.0.1) show different locations: the
+    record keeps the node id and the column shows its first characters."""
+    a = dv.Placement("127.0.0.1", node_id="3f2a9c1b" + "0" * 48).to_dict()
+    b = dv.Placement("127.0.0.1", (1,), 0.5, node_id="77aa01ee" + "0" * 48).to_dict()
+    assert a == {"node": "127.0.0.1", "devices": [], "node_id": "3f2a9c1b" + "0" * 48}
+    assert dv.placement_text(a) == "127.0.0.1 node 3f2a9c1b cpu"
+    assert dv.placement_text(b) == "127.0.0.1 node 77aa01ee gpu 1 (x0.5)"
+    assert "node_id" not in dv.Placement("host").to_dict()  # off Ray: as before
+
+
 # -- every kind of run: a missing GPU is a ConfigError before the record -------------------------
 SPACE = """
 from torch import nn

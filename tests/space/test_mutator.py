@@ -117,3 +117,40 @@ def test_operator_mutator_refuses_a_candidate_that_is_no_module() -> None:
     assert nf.freeze(space, {"op/act": "id"})(torch.randn(2, 4)).shape == (2, 4)
     with pytest.raises(SpaceError, match="candidate None gives no module"):
         nf.freeze(space, {"op/act": "no"})
+
+
+class _RMSNorm(nn.Module):
+    """An RMSNorm written out, as Llama's is: torch.fx traces through it into several ops."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width))
+
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+class _NormedNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.norm = _RMSNorm(4)
+
+    def forward(self, x):
+        return self.norm(self.fc(x))
+
+
+def test_a_glob_matching_ops_inside_a_module_names_the_module_and_leaves():
+    """A glob that selects the inner operations of an RMSNorm (not the module) is refused
+    with the module's path and class and the fix (leaves=); with leaves= the norm is one
+    module call and the insertion goes after it."""
+    insert = nf.InsertMutator("norm", {"none": None, "relu": nn.ReLU})
+    with pytest.raises(SpaceError) as info:
+        nf.MutatedSpace(_NormedNet(), [insert])
+    text = str(info.value)
+    assert "operations inside module 'norm' (_RMSNorm)" in text
+    assert "leaves=[_RMSNorm]" in text and "nf.ModuleMutator('norm', ...)" in text
+    space = nf.MutatedSpace(_NormedNet(), [insert], leaves=[_RMSNorm])
+    assert list(space.search_space()) == ["insert/norm"]
+    model = nf.freeze(space, {"insert/norm": "relu"})
+    assert (model(torch.randn(3, 4)) >= 0).all()
