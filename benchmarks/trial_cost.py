@@ -24,7 +24,10 @@ Targets: pool start-up <= 50 ms/trial; training_share >= 0.85; asha_wall_over_fu
 asha_epochs_over_full + 0.15; nasforge's ASHA wall the lowest of the three. The line before the
 last holds the details (trivial evaluator, means, per seed, machine load); the last line is
 one JSON object with exactly ``startup_ms_per_trial`` (executor -> ms), ``training_share``,
-``asha_wall_over_full``, ``asha_epochs_over_full``, ``ray_tune_wall_s`` and ``optuna_wall_s``.
+``asha_wall_over_full``, ``asha_epochs_over_full``, ``ray_tune_wall_s``, ``optuna_wall_s``,
+and the peers' walls over nasforge's ASHA wall, ``optuna_over_nasforge`` and
+``ray_tune_over_nasforge`` (above 1: nasforge is faster). The details give, per search, the
+epochs trained and the best accuracy of a trial that trained all 9 epochs.
 """
 
 from __future__ import annotations
@@ -180,8 +183,11 @@ def archs_for(seed: int, n: int) -> list[dict[str, Any]]:
     return out
 
 
-def nasforge_search(archs: list[dict[str, Any]], stopper: Any, root: Path) -> tuple[float, int]:
-    """Returns (wall seconds, epochs trained) of the MLP search on the pool x 2."""
+def nasforge_search(
+    archs: list[dict[str, Any]], stopper: Any, root: Path
+) -> tuple[float, int, float]:
+    """Returns (wall seconds, epochs trained, best accuracy of a trial trained all epochs) of
+    the MLP search on the pool x 2."""
     exp = Experiment(
         MLP_SPACE,
         mlp_evaluator,
@@ -196,12 +202,14 @@ def nasforge_search(archs: list[dict[str, Any]], stopper: Any, root: Path) -> tu
     start = time.perf_counter()
     exp.run()
     wall = time.perf_counter() - start
-    return wall, sum(len(t.intermediates) for t in exp.trials())
+    trials = exp.trials()
+    best = max(t.metrics["default"] for t in trials if len(t.intermediates) == MAX_EPOCHS)
+    return wall, sum(len(t.intermediates) for t in trials), best
 
 
-def ray_tune_search(archs: list[dict[str, Any]], root: Path) -> tuple[float, int] | None:
-    """Returns (wall seconds of ``Tuner.fit``, epochs) under Ray Tune's ASHAScheduler, or None
-    without Ray Tune."""
+def ray_tune_search(archs: list[dict[str, Any]], root: Path) -> tuple[float, int, float] | None:
+    """Returns (wall seconds of ``Tuner.fit``, epochs, best accuracy after all epochs) under
+    Ray Tune's ASHAScheduler, or None without Ray Tune."""
     if importlib.util.find_spec("ray") is None:
         return None
     import ray
@@ -232,12 +240,17 @@ def ray_tune_search(archs: list[dict[str, Any]], root: Path) -> tuple[float, int
     results = tuner.fit()
     wall = time.perf_counter() - start
     epochs = sum(int(r.metrics.get("training_iteration", 0)) for r in results)
-    return wall, epochs
+    best = max(
+        r.metrics["accuracy"]
+        for r in results
+        if int(r.metrics.get("training_iteration", 0)) == MAX_EPOCHS
+    )
+    return wall, epochs, best
 
 
-def optuna_search(archs: list[dict[str, Any]]) -> tuple[float, int] | None:
-    """Returns (wall seconds, epochs) under Optuna's SuccessiveHalvingPruner with n_jobs=2, or
-    None without Optuna."""
+def optuna_search(archs: list[dict[str, Any]]) -> tuple[float, int, float] | None:
+    """Returns (wall seconds, epochs, best accuracy after all epochs) under Optuna's
+    SuccessiveHalvingPruner with n_jobs=2, or None without Optuna."""
     if importlib.util.find_spec("optuna") is None:
         return None
     import optuna
@@ -251,7 +264,7 @@ def optuna_search(archs: list[dict[str, Any]]) -> tuple[float, int] | None:
     )
     for arch in archs:
         study.enqueue_trial(arch)
-    epochs = [0]
+    epochs, finals = [0], []
 
     def objective(trial: Any) -> float:
         arch = {label: trial.suggest_categorical(label, vals) for label, vals in values.items()}
@@ -260,6 +273,8 @@ def optuna_search(archs: list[dict[str, Any]]) -> tuple[float, int] | None:
 
         def report(acc: float, epoch: int) -> None:
             epochs[0] += 1
+            if epoch == MAX_EPOCHS:  # trained all epochs (a prune at the last rung saves none)
+                finals.append(acc)
             trial.report(acc, epoch)
             if trial.should_prune():
                 raise optuna.TrialPruned()
@@ -268,7 +283,7 @@ def optuna_search(archs: list[dict[str, Any]]) -> tuple[float, int] | None:
 
     start = time.perf_counter()
     study.optimize(objective, n_trials=len(archs), n_jobs=2)
-    return time.perf_counter() - start, epochs[0]
+    return time.perf_counter() - start, epochs[0], max(finals)
 
 
 def _guarded(fn: Any, *args: Any) -> Any:
@@ -328,10 +343,17 @@ def main() -> None:
     details["nasforge_wall_s"] = asha_wall
     details["nasforge_full_wall_s"] = full_wall
     details["epochs"] = {k: total(k, 1) for k in rows[0] if k != "seed"}
+    details["wall_s"] = {k: total(k, 0) for k in rows[0] if k != "seed"}
+    details["best_accuracy_mean"] = {  # of the trials each trained all MAX_EPOCHS epochs
+        k: round(statistics.mean(r[k][2] for r in rows), 4)
+        for k in rows[0]
+        if k != "seed" and all(r[k] is not None for r in rows)
+    }
     details["load_average_before_after"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]
     details["cores"] = len(os.sched_getaffinity(0))
     details["python"] = sys.version.split()[0]
     print(json.dumps(details))
+    tune_wall, optuna_wall = total("ray_tune_asha", 0), total("optuna_sh", 0)
     result = {
         "startup_ms_per_trial": {
             ex: (details["startup"][ex]["quickstart"] or {}).get("startup_ms") for ex in executors
@@ -339,8 +361,10 @@ def main() -> None:
         "training_share": details["startup"]["pool"]["quickstart"]["training_share"],
         "asha_wall_over_full": round(asha_wall / full_wall, 3),
         "asha_epochs_over_full": round(asha_epochs / full_epochs, 3),
-        "ray_tune_wall_s": total("ray_tune_asha", 0),
-        "optuna_wall_s": total("optuna_sh", 0),
+        "ray_tune_wall_s": tune_wall,
+        "optuna_wall_s": optuna_wall,
+        "optuna_over_nasforge": None if optuna_wall is None else round(optuna_wall / asha_wall, 3),
+        "ray_tune_over_nasforge": None if tune_wall is None else round(tune_wall / asha_wall, 3),
     }
     print(json.dumps(result))
 

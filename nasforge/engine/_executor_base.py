@@ -39,6 +39,9 @@ class BaseExecutor(abc.ABC):
     concurrency: int = 1
     gpus_per_trial: float = 0.0  # GPUs per trial: 0, a share 1/n, or a whole number
     devices: tuple[int, ...] = ()  # the GPUs trials may use (empty for CPU trials)
+    #: the run's stopper, set by the engine: an executor that can pass values of running
+    #: trials to it (``add_running``) and fresh snapshots back to them (the pool) does so
+    live_stopper: Any = None
 
     def use_gpus(self, gpus_per_trial: float = 0, devices: Sequence[int] | None = None) -> None:
         """Gives each trial ``gpus_per_trial`` GPUs out of ``devices`` (None: every GPU this

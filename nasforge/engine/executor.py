@@ -110,6 +110,28 @@ def _die_with_parent() -> None:
             pass
 
 
+class _PipeLive:
+    """Returns nothing; a pool child's :class:`~nasforge.engine.trial.LiveStopper`: values go
+    to the engine on the result pipe, newer snapshots come back on the task pipe."""
+
+    def __init__(self, results: Any, updates: Any) -> None:
+        self._results, self._updates = results, updates
+
+    def publish(self, value: float, resource: int) -> None:
+        """Returns nothing; sends ``("report", value, resource)`` to the engine."""
+        self._results.send(("report", value, resource))
+
+    def latest(self) -> dict[str, Any] | None:
+        """Returns the newest snapshot waiting on the task pipe (None: nothing new)."""
+        newest = None
+        try:
+            while self._updates.poll():
+                newest = self._updates.recv()
+        except (EOFError, OSError):  # the engine closed the pipe: keep the last snapshot
+            pass
+        return newest
+
+
 def _child_main(
     conn: Any,
     space: Any,
@@ -122,7 +144,8 @@ def _child_main(
     tasks: Any = None,
 ) -> None:
     """Runs one trial and sends its result on ``conn``: ``task`` itself, or (a spare child,
-    ``task`` None) the one that arrives on ``tasks`` with its placement and visible GPUs."""
+    ``task`` None) the one that arrives on ``tasks`` with its placement and visible GPUs.
+    Newer stopper snapshots arrive on ``tasks`` while the trial runs."""
     # The forked child shares the engine's open SQLite connection; it never touches it, and
     # multiprocessing ends the child with os._exit, so no finaliser closes it from here.
     _die_with_parent()
@@ -132,8 +155,8 @@ def _child_main(
             task, placement, visible = tasks.recv()
         except (EOFError, OSError):  # the pool shut down before using this spare
             return
-        tasks.close()
     assert task is not None
+    live = None if tasks is None or task.stopper is None else _PipeLive(conn, tasks)
     crash_traceback(task.log)  # a segfault's traceback goes to the trial's log
     if visible is not None:  # before anything in this child initialises CUDA
         os.environ["CUDA_VISIBLE_DEVICES"] = visible
@@ -142,7 +165,8 @@ def _child_main(
         sys.modules["torch"].set_num_threads(threads)
     if setup is not None:
         setup(task)
-    result = run_trial(space, evaluator, task.without_timeout())  # the parent kills on timeout
+    # the parent enforces the timeout by killing this child
+    result = run_trial(space, evaluator, task.without_timeout(), live)
     conn.send(result)
     conn.close()
 
@@ -185,6 +209,8 @@ class ProcessPoolExecutor(BaseExecutor):
         self._cancelled: list[int] = []  # trials killed on request, reported by poll
         #: forked children waiting for a trial: (process, task pipe, result pipe)
         self._spares: list[tuple[Any, Any, Any]] = []
+        #: running trial -> the pipe its newer stopper snapshots go to (spares only)
+        self._updates: dict[int, Any] = {}
 
     def use_gpus(self, gpus_per_trial: float = 0, devices: Sequence[int] | None = None) -> None:
         """Gives each child a slot of GPUs (:func:`~nasforge.runtime.devices.gpu_slots`) and
@@ -288,28 +314,37 @@ class ProcessPoolExecutor(BaseExecutor):
 
     def _start_child(self, task: TrialTask, visible: str | None) -> tuple[Any, Any]:
         """Returns (process, result pipe) of the child that runs ``task``: a spare when one
-        is alive, else one forked (or spawned) now."""
+        is alive (its task pipe then carries newer stopper snapshots), else one forked (or
+        spawned) now."""
         placement = self._placement(task.trial)
         while self._prefork() and self._spares:
             proc, tasks, recv = self._spares.pop(0)
             try:
                 tasks.send((task, placement, visible))
-                tasks.close()
+                if task.stopper is None:
+                    tasks.close()
+                else:
+                    self._updates[task.trial] = tasks
                 return proc, recv
             except OSError:  # the spare died waiting (killed from outside): try the next
                 tasks.close()
                 recv.close()
                 self._exiting.append(proc)
         recv, send = self._ctx.Pipe(duplex=False)
+        updates_recv = None
+        if task.stopper is not None:  # newer stopper snapshots go to the child on this pipe
+            updates_recv, self._updates[task.trial] = self._ctx.Pipe(duplex=False)
         # get_context(str) is typed BaseContext, which lacks Process; each concrete context
         # (fork, spawn, forkserver: start_method is one of them) has it.
         proc = self._ctx.Process(  # type: ignore[attr-defined]
             target=_child_main,
-            args=(*self._child_args(send, task), placement, visible),
+            args=(*self._child_args(send, task), placement, visible, updates_recv),
             daemon=True,
         )
         proc.start()
         send.close()
+        if updates_recv is not None:
+            updates_recv.close()
         return proc, recv
 
     def submit(self, task: TrialTask) -> None:
@@ -333,10 +368,49 @@ class ProcessPoolExecutor(BaseExecutor):
         if trial not in self._running:
             return False
         proc, conn, _ = self._running[trial]
+        self._close_updates(trial)
         proc.kill()
         proc.join()
         self._cancelled.append(trial)
         return True
+
+    def _close_updates(self, trial: int) -> None:
+        """Closes the snapshot pipe of ``trial``, if it has one."""
+        pipe = self._updates.pop(trial, None)
+        if pipe is not None:
+            pipe.close()
+
+    def _receive(self, tid: int, conn: Any) -> TrialResult | None:
+        """Returns the trial's result if it sent it; feeds the values it reported meanwhile
+        to ``live_stopper``, pushing fresh snapshots to the other running trials when a rung
+        value changed them.
+
+        Raises:
+            EOFError, OSError: the child's end of the pipe closed (it died).
+        """
+        changed = False
+        while conn.poll():
+            message = conn.recv()
+            if isinstance(message, TrialResult):
+                break
+            _, value, resource = message
+            if self.live_stopper is not None:
+                changed |= bool(self.live_stopper.add_running(value, tid, resource))
+        else:
+            message = None
+        if changed:
+            self.push_snapshots()
+        return message
+
+    def push_snapshots(self) -> None:
+        """Sends each running trial that takes them its stopper's current snapshot."""
+        if self.live_stopper is None:
+            return
+        for tid, pipe in list(self._updates.items()):
+            try:
+                pipe.send(self.live_stopper.snapshot(tid))
+            except OSError:  # the child is gone; its result (or death) comes from poll
+                self._close_updates(tid)
 
     def _reap(self) -> None:
         """Joins the children that reported and have exited since (no zombies are left)."""
@@ -369,7 +443,7 @@ class ProcessPoolExecutor(BaseExecutor):
                 result = cancelled_result(tid)
             elif conn.poll():
                 try:
-                    result = conn.recv()
+                    result = self._receive(tid, conn)
                 except (EOFError, OSError):
                     result = None
                 if result is not None:
@@ -390,6 +464,7 @@ class ProcessPoolExecutor(BaseExecutor):
                 result = failed_result(tid, f"timed out after {limit} s (trial_timeout)")
             if result is not None:
                 conn.close()
+                self._close_updates(tid)
                 del self._running[tid]
                 self._timeouts.pop(tid, None)
                 if result.placement is None:  # died or killed: the engine knows where
@@ -419,6 +494,8 @@ class ProcessPoolExecutor(BaseExecutor):
             conn.close()
         self._running.clear()
         self._slot_of.clear()
+        for tid in list(self._updates):
+            self._close_updates(tid)
 
 
 def get_executor(

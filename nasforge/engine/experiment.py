@@ -331,6 +331,7 @@ class Experiment(BaseRunner):
         self.executor = self._plan.prepare(self.space, self.evaluator, own, store, self.stopper)
         if self.executor is not own:  # a merging executor runs on the same GPUs
             self.executor.use_gpus(own.gpus_per_trial, own.devices or None)
+        self.executor.live_stopper = self.stopper  # rung values of running trials (pool)
         self.executor.start(self.space, self.evaluator)
         self._record_executor(store, own)
         self._runlog = RunLog(self.directory).attach()

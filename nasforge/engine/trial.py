@@ -15,7 +15,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from nasforge.engine.evaluator import BaseEvaluator, EarlyStop, as_metrics
 from nasforge.run.trial_logs import captured
@@ -26,6 +26,7 @@ from nasforge.strategy.stopping import should_stop
 __all__ = [
     "TrialTask",
     "TrialResult",
+    "LiveStopper",
     "run_trial",
     "save_weights",
     "failed_result",
@@ -97,34 +98,56 @@ def cancelled_result(trial: int) -> TrialResult:
     return TrialResult(trial, "cancelled", error=CANCELLED)
 
 
-def run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialResult:
+class LiveStopper(Protocol):
+    """Returns nothing; a channel between a running trial and its engine's stopper (the pool
+    gives one to each child): the trial publishes each maximised value it reports, and picks
+    up the newest snapshot the engine pushed, without waiting for either."""
+
+    def publish(self, value: float, resource: int) -> None:
+        """Returns nothing; sends the trial's value at ``resource`` (its number of reports)."""
+
+    def latest(self) -> dict[str, Any] | None:
+        """Returns the newest snapshot pushed since the last call, or None if none was."""
+
+
+def run_trial(
+    space: Any, evaluator: BaseEvaluator, task: TrialTask, live: LiveStopper | None = None
+) -> TrialResult:
     """Returns the result dict of one trial, its output captured in ``task.log``; never
     raises for a failure of the trial itself (see :func:`_run_trial`)."""
     with captured(task.log, task.trial):
-        return _run_trial(space, evaluator, task)
+        return _run_trial(space, evaluator, task, live)
 
 
-def _run_trial(space: Any, evaluator: BaseEvaluator, task: TrialTask) -> TrialResult:
+def _run_trial(
+    space: Any, evaluator: BaseEvaluator, task: TrialTask, live: LiveStopper | None = None
+) -> TrialResult:
     """Returns the result dict of one trial; never raises for a failure of the trial itself.
 
     Invariants: a raise, a None/NaN/infinite metric or a timeout gives status ``failed`` with
     the error text (a traceback for raises); a stop requested by the stopper gives
     ``early_stopped`` (or the snapshot's ``status``, ``pruned`` for the rung rules) with the
     last reported metrics as the final ones; a returned dict without ``task.metric`` is
-    ``done`` with the metrics it has (the engine stops the run).
+    ``done`` with the metrics it has (the engine stops the run). With ``live``, the stopper
+    decides from the newest snapshot the engine pushed (rung values of running trials too).
     """
     metric, sign = task.metric, task.sign
+    snapshot = task.stopper
     intermediates: list[dict[str, float]] = []
     curve: list[float] = []
 
     def report(value: Any, step: int | None = None) -> None:
+        nonlocal snapshot
         metrics = as_metrics(value, metric, require=False)
         intermediates.append(metrics)
         if task.cancel_marker is not None and os.path.exists(task.cancel_marker):
             raise _Cancelled()
         if metric in metrics:
             curve.append(sign * metrics[metric])
-            if should_stop(task.stopper, curve):
+            if live is not None and snapshot is not None:
+                live.publish(curve[-1], len(curve))
+                snapshot = live.latest() or snapshot
+            if should_stop(snapshot, curve):
                 raise EarlyStop()
 
     result = TrialResult(task.trial, "failed")

@@ -19,10 +19,14 @@
                Hyperband's n_b = ceil((s_max + 1) * eta**(s_max - b) / (s_max - b + 1)); a
                trial's bracket comes from its id, through a fixed interleaved cycle
 
-The engine learns rung values only from finished trials (``done``, ``pruned``, ``failed``:
-every recorded report is a real measurement); a running trial decides from the snapshot
-taken when it was launched. So a decision depends only on the record's prefix before the
-trial's launch and on the trial's own reports, and a resume replays it exactly.
+The engine learns rung values from finished trials (``done``, ``pruned``, ``failed``:
+every recorded report is a real measurement) and, for ASHA and Hyperband, from running trials
+as they reach a rung (:meth:`ASHAStopper.add_running`): as in the ASHA paper, a trial at
+rung k is compared with every trial that reached rung k so far, not only the finished ones.
+A running trial decides from the snapshot taken when it was launched, refreshed whenever the
+executor can push a newer one (the pool does, between reports, without the trial waiting).
+Counting running trials makes a decision depend on timing, as in every asynchronous rule; a
+resume rebuilds the rung values of the finished trials from the record.
 """
 
 from __future__ import annotations
@@ -130,25 +134,42 @@ class ASHAStopper(_RungSettings):
     ) -> None:
         super().__init__(min_resource, eta, max_resource, min_trials, max_required=False)
         self._values: dict[int, list[float]] = {}
+        self._live: dict[int, dict[int, float]] = {}  # running trial -> rung -> value
 
     def reset(self) -> None:
         """Forgets every recorded rung value."""
         self._values = {}
+        self._live = {}
 
     def add_finished(self, curve: Sequence[float], trial: int = 0, status: str = "done") -> None:
-        """Records the values a finished trial had at each rung it reached."""
+        """Records the values a finished trial had at each rung it reached (replacing those
+        it reported while running)."""
+        self._live.pop(trial, None)
         if status not in _COUNTED:
             return
         for r in rungs(self.min_resource, self.eta, self.max_resource, len(curve)):
             self._values.setdefault(r, []).append(float(curve[r - 1]))
 
+    def add_running(self, value: float, trial: int, resource: int) -> bool:
+        """Returns True after recording a running trial's value at a rung (False off rungs)."""
+        if not _is_rung(resource, self.min_resource, self.eta, self.max_resource):
+            return False
+        self._live.setdefault(trial, {})[resource] = float(value)
+        return True
+
     def snapshot(self, trial: int = 0) -> dict[str, Any]:
-        """Returns plain data for :func:`should_stop`: the recorded values per rung."""
+        """Returns plain data for :func:`should_stop`: the values per rung of the finished
+        trials and of the running ones other than ``trial``."""
+        values = {r: list(v) for r, v in self._values.items()}
+        for other, reached in self._live.items():
+            if other != trial:
+                for r, v in reached.items():
+                    values.setdefault(r, []).append(v)
         return {
             "rule": "asha",
             "status": self.stopped_status,
             **self._settings(),
-            "rungs": {r: sorted(v, reverse=True) for r, v in sorted(self._values.items())},
+            "rungs": {r: sorted(v, reverse=True) for r, v in sorted(values.items())},
         }
 
     @staticmethod
@@ -217,6 +238,11 @@ class HyperbandStopper(_RungSettings):
         asha = self._brackets[self.bracket(trial)]
         if asha is not None:
             asha.add_finished(curve, trial, status)
+
+    def add_running(self, value: float, trial: int, resource: int) -> bool:
+        """Returns whether a running trial's rung value was recorded in its own bracket."""
+        asha = self._brackets[self.bracket(trial)]
+        return asha is not None and asha.add_running(value, trial, resource)
 
     def snapshot(self, trial: int = 0) -> dict[str, Any] | None:
         """Returns the ASHA snapshot of the trial's bracket, or None where it decides nothing."""

@@ -127,6 +127,12 @@ class BaseStopper(abc.ABC):
     def add_finished(self, curve: Sequence[float], trial: int = 0, status: str = "done") -> None:
         """Records the (maximised) curve of a finished trial: its id and recorded status."""
 
+    def add_running(self, value: float, trial: int, resource: int) -> bool:
+        """Returns whether a running trial's (maximised) ``value`` at ``resource`` changed
+        what the snapshots of other running trials hold (the rung rules count the rung values
+        of running trials, as ASHA does; this default counts nothing)."""
+        return False
+
     @abc.abstractmethod
     def snapshot(self, trial: int = 0) -> dict[str, Any] | None:
         """Returns the plain data the worker of trial ``trial`` decides from (None: the rule

@@ -4,6 +4,7 @@ resource, budget accounting in status and export, replay on resume, every local 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -68,6 +69,49 @@ def test_stopper_by_name_or_mapping_and_stored_config(tmp_path):
                                    "n_trials": 9, "stopper": {"warmup_steps": 1,
                                                               "min_trials": 2}})  # fmt: skip
     assert isinstance(old.stopper, MedianStopper)
+
+
+def _wait_for(path, limit=60.0):
+    deadline = time.monotonic() + limit
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_asha_on_the_pool_counts_rung_values_of_running_trials(tmp_path):
+    """Two trials at once on the pool, neither finished: the one that reaches rung 1 second,
+    below the other's value there, is pruned at once (ASHA compares with every trial that
+    reached the rung, as Optuna's and Ray Tune's do; a snapshot of finished trials alone
+    would have let it train all 9 epochs)."""
+    high_reported, low_done = tmp_path / "high_reported", tmp_path / "low_done"
+
+    def racing(arch, report):
+        if arch["level"] == 9:
+            report(9.0)
+            high_reported.touch()
+            _wait_for(low_done)  # still running while the other decides
+        else:
+            _wait_for(high_reported)
+            time.sleep(1.5)  # the engine pushes the new rung value meanwhile
+        try:
+            for epoch in range(2 if arch["level"] == 9 else 1, 10):
+                report(arch["level"] + 0.01 * epoch)
+        finally:
+            low_done.touch()
+        return arch["level"] + 0.09
+
+    exp = Experiment(
+        SearchSpace([Decision("level", "value", (9, 1))]),
+        racing,
+        "grid",
+        directory=tmp_path / "race",
+        n_trials=2,
+        executor="pool",
+        concurrency=2,
+        stopper=ASHAStopper(1, 3, 9),
+        progress="off",
+    ).run()
+    got = {t.arch["level"]: (t.status, len(t.intermediates)) for t in exp.trials()}
+    assert got == {9: ("done", 9), 1: ("pruned", 1)}
 
 
 def test_resume_replays_the_same_decisions(tmp_path):
