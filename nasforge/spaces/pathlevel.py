@@ -22,7 +22,6 @@ from torch import nn
 from nasforge.space.edits import EDITS, Edit, State
 from nasforge.space.growing import GrowingSpace
 from nasforge.spaces.path_edits import PathEdits, width
-from nasforge.strategy.base import BaseStrategy
 
 __all__ = ["PathLevelSpace", "PathNet", "grow_search"]
 
@@ -138,14 +137,15 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 
 def grow_search(
     space: PathLevelSpace,
-    strategy: BaseStrategy,
+    strategy: Any,
     data: dict[str, tuple[torch.Tensor, torch.Tensor]],
     n_trials: int,
     epochs: int = 2,
     lr: float = 3e-3,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Returns the best of ``n_trials`` networks that ``strategy`` asks, each grown from its
+    """Returns the best of ``n_trials`` networks that ``strategy`` (a ``BaseStrategy`` that
+    grows histories: ``edit_rl``, ``evolution``, ``random``) asks, each grown from its
     parent's trained weights and trained ``epochs`` more: ``arch``, ``val`` and ``test``
     accuracy, ``params``, and ``history`` (val accuracy per trial). ``data`` maps ``train``,
     ``val``, ``test`` to ``(x, y)``; the base network is trained ``epochs`` first."""

@@ -103,3 +103,13 @@ def test_a_history_search_resumes_like_an_uninterrupted_one(tmp_path, name):
     assert summary == [(t.arch, t.arch_id, t.status, t.metrics) for t in reference.trials()]
     ss = space.search_space()
     assert all(t.arch_id == ss.id_of(t.arch) for t in resumed.trials())
+
+
+def test_a_misspelt_edit_strategy_gets_a_did_you_mean():
+    """The run-file registry lists edit_rl and suggests it for a near miss."""
+    import nasforge.runners  # noqa: F401 - registers the kinds
+    from nasforge.run.runner import runner_for_strategy
+
+    assert runner_for_strategy("edit_rl").kind == "multitrial"
+    with pytest.raises(ConfigError, match="did you mean 'edit_rl'"):
+        runner_for_strategy("edit-rl2")
