@@ -403,7 +403,7 @@ class SearchSpace(Mapping[str, Decision]):
         for every other listed candidate, and for a range every other of 5 evenly spread
         points."""
         arch = self.validate(arch)
-        out = []
+        out: list[dict[str, Any]] = []
         for d in self._decisions.values():
             values = d.values if d.domain is None else tuple(d.domain.points(5))
             out += [

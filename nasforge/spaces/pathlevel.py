@@ -94,20 +94,27 @@ class PathLevelSpace(GrowingSpace):
         for key, layer in parent.layers.items():
             if key in child.layers:
                 child.layers[key].load_state_dict(layer.state_dict())
-        old = parent.layers[edit["node"]]
-        nid = edit["node"]
+        nid = str(edit["node"])
+        old = _linear(parent, nid)
         if edit["op"] == "deepen":
-            new = child.layers[nid + "+"]
+            new = _linear(child, nid + "+")
             new.weight.copy_(torch.eye(new.weight.shape[0]))
             new.bias.zero_()
         elif edit["op"] == "replicate":
             for s in ("a", "b"):
-                child.layers[nid + s].load_state_dict(old.state_dict())
+                _linear(child, nid + s).load_state_dict(old.state_dict())
         else:
-            cut = child.layers[nid + "l"].weight.shape[0]
+            cut = _linear(child, nid + "l").weight.shape[0]
             for s, rows in (("l", slice(0, cut)), ("r", slice(cut, None))):
-                child.layers[nid + s].weight.copy_(old.weight[rows])
-                child.layers[nid + s].bias.copy_(old.bias[rows])
+                _linear(child, nid + s).weight.copy_(old.weight[rows])
+                _linear(child, nid + s).bias.copy_(old.bias[rows])
+
+
+def _linear(net: PathNet, key: str) -> nn.Linear:
+    """Returns the dense layer ``key`` of a PathNet."""
+    layer = net.layers[key]
+    assert isinstance(layer, nn.Linear)
+    return layer
 
 
 def _train(model: nn.Module, data: Any, epochs: int, lr: float, seed: int) -> float:

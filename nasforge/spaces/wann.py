@@ -60,6 +60,8 @@ class WannNet(nn.Module):
     Invariants: it has no trainable parameter; its output depends on ``weight`` and the state.
     """
 
+    weight: torch.Tensor  # the shared weight, a buffer
+
     def __init__(self, state: State, weight: float = 1.0) -> None:
         super().__init__()
         self.state = state
