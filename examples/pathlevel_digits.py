@@ -8,7 +8,10 @@ For each seed it runs the search and, with the same budget (the same number of n
 trained as long and grown from its longest trained prefix), random edit sequences (``random``
 on the same space). It prints the test accuracy of each one's best network (picked by
 validation accuracy), then a one-sided Welch t-test that the search beats random, and last a
-JSON line ``{"search", "random", "p", ...}``.
+JSON line ``{"search", "random", "p", ...}``. Both train each network the same number of
+epochs; a random sequence grows from the trained base network (its longest trained prefix),
+while the search's children carry their parents' accumulated training forward, which is what
+inheriting weights across function-preserving edits buys.
 """
 
 from __future__ import annotations
