@@ -176,10 +176,10 @@ class WannEdits(BaseEdits):
                 raise ArchitectureError(f"connection {src}->{dst} would close a cycle")
             conns.append([src, dst])
         elif op == "change_activation":
-            node = edit.get("node")
-            if node not in nodes:
-                raise ArchitectureError(f"no hidden neuron {node!r}; neurons: {sorted(nodes)}")
-            nodes[node] = act
+            target = str(edit.get("node"))
+            if target not in nodes:
+                raise ArchitectureError(f"no hidden neuron {target!r}; neurons: {sorted(nodes)}")
+            nodes[target] = act
         else:
             raise ArchitectureError(
                 f"unknown WANN edit {op!r}; ops: add_node, add_connection, change_activation"
