@@ -65,7 +65,6 @@ from nasforge.run.store import Store, TrialRecord
 from nasforge.run.tracking import BaseCallback, get_callbacks
 from nasforge.run.trial_logs import RunLog, finish_log, trial_log
 from nasforge.runtime.threads import set_threads
-from nasforge.space.search_space import arch_id
 from nasforge.strategy import (
     BaseStopper,
     BaseStrategy,
@@ -383,7 +382,9 @@ class Experiment(BaseRunner):
             if kind == "ask":
                 asked = self.strategy.ask()
                 # equal dicts have equal ids: hashing every ask dominated a long replay
-                if asked is None or (asked != rec.arch and arch_id(asked) != rec.arch_id):
+                if asked is None or (
+                    asked != rec.arch and self.search_space.id_of(asked) != rec.arch_id
+                ):
                     log.warning(
                         "replay: strategy asked %s where trial %d recorded %s; the "
                         "strategy is not deterministic, continuing with the record",
@@ -452,8 +453,9 @@ class Experiment(BaseRunner):
                     log.info("the strategy has no more architectures to try")
                     self._exhausted = True
                     break
-                tid = store.add_trial(arch_id(arch), arch)
-                self._records[tid] = TrialRecord(tid, arch_id(arch), arch, "running")
+                aid = self.search_space.id_of(arch)  # one network, one id (edit histories)
+                tid = store.add_trial(aid, arch)
+                self._records[tid] = TrialRecord(tid, aid, arch, "running")
                 self._launch(tid)
             if self._dups_in_row >= self.max_duplicates and not self._exhausted:
                 log.warning(

@@ -244,6 +244,10 @@ class SearchSpace(Mapping[str, Decision]):
     samples.
     """
 
+    #: whether architectures grow by edits (an ``EditSpace``); a flat space's ``edits`` and
+    #: ``extend`` change one decision, which is all a strategy over edits needs of it
+    grows: bool = False
+
     def __init__(self, decisions: Sequence[Decision] = ()) -> None:
         self._decisions: dict[str, Decision] = {}
         for d in decisions:
@@ -386,7 +390,43 @@ class SearchSpace(Mapping[str, Decision]):
 
     def arch_id(self, arch: Mapping[str, object]) -> str:
         """Returns the id of ``arch`` after validating it against this space."""
-        return arch_id(self.validate(arch))
+        return self.id_of(self.validate(arch))
+
+    def id_of(self, arch: Mapping[str, object]) -> str:
+        """Returns the id of an architecture that :meth:`validate` returned: the hash of its
+        canonical JSON. A space in which several architectures build one network (edit
+        histories) overrides it, so that they share one id; the engine asks this."""
+        return arch_id(arch)
+
+    def edits(self, arch: Mapping[str, object]) -> list[dict[str, Any]]:
+        """Returns the one-decision changes of ``arch``: ``{"op": "set", "label", "value"}``
+        for every other listed candidate, and for a range every other of 5 evenly spread
+        points."""
+        arch = self.validate(arch)
+        out: list[dict[str, Any]] = []
+        for d in self._decisions.values():
+            values = d.values if d.domain is None else tuple(d.domain.points(5))
+            out += [
+                {"op": "set", "label": d.label, "value": v} for v in values if v != arch[d.label]
+            ]
+        return out
+
+    def extend(self, arch: Mapping[str, object], edit: Mapping[str, object]) -> Arch:
+        """Returns ``arch`` changed by one edit of :meth:`edits`, validated.
+
+        Raises:
+            ArchitectureError: the edit is not a ``set`` of a label of this space.
+        """
+        if edit.get("op") != "set" or edit.get("label") not in self._decisions:
+            raise ArchitectureError(
+                f"a flat space's edit is {{'op': 'set', 'label': one of "
+                f"{list(self._decisions)}, 'value': ...}}, got {dict(edit)!r:.120}"
+            )
+        return self.validate({**arch, str(edit["label"]): edit.get("value")})
+
+    def edit_key(self, edit: Mapping[str, object]) -> str:
+        """Returns the kind of an edit, what a policy over edits prefers: here its label."""
+        return str(edit.get("label"))
 
     # -- serialisation -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

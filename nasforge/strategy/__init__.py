@@ -3,10 +3,13 @@ stoppers (``median``, ``sh``, ``asha``, ``hyperband``: ``get_stopper``). Pure: n
 imports torch.
 
 ``get_strategy("evolution", population_size=20, seed=0)`` builds one by name; names:
-``random``, ``grid``, ``evolution``, ``tpe``, ``rl``.
+``random``, ``grid``, ``evolution``, ``tpe``, ``rl``, ``edit_rl`` (a policy over edits, for
+spaces that grow by edits: ``nasforge.space.edits``; ``evolution`` and ``random`` search
+those too).
 """
 
 from nasforge.strategy.base import BaseStrategy, get_strategy, list_strategies, register_strategy
+from nasforge.strategy.edits import EditPolicy
 from nasforge.strategy.evolution import RegularizedEvolution
 from nasforge.strategy.halving import ASHAStopper, HyperbandStopper, SuccessiveHalvingStopper
 from nasforge.strategy.random_search import GridStrategy, RandomStrategy
@@ -25,6 +28,7 @@ __all__ = [
     "ASHAStopper",
     "BaseStopper",
     "BaseStrategy",
+    "EditPolicy",
     "HyperbandStopper",
     "SuccessiveHalvingStopper",
     "get_stopper",

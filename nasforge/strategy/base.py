@@ -56,6 +56,10 @@ class BaseStrategy(abc.ABC):
 
     #: Registry name (set by :func:`register_strategy`).
     name: ClassVar[str] = ""
+    #: Whether it searches spaces that grow by edits (``space.grows``: an ``EditSpace``, whose
+    #: one decision is a history): it proposes through ``space.sample``/``edits``/``extend``
+    #: rather than by listing candidates.
+    grows: ClassVar[bool] = False
 
     def __init__(self, seed: int = 0) -> None:
         if not isinstance(seed, int) or isinstance(seed, bool):
@@ -80,7 +84,8 @@ class BaseStrategy(abc.ABC):
         """Binds the strategy to ``space`` and resets its state to the seeded start.
 
         Raises:
-            ConfigError: ``space`` is not a SearchSpace or has no decision to search.
+            ConfigError: ``space`` is not a SearchSpace or has no decision to search, or it
+                grows by edits and this strategy cannot search histories.
         """
         if not isinstance(space, SearchSpace):
             raise ConfigError(
@@ -91,6 +96,12 @@ class BaseStrategy(abc.ABC):
             raise ConfigError(
                 "the space has no decisions, so there is nothing to search; add nf.choice, "
                 "LayerChoice, InputChoice or Repeat to the model space"
+            )
+        if space.grows and not self.grows:
+            able = sorted(n for n, c in _REGISTRY.items() if c.grows)
+            raise ConfigError(
+                f"the {self.name or type(self).__name__} strategy lists candidates, and this "
+                f"space grows by edits (its architectures are histories); use one of {able}"
             )
         self._space = space
         #: label -> {value key -> candidate}: validate's answer for exact-typed values (only

@@ -6,7 +6,8 @@ Architecture Search", Algorithm 1. Pure (no torch).
                 e.g. the best of many architectures by a zero-cost proxy) or else a random
                 architecture; otherwise draw
                 ``sample_size`` members at random, take the best (tournament), mutate one
-                decision of it and return the child. A listed decision moves to another
+                decision of it and return the child (on a space that grows by edits, append
+                one edit drawn from those that apply to it). A listed decision moves to another
                 candidate; a range (``nf.uniform``/``nf.integer``) takes a Gaussian step of
                 ``mutation_scale`` (a fraction of the range) in its transformed coordinate
                 (``log`` value where ``log``), reflected at the ends
@@ -42,6 +43,8 @@ class RegularizedEvolution(BaseStrategy):
             ``initial`` not a list of architecture dicts, or ``mutation_scale`` not in (0, 1].
         ArchitectureError: (at ``setup``) an ``initial`` architecture outside the space.
     """
+
+    grows = True  # on an edit space a child is its parent plus one sampled edit
 
     def __init__(
         self,
@@ -107,6 +110,11 @@ class RegularizedEvolution(BaseStrategy):
         return self._mutate(self.population[parent][0])
 
     def _mutate(self, parent: Arch) -> Arch:
+        if self.space.grows:  # a history grows by one of the edits that apply to its network
+            options = self.space.edits(parent)
+            if not options:
+                return dict(parent)
+            return self.space.extend(parent, options[self._rng.randrange(len(options))])
         child = dict(parent)
         if not self._mutable:  # a space of one architecture
             return child

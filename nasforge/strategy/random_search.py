@@ -32,6 +32,8 @@ class RandomStrategy(BaseStrategy):
         ArchitectureError: (at ``setup``) an ``initial`` architecture outside the space.
     """
 
+    grows = True  # a random history is what an edit space samples
+
     def __init__(self, seed: int = 0, initial: Sequence[Mapping[str, object]] = ()) -> None:
         super().__init__(seed)
         if isinstance(initial, (str, Mapping)) or not all(isinstance(a, Mapping) for a in initial):

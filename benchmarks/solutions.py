@@ -1,0 +1,96 @@
+"""Retiarii's remaining solutions (issue 39), measured as users run them: the examples'
+searches with their shipped defaults, on the handwritten digits.
+
+Run:  python benchmarks/solutions.py [--parts wann pathlevel] [--quick]
+
+Each part is a function in ``PARTS`` that returns its figures; the last line printed is one
+JSON object with a key per part run:
+
+    wann       the best network of examples/wann_digits.py's search (300 networks):
+               ``mean_accuracy`` over the shared weights and ``best_shared_weight_accuracy``
+               on the test split, its ``connections``; beside them the untrained minimal
+               start network (``start_*``: the trivial baseline) and the paper's MNIST
+               figures (``paper_mnist_*``; MNIST is not the digits)
+    pathlevel  examples/pathlevel_digits.py: the mean test accuracy of the best network of
+               the controller's search (``search``) and of random edit sequences with the
+               same budget (``random``), over 5 seeds each, and the one-sided Welch t-test's
+               ``p`` that the search is better; target p < 0.05
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+torch.set_num_threads(1)
+
+
+def _example(name: str) -> Any:
+    """Returns the module of ``examples/<name>.py``."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def wann(quick: bool) -> dict[str, Any]:
+    """Returns the WANN figures (see the module docstring)."""
+    from nasforge.spaces.wann import WannSpace, evaluate_shared
+
+    example = _example("wann_digits")
+    with tempfile.TemporaryDirectory() as tmp:
+        found = example.search(60 if quick else 300, 0, Path(tmp) / "run")
+    start = evaluate_shared(WannSpace(seed=0).freeze({"edits": []}), *example.test)
+    return {
+        "mean_accuracy": found["mean_accuracy"],
+        "best_shared_weight_accuracy": found["best_shared_weight_accuracy"],
+        "connections": found["connections"],
+        "hidden_neurons": found["hidden_neurons"],
+        "trials": found["trials"],
+        "start_mean_accuracy": round(start["mean_accuracy"], 4),
+        "start_best_shared_weight_accuracy": round(start["best_shared_weight_accuracy"], 4),
+        "start_connections": start["connections"],
+        "paper_mnist_mean_accuracy": 0.820,
+        "paper_mnist_best_shared_weight_accuracy": 0.916,
+    }
+
+
+def pathlevel(quick: bool) -> dict[str, Any]:
+    """Returns the path-level figures (see the module docstring)."""
+    example = _example("pathlevel_digits")
+    return example.compare(trials=6 if quick else 12, seeds=3 if quick else 5)
+
+
+#: part name -> function(quick) -> figures; a part added later is one more entry
+PARTS: dict[str, Callable[[bool], dict[str, Any]]] = {"wann": wann, "pathlevel": pathlevel}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", nargs="+", choices=sorted(PARTS), default=list(PARTS))
+    parser.add_argument("--quick", action="store_true", help="smaller budgets, for a smoke run")
+    args = parser.parse_args()
+    out: dict[str, Any] = {}
+    for name in args.parts:
+        t0 = time.time()
+        out[name] = PARTS[name](args.quick)
+        out[name]["seconds"] = round(time.time() - t0, 1)
+        print(f"{name}: {out[name]}", flush=True)
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
