@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"nasforge {__version__}", help="show the version"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    run_cli.register(sub, load_runners=runners.load)
+    run_cli.register(sub, load_runners=runners.load, flag_kinds=runners.flag_kinds)
     control_cli.register(sub)
     parallel_cli.register(sub)
     ofa_cli.register(sub)

@@ -5,13 +5,21 @@ imports each family's runner module by a fixed name. The command line calls :fun
 (every kind before ``nasforge run FILE``, only the run's own kind before ``nasforge resume
 DIR``, which keeps a resume from importing families it does not need); a third-party kind
 registers itself when its own module is imported.
+
+A kind's own flags of ``nasforge run`` and ``resume`` (its runner's ``add_arguments``) are
+added when the parser is built, so ``nasforge run --help`` lists them: :func:`flag_kinds`
+loads the built-in kinds that add flags (:data:`WITH_FLAGS`; their runner modules import no
+torch, so building the parser stays quick) and returns them with every kind registered
+already.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["load", "BUILTIN"]
+from nasforge.run.runner import BaseRunner, get_runner, list_runners
+
+__all__ = ["load", "flag_kinds", "BUILTIN", "WITH_FLAGS"]
 
 
 def _multitrial() -> None:
@@ -57,3 +65,16 @@ def load(kind: str | None = None) -> None:
         return
     for fn in BUILTIN.values():
         fn()
+
+
+#: The built-in kinds whose runner adds flags of its own to ``nasforge run`` and ``resume``.
+WITH_FLAGS: tuple[str, ...] = ("multitrial",)
+
+
+def flag_kinds() -> list[type[BaseRunner]]:
+    """Returns the runner classes whose flags ``nasforge run`` and ``resume`` take: the
+    built-in kinds of :data:`WITH_FLAGS` (registered now) and every kind registered already,
+    in the order of their kind names."""
+    for kind in WITH_FLAGS:
+        BUILTIN[kind]()
+    return [get_runner(kind) for kind in list_runners()]

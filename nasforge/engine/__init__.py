@@ -12,6 +12,7 @@ from nasforge.engine.executor import (
     get_executor,
 )
 from nasforge.engine.experiment import Experiment
+from nasforge.engine.settings import ExperimentSettings
 from nasforge.engine.trial import TrialResult, TrialTask
 from nasforge.run.results import pareto_front, rank_trials
 from nasforge.run.store import Store, TrialRecord
@@ -20,6 +21,7 @@ __all__ = [
     "BaseEvaluator",
     "BaseExecutor",
     "Experiment",
+    "ExperimentSettings",
     "FunctionEvaluator",
     "InProcessExecutor",
     "ProcessPoolExecutor",

@@ -14,6 +14,7 @@ the evaluator so that a resume can rebuild it.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,16 @@ def experiment_arguments(
     return space, evaluator, strategy, s
 
 
+def add_arguments(parser: argparse._ActionsContainer) -> None:
+    """Returns None after adding the multi-trial kind's flags of ``nasforge run`` and
+    ``resume``: its budget and where its trials run (each overrides the setting of its
+    name; ``nasforge resume DIR --n-trials 100`` extends a finished search)."""
+    parser.add_argument("--n-trials", type=int, help="trials to train (multi-trial; overrides)")
+    parser.add_argument("--time-budget", type=float, help="seconds (multi-trial; overrides)")
+    parser.add_argument("--executor", choices=["pool", "inprocess", "ray"], help="where trials run")
+    parser.add_argument("--concurrency", type=int, help="parallel trials of the pool executor")
+
+
 def evaluator_from(spec: Any) -> Any:
     """Returns an evaluator from a run file's value: an object or function passes through, a
     mapping ``{type: classification, ...}`` builds the built-in classification evaluator.
@@ -142,16 +153,13 @@ def checked_space(space: Any) -> SearchSpace:
 
 
 def check_budget(n_trials: Any, time_budget: Any, strategy: BaseStrategy) -> None:
-    """Returns None when the budget is valid: a positive trial count, a positive time, or
-    both; only a grid may go without (it ends when its points do).
+    """Returns None when there is a budget (a trial count, a time, or both; each checked by
+    :meth:`~nasforge.engine.settings.ExperimentSettings.check`) or the strategy is a grid,
+    which may go without one (it ends when its points do).
 
     Raises:
-        ConfigError: a bad value, or no budget for a strategy that needs one.
+        ConfigError: no budget for a strategy that needs one.
     """
-    if n_trials is not None and (not isinstance(n_trials, int) or n_trials < 1):
-        raise ConfigError(f"n_trials must be a positive int or None, got {n_trials!r}")
-    if time_budget is not None and not time_budget > 0:
-        raise ConfigError(f"time_budget must be > 0 seconds or None, got {time_budget!r}")
     if n_trials is None and time_budget is None and not isinstance(strategy, GridStrategy):
         raise ConfigError("give a budget: n_trials=..., time_budget=... (seconds), or both")
 

@@ -28,16 +28,18 @@ in ``nasforge.engine._experiment_section``; this module is the loop.
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import logging
 import math
 import sys
 import time
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from nasforge.engine._control import apply_requests, cancel_marker, discard_requests
 from nasforge.engine._experiment_section import (
+    add_arguments,
     check_budget,
     checked_space,
     evaluator_ref,
@@ -54,6 +56,7 @@ from nasforge.engine.evaluator import (
     missing_metric,
 )
 from nasforge.engine.executor import BaseExecutor, get_executor
+from nasforge.engine.settings import ExperimentSettings
 from nasforge.engine.trial import TrialResult, TrialTask
 from nasforge.errors import ConfigError, StoreError, TrialError
 from nasforge.run.preflight import require
@@ -62,11 +65,10 @@ from nasforge.run.results import pareto_front, score
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.status import failure_summary
 from nasforge.run.store import Store, TrialRecord
-from nasforge.run.tracking import BaseCallback, get_callbacks
+from nasforge.run.tracking import get_callbacks
 from nasforge.run.trial_logs import RunLog, finish_log, trial_log
 from nasforge.runtime.threads import set_threads
 from nasforge.strategy import (
-    BaseStopper,
     BaseStrategy,
     get_stopper,
     get_strategy,
@@ -85,22 +87,13 @@ class Experiment(BaseRunner):
 
     Arguments: ``space`` a ModelSpace (models are frozen per trial) or a plain SearchSpace (the
     evaluator gets the arch dict); ``evaluator`` a BaseEvaluator or ``fn(model, report)``;
-    ``strategy`` a name or BaseStrategy; ``metric``/``mode`` the optimised metric (``metric``
-    defaults to the evaluator's: ``accuracy`` for the built-in ones, ``default`` for a function
-    returning a float); ``constraints`` e.g. ``{"params": ("<=", 1e5)}`` or
-    ``["params <= 1e5"]``; ``second_objective`` e.g. ``("params", "min")`` for a Pareto front;
-    ``executor`` ``"pool"`` (default), ``"inprocess"``, ``"ray"``, a mapping such as ``{"name":
-    "ray", "address": "127.0.0.1:6379", "max_retries": 3}`` or an instance; ``crossmodel`` True
-    (default: the cross-model optimizations that apply), False, or e.g. ``{"supergraph":
-    False}`` (docs/crossmodel.md); ``gpus_per_trial`` GPUs per trial (0: CPU trials, the
-    default; 0.5: two trials share a GPU; 2: two whole GPUs) out of ``devices`` (GPU ids;
-    None: every GPU this machine has), given by the executor (docs/cluster.md); an evaluator
-    reads its device with ``nasforge.trial_device()``; ``keep_checkpoints`` how many of the
-    best trials keep their weight files (default 5; None keeps every file); ``stopper`` a
-    stopping rule (``"asha"``, ``"hyperband"``, ``"sh"``, ``"median"``, a mapping with
-    ``rule`` or a BaseStopper; docs/engine.md); ``callbacks`` trackers that hear the run and
-    each recorded trial (``nasforge.run.tracking.TensorBoardCallback(logdir)``,
-    ``MLflowCallback(tracking_uri)``, or ``{"type": "tensorboard", "logdir": ...}``).
+    ``strategy`` a name or BaseStrategy; ``settings`` an
+    :class:`~nasforge.engine.settings.ExperimentSettings` (the budget ``n_trials`` /
+    ``time_budget``, the metric, ``executor``, ``stopper``, ``callbacks``, ...: its fields and
+    their defaults), and any of its fields as keywords, which replace those of ``settings``:
+    ``Experiment(space, fn, "random", n_trials=10)``. An evaluator reads its device with
+    ``nasforge.trial_device()`` (docs/cluster.md); ``metric`` defaults to the evaluator's
+    (``accuracy`` for the built-in ones, ``default`` for a function returning a float).
 
     It is the ``multitrial`` kind of run: ``nasforge run FILE`` builds it from a run file whose
     strategy is a multi-trial one (``random``, ``grid``, ``evolution``, ``tpe``, ``rl``, or any
@@ -111,11 +104,11 @@ class Experiment(BaseRunner):
     in-process executor gives the same trial list, with or without a crash and resume.
 
     Raises:
-        ConfigError: unknown strategy or executor, a space without decisions, an evaluator with
-            a wrong signature or that never returns a value, no budget, bad metric options, a
-            metric (or constraint, second objective) the evaluator declares it does not
-            return, more GPUs than this machine has (or a GPU where it has none); (from
-            ``run``) the first finished trial whose metrics lack one of them.
+        ConfigError: unknown strategy, executor or setting, a space without decisions, an
+            evaluator with a wrong signature or that never returns a value, no budget, bad
+            metric options, a metric (or constraint, second objective) the evaluator declares
+            it does not return, more GPUs than this machine has (or a GPU where it has none);
+            (from ``run``) the first finished trial whose metrics lack one of them.
         StoreError: ``run`` on a directory that already holds an experiment, or ``resume`` on
             one that is missing, foreign, corrupted, or was made with another space/strategy.
         TrialError: (from ``run``) every trial failed; the message summarises the errors.
@@ -128,30 +121,13 @@ class Experiment(BaseRunner):
         space: Any,
         evaluator: BaseEvaluator | Any,
         strategy: str | BaseStrategy = "random",
+        settings: ExperimentSettings | None = None,
         *,
         directory: str | Path | None = None,
-        n_trials: int | None = None,
-        time_budget: float | None = None,
-        metric: str | None = None,
-        mode: str = "max",
-        constraints: Any = None,
-        second_objective: tuple[str, str] | None = None,
-        executor: str | Mapping[str, Any] | BaseExecutor = "pool",
-        concurrency: int = 2,
-        trial_timeout: float | None = None,
-        stopper: BaseStopper | str | dict[str, Any] | None = None,
-        retrain_duplicates: bool = False,
-        save_weights: bool = True,
-        keep_checkpoints: int | None = 5,
-        max_duplicates: int = 200,
-        progress: str = "auto",
         source: dict[str, Any] | None = None,
-        threads: int | None = None,
-        crossmodel: Any = True,
-        gpus_per_trial: float = 0,
-        devices: list[int] | None = None,
-        callbacks: Sequence[BaseCallback | Mapping[str, Any]] | None = None,
+        **options: Any,
     ) -> None:
+        s = ExperimentSettings.build(settings, **options)  # ConfigError on an unknown option
         # -- validate everything here, at the public edge, before any side effect --------------
         self.search_space = checked_space(space)
         self.space = space
@@ -168,38 +144,38 @@ class Experiment(BaseRunner):
         self.evaluator.check()
         self.strategy = get_strategy(strategy)
         self.strategy.setup(self.search_space)
-        check_budget(n_trials, time_budget, self.strategy)
-        metric = metric if metric is not None else self.evaluator.default_metric
-        objective = Objective(metric, mode, constraints, second_objective)
+        s.check()
+        check_budget(s.n_trials, s.time_budget, self.strategy)
+        metric = s.metric if s.metric is not None else self.evaluator.default_metric
+        objective = Objective(metric, s.mode, s.constraints, s.second_objective)
         self._wanted = named_metrics(objective)
         check_metric_names(self.evaluator, self._wanted)
-        if keep_checkpoints is not None and (
-            isinstance(keep_checkpoints, bool)
-            or not isinstance(keep_checkpoints, int)
-            or keep_checkpoints < 1
-        ):
-            raise ConfigError(
-                f"keep_checkpoints must be a positive int (the best trials whose weights are "
-                f"kept) or None (keep all), got {keep_checkpoints!r}; save_weights=False "
-                "saves none"
-            )
+        #: the settings it was built with (the objective resolved), as a resume reads them back
+        self.settings = dataclasses.replace(s, metric=metric, constraints=objective.constraints,
+                                            second_objective=objective.second)  # fmt: skip
         self.second_objective = objective.second
-        self.n_trials, self.time_budget = n_trials, time_budget
-        self.executor = get_executor(executor, concurrency)
-        self.executor.use_gpus(gpus_per_trial, devices)  # ConfigError now, before the record
-        self.gpus_per_trial, self.devices = gpus_per_trial, devices
-        self.trial_timeout = trial_timeout
-        self.stopper = get_stopper(stopper)
-        self.retrain_duplicates = retrain_duplicates
-        self.save_weights = save_weights
-        self.keep_checkpoints = keep_checkpoints
-        self.max_duplicates = max_duplicates
-        self.progress_mode = progress
-        self.threads = threads
-        self.crossmodel = crossmodel
-        self._plan = CrossModelPlan(crossmodel)
-        self.callbacks = get_callbacks(callbacks)  # a missing tracker package: ConfigError now
+        self.n_trials, self.time_budget = s.n_trials, s.time_budget
+        self.executor = get_executor(s.executor, s.concurrency)
+        self.executor.use_gpus(s.gpus_per_trial, s.devices)  # ConfigError now, before the record
+        self.gpus_per_trial, self.devices = s.gpus_per_trial, s.devices
+        self.trial_timeout = s.trial_timeout
+        self.stopper = get_stopper(s.stopper)
+        self.retrain_duplicates = s.retrain_duplicates
+        self.save_weights = s.save_weights
+        self.keep_checkpoints = s.keep_checkpoints
+        self.max_duplicates = s.max_duplicates
+        self.progress_mode = s.progress
+        self.threads = s.threads
+        self.crossmodel = s.crossmodel
+        self._plan = CrossModelPlan(s.crossmodel)
+        self.callbacks = get_callbacks(s.callbacks)  # a missing tracker package: ConfigError now
         super().__init__(objective, directory, source, space)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse._ActionsContainer) -> None:
+        """Returns None after adding the multi-trial flags of ``nasforge run`` and ``resume``
+        (``--n-trials``, ``--time-budget``, ``--executor``, ``--concurrency``)."""
+        add_arguments(parser)
 
     # -- the multitrial kind -------------------------------------------------------------------
     @classmethod

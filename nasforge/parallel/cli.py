@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from nasforge.errors import ConfigError
-    from nasforge.parallel.runner import PipelineTraining
+    from nasforge.parallel.runner import PipelineSettings, PipelineTraining
     from nasforge.run.store import Store, is_run
 
     out = Path(args.out)
@@ -69,14 +69,18 @@ def _run(args: argparse.Namespace) -> int:
         with Store.open(out, readonly=False):  # refuses while another process writes it
             pass
         shutil.rmtree(out)
-    runner = PipelineTraining(
-        space_kwargs={"n_blocks": args.blocks, "n_candidates": args.candidates,
-                      "hidden": args.hidden},
+    settings = PipelineSettings(
         steps=args.steps, pipeline=args.pipeline, policy=args.policy, sampler=args.sampler,
         batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-        cache_subnets=args.cache_subnets, directory=out,
+        cache_subnets=args.cache_subnets,
         memory_budget=None if args.memory_budget_mb is None else args.memory_budget_mb * 2**20,
         mirror=args.mirror,
+    )  # fmt: skip
+    runner = PipelineTraining(
+        settings=settings,
+        space_kwargs={"n_blocks": args.blocks, "n_candidates": args.candidates,
+                      "hidden": args.hidden},
+        directory=out,
     )  # fmt: skip
     runner.run()
     with Store.open(out) as store:

@@ -20,8 +20,9 @@ import json
 import logging
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import torch
 
@@ -30,31 +31,49 @@ from nasforge.errors import ConfigError
 from nasforge.parallel.supernet import ChoiceSupernet, block_label, choice_blocks
 from nasforge.run.refs import materialize
 from nasforge.run.runner import BaseRunner, Objective, register_runner
+from nasforge.run.settings import kind_settings, settings_data
 from nasforge.run.store import Store
 from nasforge.runtime.threads import set_threads
 from nasforge.runtime.weights import save_weights
 from nasforge.weightsharing import accuracy
 
-__all__ = ["PipelineTraining", "subnet_with_weights"]
+__all__ = ["PipelineTraining", "PipelineSettings", "subnet_with_weights"]
 
 log = logging.getLogger("nasforge.parallel")
 
 
-class _Settings(TypedDict):
-    """The training settings a pipeline run records: train_supernet's keyword arguments."""
+@dataclass
+class PipelineSettings:
+    """Returns nothing; the settings of a pipeline run, recorded as its section: the keyword
+    arguments of :func:`~nasforge.parallel.train.train_supernet`, and ``n_eval``."""
 
-    steps: int
-    pipeline: int
-    policy: str
-    batch_size: int
-    lr: float
-    momentum: float
-    seed: int
-    sampler: str
-    cache_subnets: float | None
-    timeout_s: float
-    memory_budget: float | None
-    mirror: bool
+    steps: int = 32  # subnets trained, one batch each
+    pipeline: int = 1  # stages (1: sequential training in this process)
+    policy: str = "csp"  # csp, bsp or asp
+    batch_size: int = 16
+    lr: float = 0.05
+    momentum: float = 0.9
+    seed: int = 0
+    sampler: str = "uniform"  # or "evolution"
+    cache_subnets: float | None = 3.0  # device cache per stage, in subnets' stage layers
+    timeout_s: float = 600.0
+    memory_budget: float | None = None  # bytes per stage
+    mirror: bool = False  # layer mirroring (csp)
+    n_eval: int = 8  # sampled subnets measured with the trained weights
+
+    def check(self) -> None:
+        """Returns None when the settings this runner checks itself are valid (the rest are
+        checked by the training's config).
+
+        Raises:
+            ConfigError: ``n_eval`` is not an int >= 0.
+        """
+        if not isinstance(self.n_eval, int) or self.n_eval < 0:
+            raise ConfigError(f"n_eval must be an int >= 0, got {self.n_eval!r}")
+
+    def train_kwargs(self) -> dict[str, Any]:
+        """Returns :func:`~nasforge.parallel.train.train_supernet`'s keyword arguments."""
+        return {k: v for k, v in settings_data(self).items() if k != "n_eval"}
 
 
 def subnet_with_weights(space: nf.ModelSpace, arch: Mapping[str, Any]) -> torch.nn.Module:
@@ -78,8 +97,9 @@ class PipelineTraining(BaseRunner):
     sequentially with ``pipeline=1``) and recorded in ``directory``.
 
     ``space`` is an ``nf.ModelSpace`` of LayerChoice blocks (default: a
-    :class:`~nasforge.parallel.supernet.ChoiceSupernet` with ``space_kwargs``); the other
-    arguments are :func:`~nasforge.parallel.train.train_supernet`'s.
+    :class:`~nasforge.parallel.supernet.ChoiceSupernet` with ``space_kwargs``); ``settings``
+    a :class:`PipelineSettings` (or a mapping of its fields). Its fields given as keywords
+    still work for one release and warn (DeprecationWarning).
 
     Raises:
         ConfigError: a bad setting or a space that is not a chain of LayerChoice blocks.
@@ -90,36 +110,19 @@ class PipelineTraining(BaseRunner):
     def __init__(
         self,
         space: nf.ModelSpace | None = None,
+        settings: PipelineSettings | Mapping[str, Any] | None = None,
         *,
-        steps: int = 32,
-        pipeline: int = 1,
-        policy: str = "csp",
-        batch_size: int = 16,
-        lr: float = 0.05,
-        momentum: float = 0.9,
-        seed: int = 0,
-        sampler: str = "uniform",
-        cache_subnets: float | None = 3.0,
-        memory_budget: float | None = None,
-        mirror: bool = False,
-        n_eval: int = 8,
-        timeout_s: float = 600.0,
         directory: str | Path | None = None,
         source: Mapping[str, Any] | None = None,
         space_kwargs: Mapping[str, Any] | None = None,
+        **deprecated: Any,
     ) -> None:
+        self.settings = kind_settings(PipelineSettings, settings, deprecated, "PipelineTraining")
         if space is None:
             space = ChoiceSupernet(**dict(space_kwargs or {}))
         choice_blocks(space)  # a chain of LayerChoice blocks, or a clear error
-        if not isinstance(n_eval, int) or n_eval < 0:
-            raise ConfigError(f"n_eval must be an int >= 0, got {n_eval!r}")
-        self.settings: _Settings = {
-            "steps": steps, "pipeline": pipeline, "policy": policy, "batch_size": batch_size,
-            "lr": lr, "momentum": momentum, "seed": seed, "sampler": sampler,
-            "cache_subnets": cache_subnets, "timeout_s": timeout_s,
-            "memory_budget": memory_budget, "mirror": mirror,
-        }  # fmt: skip
-        self.n_eval = n_eval
+        self.settings.check()
+        self.n_eval = self.settings.n_eval
         super().__init__(Objective("accuracy", "max"), directory, source, space)
 
     @classmethod
@@ -139,9 +142,10 @@ class PipelineTraining(BaseRunner):
         s = {**dict(settings), **overrides}
         s.pop("objective", None)
         s.pop("threads", None)  # a stage process always runs one thread
-        if s.get("space") is not None:
-            s["space"] = materialize(s["space"], base)
-        return cls(**s)
+        space = None if s.get("space") is None else materialize(s["space"], base)
+        where = {k: s.pop(k) for k in ("space", "directory", "source", "space_kwargs") if k in s}
+        where["space"] = space
+        return cls(settings=kind_settings(PipelineSettings, s, {}, "a pipeline run"), **where)
 
     def compatible_keys(self) -> tuple[str, ...]:
         """Returns the settings a resume must keep."""
@@ -149,7 +153,7 @@ class PipelineTraining(BaseRunner):
 
     def section(self) -> dict[str, Any]:
         """Returns the training settings as JSON-able data."""
-        return {**self.settings, "n_eval": self.n_eval}
+        return settings_data(self.settings)
 
     def _execute(self, store: Store, resume: bool) -> None:
         from nasforge.data import load_digits
@@ -162,10 +166,11 @@ class PipelineTraining(BaseRunner):
                 return
             store.truncate_progress(0)  # an interrupted run trains again from the start
         s = self.settings
-        store.set_plan("steps", s["steps"])
-        splits = load_digits(seed=s["seed"])
+        store.set_plan("steps", s.steps)
+        splits = load_digits(seed=s.seed)
         train = _flat(splits.train)
-        result = train_supernet(self.space, data=(train[0].numpy(), train[1].numpy()), **s)
+        data = (train[0].numpy(), train[1].numpy())
+        result = train_supernet(self.space, data=data, **s.train_kwargs())
         for i, loss in enumerate(result.losses):
             store.add_progress(i + 1, {"loss": loss})
         stats = {"samples_per_s": result.samples_per_s, "bubble_ratio": result.bubble_ratio,
@@ -186,7 +191,7 @@ class PipelineTraining(BaseRunner):
         log.info("pipeline run: final loss %.4f, %s", result.losses[-1], stats)
 
     def _evaluate(self, store: Store, space: nf.ModelSpace, val: tuple[Any, Any]) -> None:
-        rng = random.Random(self.settings["seed"])
+        rng = random.Random(self.settings.seed)
         ss = space.search_space()
         seen: set[str] = set()
         for _ in range(self.n_eval):

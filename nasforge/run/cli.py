@@ -2,6 +2,9 @@
 ``migrate`` (a nasforge 0.1 record copied into this format).
 
 They read the record and the runner registry; none of them asks which kind of run it holds.
+``run`` and ``resume`` share ``--threads`` and ``--set``; every other flag of theirs is a
+kind's own, added by its runner's :meth:`~nasforge.run.runner.BaseRunner.add_arguments`
+(``--n-trials`` is the multi-trial kind's) in a group named after the kind.
 """
 
 from __future__ import annotations
@@ -10,11 +13,11 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from nasforge.run.files import NULL, load_run_file, rebuild_runner
-from nasforge.run.runner import BaseRunner
+from nasforge.run.runner import BaseRunner, get_runner, list_runners
 
 __all__ = ["register", "add_run_commands"]
 
@@ -35,14 +38,9 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
             parsed = value
         # null sets the setting to None (a plain None would read as "not given")
         pairs[key.strip().replace("-", "_")] = NULL if parsed is None else parsed
-    return {
-        "n_trials": args.n_trials,
-        "time_budget": args.time_budget,
-        "executor": args.executor,
-        "concurrency": args.concurrency,
-        "threads": args.threads,
-        **pairs,
-    }
+    # the kinds' own flags (None: not given), then --threads; --set wins over both
+    flags = {dest: getattr(args, dest) for dest in getattr(args, "kind_flags", ())}
+    return {**flags, "threads": args.threads, **pairs}
 
 
 def _report(runner: BaseRunner) -> None:
@@ -119,16 +117,38 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_run_commands(p: argparse.ArgumentParser) -> None:
-    """Adds the flags that ``run`` and ``resume`` share (budget and execution overrides)."""
-    p.add_argument("--n-trials", type=int, help="trials to train (multi-trial; overrides)")
-    p.add_argument("--time-budget", type=float, help="seconds (multi-trial; overrides)")
-    p.add_argument("--executor", choices=["pool", "inprocess", "ray"], help="where trials run")
-    p.add_argument("--concurrency", type=int, help="parallel trials of the pool executor")
+def _registered() -> list[type[BaseRunner]]:
+    """Returns the runner of every kind registered now."""
+    return [get_runner(kind) for kind in list_runners()]
+
+
+def add_run_commands(
+    p: argparse.ArgumentParser, kinds: Sequence[type[BaseRunner]] | None = None
+) -> list[str]:
+    """Returns the settings the kinds' flags override (their ``dest``), after adding to ``p``
+    the flags that ``run`` and ``resume`` share (``--threads``, ``--set``) and each kind's own
+    (:meth:`~nasforge.run.runner.BaseRunner.add_arguments`, one group per kind; ``kinds``
+    defaults to every registered kind).
+
+    Raises:
+        ConfigError: a kind adds a flag that another kind or a shared flag has.
+    """
+    from nasforge.errors import ConfigError
+
     p.add_argument("--threads", type=int, help="torch threads of the training process")
     p.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="override any setting (JSON value)"
     )
+    dests: list[str] = []
+    for cls in _registered() if kinds is None else kinds:
+        before = len(p._actions)  # argparse keeps every action, groups' included, in order
+        try:
+            cls.add_arguments(p.add_argument_group(f"{cls.kind} runs"))
+        except argparse.ArgumentError as exc:
+            raise ConfigError(f"run kind {cls.kind!r} adds a flag that is taken: {exc}") from exc
+        dests += [a.dest for a in p._actions[before:]]
+    p.set_defaults(kind_flags=dests)
+    return dests
 
 
 def _registered_already(kind: str | None = None) -> None:
@@ -138,18 +158,22 @@ def _registered_already(kind: str | None = None) -> None:
 def register(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
     load_runners: Callable[[str | None], None] = _registered_already,
+    flag_kinds: Callable[[], Sequence[type[BaseRunner]]] = _registered,
 ) -> None:
     """Adds the shared subcommands to the ``nasforge`` parser; ``load_runners(kind)`` registers
-    the runner of a kind (all of them for None) before ``run`` and ``resume`` need it."""
+    the runner of a kind (all of them for None) before ``run`` and ``resume`` need it, and
+    ``flag_kinds()`` returns the kinds whose flags ``run`` and ``resume`` take (default: those
+    registered now)."""
+    kinds = list(flag_kinds())
     p = subparsers.add_parser("run", help="run a run file (.py, .yaml, .toml) of any kind")
     p.add_argument("file", help="run file; see docs/architecture.md and each kind's guide")
     p.add_argument("--dir", help="run directory (default runs/<file stem>)")
-    add_run_commands(p)
+    add_run_commands(p, kinds)
     p.set_defaults(func=_cmd_run, needs_runners=True, load_runners=load_runners)
 
     p = subparsers.add_parser("resume", help="continue a stopped or crashed run of any kind")
     p.add_argument("dir", help="run directory")
-    add_run_commands(p)
+    add_run_commands(p, kinds)
     p.set_defaults(func=_cmd_resume, load_runners=load_runners)
 
     p = subparsers.add_parser("status", help="state, progress and trials of a run, best first")

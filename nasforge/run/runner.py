@@ -15,7 +15,8 @@ lifecycle is the same for every kind and lives here, once::
 
 A kind adds behaviour by implementing :meth:`BaseRunner.section` and
 :meth:`BaseRunner._execute` (and :meth:`BaseRunner.from_section` so that a run file or a stored
-record can build it), never by a branch on its name elsewhere. The command line, export,
+record can build it), and its own command-line flags by :meth:`BaseRunner.add_arguments`,
+never by a branch on its name elsewhere. The command line, export,
 loaders and the dashboard read the record and do not ask which runner wrote it.
 
 The registry maps a kind to its runner class; each runner also says which strategy or
@@ -26,6 +27,7 @@ algorithm names it accepts (:meth:`BaseRunner.names`), so that a run file naming
 from __future__ import annotations
 
 import abc
+import argparse
 import difflib
 import logging
 import sys
@@ -251,6 +253,14 @@ class BaseRunner(abc.ABC):
     def compatible_keys(self) -> tuple[str, ...]:
         """Returns the keys of the config section that a resume must not change."""
         return ()
+
+    @classmethod  # noqa: B027 - a hook: most kinds add no flags
+    def add_arguments(cls, parser: argparse._ActionsContainer) -> None:
+        """Returns None after adding this kind's own flags of ``nasforge run`` and ``resume`` to
+        ``parser`` (the kind's group of options; ``nasforge run --help`` lists them under its
+        name). Each flag's ``dest`` is the setting it overrides; a flag not given (None) leaves
+        the setting as the run file or the record has it. By default a kind adds none.
+        """
 
     def check(self) -> None:  # noqa: B027 - a hook: most kinds check all in the constructor
         """Returns None when what the settings imply beyond themselves is there: optional
