@@ -17,6 +17,8 @@ per-trial cost of the engine and the strategy. Everything runs in-process.
     status_s_10k ...      wall seconds of ``nasforge status/export --top 1/plot/resume`` as
                           subprocesses on the 10,000-trial random run. Target: <= 1 s each,
                           resume <= 2 s.
+    status_cpu_s_10k ...  CPU seconds (user + system) of the same subprocesses: what the wall
+                          figures come to on an idle machine, readable on a loaded one.
 
 Last line: one JSON object with those fields.
 Run: PYTHONPATH=. python benchmarks/scale.py [--quick]
@@ -29,6 +31,7 @@ import json
 import logging
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -200,13 +203,19 @@ def macro_repeats(n_seeds: int = 3, budget: int = 100) -> float | None:
     return round(statistics.mean(fractions), 4)
 
 
+#: command -> CPU seconds of its last :func:`cli_seconds` call
+CLI_CPU: dict[str, float] = {}
+
+
 def cli_seconds(*argv: str) -> float:
-    """Returns the wall seconds of ``python -m nasforge.cli ARGV`` (output discarded).
+    """Returns the wall seconds of ``python -m nasforge.cli ARGV`` (output discarded); its CPU
+    seconds (user + system) are recorded in :data:`CLI_CPU` under the command's name.
 
     Raises:
         StoreError: the command failed (its stderr tail is in the message).
     """
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-m", "nasforge.cli", *argv],
@@ -216,6 +225,9 @@ def cli_seconds(*argv: str) -> float:
         timeout=600,
     )
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    CLI_CPU[argv[0]] = round(cpu, 3)
     if out.returncode != 0:
         raise StoreError(f"nasforge {' '.join(argv)} failed: {out.stderr[-2000:]}")
     return round(wall, 3)
@@ -265,6 +277,9 @@ def main() -> None:
         result["plot_s_10k"] = cli_seconds("plot", run_dir)
         result["resume_s_10k"] = cli_seconds("resume", run_dir)
         result["cli_startup_s"] = cli_seconds("--help")
+        for name in ("status", "export", "plot", "resume"):
+            result[f"{name}_cpu_s_10k"] = CLI_CPU[name]
+        result["cli_startup_cpu_s"] = CLI_CPU["--help"]
     result["timings"] = timings
     result["targets"] = {
         "last_over_first": 1.5,

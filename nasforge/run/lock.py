@@ -18,8 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from nasforge.errors import LockError
 
 __all__ = ["WriterLock", "LOCK_NAME", "HOLDER_NAME"]
@@ -39,6 +37,10 @@ class WriterLock:
     """
 
     def __init__(self, directory: str | Path, holder: str = "") -> None:
+        # filelock is imported where a lock is taken: a reader of a finished run (status, plot,
+        # export) never needs it, and its import costs more than such a command's own reads
+        from filelock import FileLock, Timeout
+
         self.directory = Path(directory)
         self._lock = FileLock(str(self.directory / LOCK_NAME), thread_local=False)
         try:
@@ -79,6 +81,8 @@ class WriterLock:
         path = Path(directory) / LOCK_NAME
         if not path.exists():
             return False
+        from filelock import FileLock, Timeout
+
         probe = FileLock(str(path), thread_local=False)
         try:
             probe.acquire(timeout=0)

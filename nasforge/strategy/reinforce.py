@@ -14,19 +14,23 @@ at setup unless ``points_per_range`` says how many evenly spread values (log-eve
 from __future__ import annotations
 
 import math
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any
 
 from nasforge.errors import ConfigError
 from nasforge.space.search_space import Arch, Decision
 from nasforge.strategy.base import BaseStrategy, checked_points_per_range, register_strategy
 
+if TYPE_CHECKING:  # numpy is imported where the policy is built: importing the strategies
+    # (every command that reads a run does) then costs no numpy import
+    import numpy as np
+    import numpy.typing as npt
+
 __all__ = ["ReinforceStrategy"]
 
 
 def _softmax(z: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    import numpy as np
+
     e = np.exp(z - z.max())
     p: npt.NDArray[np.float64] = e / e.sum()
     return p
@@ -85,6 +89,8 @@ class ReinforceStrategy(BaseStrategy):
             d.values if d.domain is None else tuple(d.domain.points(self.points_per_range or 1))
             for d in self.space.decisions
         ]
+        import numpy as np
+
         self._rng = np.random.default_rng(self.seed)
         self.logits = [np.zeros(len(c)) for c in self._cands]
         self._baseline = 0.0
@@ -111,6 +117,8 @@ class ReinforceStrategy(BaseStrategy):
     def _tell(self, arch: Arch, metric: float | None) -> None:
         if metric is None:
             return
+        import numpy as np
+
         self._n += 1
         delta = metric - self._mean
         self._mean += delta / self._n
