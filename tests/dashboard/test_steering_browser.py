@@ -95,15 +95,16 @@ def test_the_control_panel_cancels_a_trial_and_stops_a_running_search(
     )
     server = None
     try:
+        (tmp_path / "runs").mkdir()
         server = Server([tmp_path / "runs"], tmp_path, args=["--allow-control"])
-        browser.get(server.url + "/run/runs/live")
-        wait_for(browser, lambda b: b.find_element(By.ID, "nf-control-panel"), "the panel")
         wait_for(
             browser,
             lambda b: list(_statuses(directory).values()).count("running") == 2,
             "two running trials",
-            timeout=90,
+            timeout=240,  # a pool search starts in seconds, minutes on a loaded machine
         )
+        browser.get(server.url + "/run/runs/live")
+        wait_for(browser, lambda b: b.find_element(By.ID, "nf-control-panel"), "the panel")
         box = browser.find_element(By.ID, "nf-control-trial")
         box.send_keys("1")
         browser.find_element(By.ID, "nf-control-cancel").click()
