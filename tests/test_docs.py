@@ -282,7 +282,7 @@ def test_parser_finds_blocks_and_marks() -> None:
     assert not is_shell(diagram)
     assert is_shell(Block(ROOT, 1, "", "nasforge status runs/x\n", None, False))
     servers = [b for b in ALL_BLOCKS["dashboard.md"] if b.server]
-    assert len(servers) == 2 and all(b.text.startswith("nasforge serve") for b in servers)
+    assert len(servers) == 3 and all(b.text.startswith("nasforge serve") for b in servers)
 
 
 def test_every_page_of_the_site_is_read() -> None:

@@ -7,7 +7,9 @@ token (:mod:`nasforge.dashboard.auth`); every script, style and chart library co
 installed Python packages (``serve_locally``: nothing is fetched from the internet, so it works
 on a cluster without one); debugging tools, hot reload and Dash's MCP endpoint are off; its
 only endpoints serve pages, files of the installed packages, and callbacks that read run
-records read-only.
+records read-only. Only when started with ``allow_control`` does it also offer the actions of
+``nasforge stop`` and ``nasforge set`` (:mod:`nasforge.dashboard.steering`), to its own page
+only.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import dash
 
-from nasforge.dashboard import auth, callbacks, layout
+from nasforge.dashboard import auth, callbacks, layout, steering
 from nasforge.dashboard.data import TrialCache
 from nasforge.dashboard.runs import ServedRuns
 from nasforge.errors import ConfigError
@@ -37,10 +39,15 @@ MAX_BODY = 1 << 20
 
 
 def create_app(
-    directories: Sequence[str | Path], interval_s: float = 2.0, prefix: str = "/"
+    directories: Sequence[str | Path],
+    interval_s: float = 2.0,
+    prefix: str = "/",
+    allow_control: bool = False,
 ) -> dash.Dash:
     """Returns the dashboard app over run directories (or folders of runs), refreshing live
-    views every ``interval_s`` seconds, served under the URL path ``prefix``.
+    views every ``interval_s`` seconds, served under the URL path ``prefix``; read-only
+    unless ``allow_control``, which adds a panel that stops a running search, cancels one of
+    its trials or changes its settings (:mod:`nasforge.dashboard.steering`).
 
     Raises:
         ConfigError: no directory given, or one is not a directory.
@@ -57,7 +64,8 @@ def create_app(
         url_base_pathname=prefix,
     )
     app.layout = layout.shell(max(250, int(interval_s * 1000)))
-    callbacks.register(app, served, TrialCache())
+    callbacks.register(app, served, TrialCache(), allow_control)
+    steering.guard(app.server, allow_control)
     return app
 
 
@@ -68,6 +76,7 @@ def serve(
     interval_s: float = 2.0,
     token: str | None = None,
     announce: Callable[[str], None] | None = None,
+    allow_control: bool = False,
 ) -> None:
     """Returns None when the server stops; serves the dashboard at ``http://host:port/``.
 
@@ -79,7 +88,8 @@ def serve(
     :class:`~nasforge.dashboard.auth.TokenGate`: requests without the token (made here when
     none is given) get 401.
     ``announce`` receives the address to open, with its token, once the port is bound
-    (default: the log).
+    (default: the log). ``allow_control`` offers the actions of ``nasforge stop`` and
+    ``nasforge set`` on a run's page (off: read-only, no such endpoint answers).
 
     Raises:
         ConfigError: no directory given, or one is not a directory; the token is too short
@@ -88,7 +98,7 @@ def serve(
     gated = token is not None or auth.needs_token(host)
     token = auth.check_token(token) if token is not None else auth.make_token()
     prefix = auth.path_prefix(token) if gated else "/"
-    app = create_app(directories, interval_s, prefix)
+    app = create_app(directories, interval_s, prefix, allow_control)
     announce = announce or (lambda url: log.info("nasforge dashboard on %s", url))
     try:
         from waitress import create_server

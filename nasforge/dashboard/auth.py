@@ -34,7 +34,7 @@ import hmac
 import secrets
 from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from nasforge.errors import ConfigError
 
@@ -49,6 +49,7 @@ __all__ = [
     "cookie_value",
     "make_token",
     "check_token",
+    "same_origin",
 ]
 
 #: the addresses served without a token: the loopback names a user types, nothing else
@@ -117,6 +118,29 @@ def check_token(token: str) -> str:
             "'.' and '~' so that it can be pasted into a URL as it is"
         )
     return token
+
+
+def same_origin(origin: str | None, host: str | None, fetch_site: str | None = None) -> bool:
+    """Returns whether a request that changes something comes from the dashboard's own page:
+    its ``Origin`` header names the host and port the request was sent to (its ``Host``),
+    and the browser's ``Sec-Fetch-Site``, when sent, is ``same-origin``.
+
+    A browser sends ``Origin`` with every POST, and a page cannot set it: a page of another
+    site, or of another port of this host, sends its own and is told apart, whether or not
+    the browser sent the token's cookie along. A request without ``Origin`` (not a
+    browser's) is refused too: scripts use ``nasforge stop`` and ``nasforge set``.
+    """
+    if fetch_site is not None and fetch_site.strip().lower() != "same-origin":
+        return False
+    if not origin or not host:
+        return False
+    try:
+        parts = urlsplit(origin.strip())
+    except ValueError:
+        return False
+    if parts.scheme not in ("http", "https") or parts.path not in ("", "/"):
+        return False
+    return parts.netloc.lower() == host.strip().lower()
 
 
 class TokenGate:

@@ -1,4 +1,5 @@
-"""The dashboard's callbacks: each fills one view of a page from the run record, read-only.
+"""The dashboard's callbacks: each fills one view of a page from the run record, read-only
+(the trial log view and the control panel's actions are in :mod:`nasforge.dashboard.steering`).
 
 A run's page holds ``run-key`` (which run) and ``run-version`` (a token of its database
 files, refreshed by the live tick only when the record changed); every view of the page
@@ -21,7 +22,7 @@ import dash
 from dash import Input, Output, State, dcc, html
 from dash.exceptions import UnsupportedRelativePath
 
-from nasforge.dashboard import charts, data, layout
+from nasforge.dashboard import charts, data, layout, steering
 from nasforge.dashboard.importance import decision_importance
 from nasforge.dashboard.runs import ServedRuns
 from nasforge.dashboard.series import artifact_series, progress_series
@@ -43,9 +44,10 @@ class _Reader:
     """Returns what a view reads from a run, with the run's record open read-only only for
     the duration of one read."""
 
-    def __init__(self, served: ServedRuns, cache: data.TrialCache) -> None:
+    def __init__(self, served: ServedRuns, cache: data.TrialCache, control: bool = False) -> None:
         self.served = served
         self.cache = cache
+        self.control = control  # whether a run's page shows the control panel
         self._importance: dict[tuple[Any, ...], Any] = {}
         self._lock = threading.Lock()
 
@@ -138,7 +140,8 @@ def _register_shell(app: dash.Dash, reader: _Reader) -> None:
             except NasforgeError as exc:
                 return html.Div([html.H3(key), _fail(exc)])
             content = layout.tab_layout(tab, info)  # here, not by a second round trip
-            return layout.run_page(key, served.name_of(key), tab, content, version)
+            controls = steering.panel() if reader.control else None
+            return layout.run_page(key, served.name_of(key), tab, content, version, controls)
         if path != "/":
             return layout.message(f"no page {path!r}; the overview is at /")
         return html.Div(_overview(), id="overview-body")
@@ -505,10 +508,14 @@ PAGES: dict[str, Callable[[dash.Dash, _Reader], None]] = {
 }
 
 
-def register(app: dash.Dash, served: ServedRuns, cache: data.TrialCache) -> None:
+def register(
+    app: dash.Dash, served: ServedRuns, cache: data.TrialCache, allow_control: bool = False
+) -> None:
     """Returns None; registers every callback of the dashboard on ``app``: the shell around
-    the tabs, then each tab's own (:data:`PAGES`)."""
-    reader = _Reader(served, cache)
+    the tabs, each tab's own (:data:`PAGES`), the trial log view and, when
+    ``allow_control``, the control panel's (:mod:`nasforge.dashboard.steering`)."""
+    reader = _Reader(served, cache, allow_control)
     _register_shell(app, reader)
     for registrar in PAGES.values():
         registrar(app, reader)
+    steering.register(app, served, allow_control)

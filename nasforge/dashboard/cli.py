@@ -24,8 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Serve a web dashboard over run directories, or folders that hold them: an "
             "overview of runs, and per run its trials, charts, Pareto front, architectures, "
-            "decision importance, progress and config, updated live. Read-only; listens on "
-            "127.0.0.1 unless --host says otherwise, and then asks every request for a token."
+            "decision importance, progress, config and each trial's log, updated live. "
+            "Read-only unless --allow-control; listens on 127.0.0.1 unless --host says "
+            "otherwise, and then asks every request for a token."
         ),
     )
     p.add_argument("dirs", nargs="+", metavar="DIR", help="a run directory or a folder of runs")
@@ -48,6 +49,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             f"the token every request must carry (default: ${TOKEN_ENV}, else one made and "
             "printed at start when the address needs one); giving one requires it on "
             "127.0.0.1 too"
+        ),
+    )
+    p.add_argument(
+        "--allow-control",
+        action="store_true",
+        help=(
+            "offer, on a run's page, what `nasforge stop` and `nasforge set` do: stop the "
+            "search, cancel one trial, change n_trials and concurrency (default: read-only)"
         ),
     )
     p.set_defaults(func=_serve)
@@ -93,5 +102,6 @@ def _serve(args: argparse.Namespace) -> int:
         interval_s=args.interval,
         token=token,
         announce=announce,
+        allow_control=args.allow_control,
     )
     return 0

@@ -231,8 +231,16 @@ def overview(runs: Sequence[RunSummary]) -> html.Div:
     )
 
 
-def run_page(key: str, name: str, tab: str, content: Any, version: Sequence[int] = ()) -> html.Div:
-    """Returns a run's page: its summary line, the tabs, and the open tab's ``content``;
+def run_page(
+    key: str,
+    name: str,
+    tab: str,
+    content: Any,
+    version: Sequence[int] = (),
+    controls: Any = None,
+) -> html.Div:
+    """Returns a run's page: its summary line, the control panel when ``controls`` is given
+    (:func:`nasforge.dashboard.steering.panel`), the tabs, and the open tab's ``content``;
     ``version`` is the record's version when the page was made (a live update comes only
     after a change)."""
     return html.Div(
@@ -242,6 +250,7 @@ def run_page(key: str, name: str, tab: str, content: Any, version: Sequence[int]
             dcc.Store(id="selection", data={}),
             html.H3(name),
             html.Div(id="run-summary", style={"marginBottom": "8px"}),
+            *([controls] if controls is not None else []),
             dcc.Tabs(
                 id="tabs",
                 value=tab if tab in TABS else "trials",
@@ -351,14 +360,28 @@ def tab_layout(tab: str, info: Mapping[str, Any]) -> html.Div:
         sel = info.get("selection") or {}
         return html.Div(
             [
-                _label("trial"),
-                dcc.Input(id="arch-a", type="number", value=sel.get("a"), debounce=True, min=1),
-                _label("compare with trial"),
-                dcc.Input(id="arch-b", type="number", value=sel.get("b"), debounce=True, min=1),
-                html.Div(id="arch-view"),
-                html.H4("Difference"),
-                html.Div(id="arch-diff"),
-            ]
+                html.Div(
+                    [
+                        _label("trial"),
+                        dcc.Input(
+                            id="arch-a", type="number", value=sel.get("a"), debounce=True, min=1
+                        ),
+                        _label("compare with trial"),
+                        dcc.Input(
+                            id="arch-b", type="number", value=sel.get("b"), debounce=True, min=1
+                        ),
+                        html.Div(id="arch-view"),
+                        html.H4("Difference"),
+                        html.Div(id="arch-diff"),
+                    ],
+                    style={"flex": "1 1 50%", "minWidth": "0"},
+                ),
+                html.Div(  # the trial's log beside it (nasforge.dashboard.steering fills it)
+                    [html.H4("Log"), dcc.Store(id="arch-log-stamp"), html.Div(id="arch-log")],
+                    style={"flex": "1 1 50%", "minWidth": "0"},
+                ),
+            ],
+            style={"display": "flex", "gap": "16px", "alignItems": "flex-start"},
         )
     if tab == "importance":
         return html.Div([dcc.Loading(html.Div(id="importance-view"))])

@@ -29,9 +29,19 @@ from typing import Any
 from nasforge.errors import ConfigError, StoreError
 from nasforge.run._schema import DB_NAME
 from nasforge.run.lock import WriterLock
-from nasforge.run.trial_logs import run_log, trial_log
+from nasforge.run.trial_logs import read_log, run_log, trial_log
 
-__all__ = ["CONTROL", "SETTABLE", "request", "take_requests", "register"]
+__all__ = [
+    "CONTROL",
+    "SETTABLE",
+    "request",
+    "take_requests",
+    "stop",
+    "cancel",
+    "change",
+    "parse_settings",
+    "register",
+]
 
 #: the folder of a run directory where commands leave requests for the running engine
 CONTROL = "control"
@@ -81,7 +91,54 @@ def take_requests(directory: str | Path) -> list[dict[str, Any]]:
     return out
 
 
-def _settings(pairs: list[str]) -> dict[str, int]:
+def stop(directory: str | Path, mode: str = "finish", via: str = "cli") -> str:
+    """Returns a sentence saying what was asked, after asking the search running in
+    ``directory`` to stop: ``mode`` ``finish`` lets its running trials finish, ``cancel``
+    cancels them; ``via`` names who asked (kept in the run note).
+
+    Raises:
+        ConfigError: ``mode`` is neither ``finish`` nor ``cancel``.
+        StoreError: no search is running there.
+    """
+    if mode not in ("finish", "cancel"):
+        raise ConfigError(f"stop mode {mode!r}: give 'finish' or 'cancel'")
+    request(directory, "stop", mode=mode, via=via)
+    what = "cancel its running trials" if mode == "cancel" else "let its running trials finish"
+    return (
+        f"asked the run in {directory} to stop: it starts no more trials and will {what}; "
+        f"it is then recorded as stopped (`nasforge resume {directory}` continues it)"
+    )
+
+
+def cancel(directory: str | Path, trial: int, via: str = "cli") -> str:
+    """Returns a sentence saying what was asked, after asking the search running in
+    ``directory`` to cancel its running trial ``trial``.
+
+    Raises:
+        ConfigError: ``trial`` is not a positive int.
+        StoreError: no search is running there.
+    """
+    if isinstance(trial, bool) or not isinstance(trial, int) or trial < 1:
+        raise ConfigError(f"trial {trial!r}: give a trial id, a positive int")
+    request(directory, "cancel", trial=trial, via=via)
+    return f"asked the run in {directory} to cancel trial {trial}"
+
+
+def change(directory: str | Path, pairs: list[str], via: str = "cli") -> str:
+    """Returns a sentence saying what was asked, after asking the search running in
+    ``directory`` to take the settings ``pairs`` (``n_trials=N``, ``concurrency=N``).
+
+    Raises:
+        ConfigError: a pair is malformed (:func:`parse_settings`).
+        StoreError: no search is running there.
+    """
+    settings = parse_settings(pairs)
+    request(directory, "set", via=via, **settings)
+    shown = ", ".join(f"{k}={v}" for k, v in settings.items())
+    return f"asked the run in {directory} to take {shown}"
+
+
+def parse_settings(pairs: list[str]) -> dict[str, int]:
     """Returns ``n_trials=…`` / ``concurrency=…`` pairs as ints.
 
     Raises:
@@ -135,7 +192,9 @@ def _cmd_logs(args: argparse.Namespace) -> int:
             "a trial not started yet, or a wrong directory)"
         )
     if not args.follow:
-        sys.stdout.write(path.read_text(errors="replace"))
+        # a trial's log as the dashboard shows it (bounded); the run's own log whole
+        text = read_log(path) if args.trial is not None else path.read_text(errors="replace")
+        sys.stdout.write(text)
         return 0
 
     def done() -> bool:
@@ -156,24 +215,14 @@ def _ended(path: Path, trial: int) -> bool:
 
 def _cmd_stop(args: argparse.Namespace) -> int:
     if args.trial is not None:
-        request(args.directory, "cancel", trial=args.trial)
-        sys.stdout.write(f"asked the run in {args.directory} to cancel trial {args.trial}\n")
-        return 0
-    mode = "cancel" if args.cancel else "finish"
-    request(args.directory, "stop", mode=mode)
-    what = "cancel its running trials" if args.cancel else "let its running trials finish"
-    sys.stdout.write(
-        f"asked the run in {args.directory} to stop: it starts no more trials and will {what}; "
-        f"it is then recorded as stopped (`nasforge resume {args.directory}` continues it)\n"
-    )
+        sys.stdout.write(cancel(args.directory, args.trial) + "\n")
+    else:
+        sys.stdout.write(stop(args.directory, "cancel" if args.cancel else "finish") + "\n")
     return 0
 
 
 def _cmd_set(args: argparse.Namespace) -> int:
-    settings = _settings(args.settings)
-    request(args.directory, "set", **settings)
-    shown = ", ".join(f"{k}={v}" for k, v in settings.items())
-    sys.stdout.write(f"asked the run in {args.directory} to take {shown}\n")
+    sys.stdout.write(change(args.directory, args.settings) + "\n")
     return 0
 
 

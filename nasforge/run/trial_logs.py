@@ -38,6 +38,9 @@ __all__ = [
     "crash_traceback",
     "finish_log",
     "tail",
+    "read_log",
+    "dropped_bytes",
+    "SHOWN_LIMIT",
     "RunLog",
 ]
 
@@ -45,6 +48,9 @@ __all__ = [
 LOG_LIMIT = 64 * 1024
 #: the run record's folder of logs
 LOGS = "logs"
+#: bytes of a log shown (``nasforge logs``, the dashboard): a finished trial's whole log (its
+#: kept output and a footer with the traceback), the last ones of a longer running one
+SHOWN_LIMIT = 2 * LOG_LIMIT
 
 
 def trial_log(directory: str | Path, trial: int) -> Path:
@@ -124,6 +130,23 @@ def tail(path: str | Path, limit: int = LOG_LIMIT) -> str:
             + (text.split("\n", 1)[-1])
         )
     return text
+
+
+def read_log(path: str | Path) -> str:
+    """Returns the log at ``path`` as ``nasforge logs`` and the dashboard show it: its last
+    :data:`SHOWN_LIMIT` bytes, the first line saying how many were dropped when some were
+    ('' when there is no such file)."""
+    return tail(path, SHOWN_LIMIT)
+
+
+def dropped_bytes(text: str) -> int:
+    """Returns how many bytes of a log were dropped before ``text`` (a log's text as
+    :func:`read_log` returns it), from its first line; 0 when none were."""
+    first = text.split("\n", 1)[0]
+    if not first.startswith("[... ") or " bytes dropped" not in first:
+        return 0
+    number = first[len("[... ") :].split(" ", 1)[0]
+    return int(number) if number.isdigit() else 0
 
 
 def finish_log(

@@ -1,0 +1,305 @@
+"""The dashboard's trial log and control panel (nasforge.dashboard.steering), called through
+Flask's test client over real records and a real search running in a thread: read-only
+unless allowed, actions reach the running engine and are recorded, control requests need the
+dashboard's own origin and, beyond loopback, the token."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nasforge.dashboard.auth import TokenGate, path_prefix, same_origin
+from nasforge.engine import Experiment
+from nasforge.run.control import CONTROL
+from nasforge.run.store import Store
+from nasforge.run.trial_logs import LOG_LIMIT, trial_log
+from nasforge.space.search_space import Decision, SearchSpace
+from tests.dashboard.records import make_record
+
+pytest.importorskip("dash", reason="needs the dashboard extra: pip install 'nasforge[dashboard]'")
+
+SPACE = SearchSpace([Decision("d", "value", tuple(range(60)))])
+ORIGIN = {"Origin": "http://localhost"}  # the test client's requests go to Host: localhost
+
+
+def _slow(arch: dict[str, Any], report: Any) -> float:
+    time.sleep(0.15)
+    return float(arch["d"])
+
+
+@contextlib.contextmanager
+def _search(directory: Path) -> Iterator[threading.Thread]:
+    """Returns (as a context) a thread running a 60-trial in-process grid search of slow
+    trials in ``directory``; it is stopped (cancelling) on exit if still running."""
+    exp = Experiment(SPACE, _slow, "grid", directory=directory, executor="inprocess",
+                     progress="off")  # fmt: skip
+    thread = threading.Thread(target=exp.run, daemon=True)
+    thread.start()
+    try:
+        _wait(lambda: (directory / "run.db").exists() and _trials(directory) >= 1, "a trial")
+        yield thread
+    finally:
+        if thread.is_alive():
+            from nasforge.run.control import stop
+
+            with contextlib.suppress(Exception):
+                stop(directory, "cancel")
+            thread.join(60)
+
+
+def _wait(check: Any, what: str, limit: float = 60.0) -> None:
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _trials(directory: Path) -> int:
+    try:
+        with Store.open(directory, readonly=True) as store:
+            return len(store.trials(light=True))
+    except Exception:  # noqa: BLE001 - not written yet
+        return 0
+
+
+def _notes(directory: Path) -> list[dict[str, Any]]:
+    with Store.open(directory, readonly=True) as store:
+        return store.notes("control")
+
+
+def _press(
+    client: Any,
+    button: str,
+    values: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+    prefix: str = "/",
+) -> Any:
+    """Returns the answer to the control callback's request, as the page sends it when
+    ``button`` (nf-control-<button>) is pressed with the inputs ``values``."""
+    values = {"run-key.data": "runs/live", **(values or {})}
+    ids = ["stop-finish", "stop-cancel", "cancel", "set"]
+    body = {
+        "output": "nf-control-result.children",
+        "outputs": {"id": "nf-control-result", "property": "children"},
+        "inputs": [
+            {"id": f"nf-control-{b}", "property": "n_clicks", "value": 1 if b == button else None}
+            for b in ids
+        ],
+        "state": [
+            {"id": i, "property": p, "value": values.get(f"{i}.{p}")}
+            for i, p in [
+                ("nf-control-trial", "value"),
+                ("nf-control-n-trials", "value"),
+                ("nf-control-concurrency", "value"),
+                ("run-key", "data"),
+            ]
+        ],
+        "changedPropIds": [f"nf-control-{button}.n_clicks"],
+    }
+    return client.post(prefix + "_dash-update-component", json=body, headers=headers or {})
+
+
+def _said(answer: Any) -> str:
+    return str(answer.get_json()["response"]["nf-control-result"]["children"])
+
+
+def _page(client: Any, key: str, prefix: str = "/") -> str:
+    """Returns the run page's component tree (as JSON text) for ``key``."""
+    body = {
+        "output": "page.children",
+        "outputs": {"id": "page", "property": "children"},
+        "inputs": [
+            {"id": "url", "property": "pathname", "value": f"{prefix}run/{key}"},
+            {"id": "url", "property": "search", "value": ""},
+        ],
+        "changedPropIds": ["url.pathname"],
+    }
+    answer = client.post(prefix + "_dash-update-component", json=body)
+    assert answer.status_code == 200
+    return answer.get_data(as_text=True)
+
+
+def test_a_read_only_dashboard_shows_no_control_and_refuses_a_forged_request(
+    tmp_path: Path,
+) -> None:
+    """Without allow_control no control component or callback exists, and a control request
+    (from the page's own origin) gets 403 naming the option; nothing reaches the run."""
+    from nasforge.dashboard.app import create_app
+
+    with _search(tmp_path / "runs" / "live") as thread:
+        client = create_app([tmp_path / "runs"]).server.test_client()
+        assert "nf-control" not in client.get("/_dash-dependencies").get_data(as_text=True)
+        assert "nf-control" not in _page(client, "runs/live")
+        answer = _press(client, "stop-cancel", headers=ORIGIN)
+        assert answer.status_code == 403
+        assert "--allow-control" in answer.get_data(as_text=True)
+        assert not list((tmp_path / "runs" / "live" / CONTROL).glob("*.json"))
+        assert thread.is_alive() and not _notes(tmp_path / "runs" / "live")
+
+
+def test_actions_reach_the_running_search_and_are_recorded_as_the_command_line_s(
+    tmp_path: Path,
+) -> None:
+    """With allow_control the run page has the panel; `set` changes n_trials in the record
+    and `stop` ends the search as stopped, each a control note naming via=dashboard; a bad
+    value gets the command line's message; a finished run says nothing is running."""
+    from nasforge.dashboard.app import create_app
+
+    directory = tmp_path / "runs" / "live"
+    with _search(directory) as thread:
+        client = create_app([tmp_path / "runs"], allow_control=True).server.test_client()
+        assert "nf-control-panel" in _page(client, "runs/live")
+        bad = _press(client, "set", {"nf-control-n-trials.value": 2.5}, ORIGIN)
+        assert bad.status_code == 200 and "n_trials must be a positive int" in _said(bad)
+        answer = _press(client, "set", {"nf-control-n-trials.value": 40}, ORIGIN)
+        assert answer.status_code == 200 and "n_trials=40" in _said(answer)
+        _wait(lambda: any(n["event"] == "set" for n in _notes(directory)), "the set note")
+        answer = _press(client, "stop-finish", headers=ORIGIN)
+        assert "to stop" in _said(answer)
+        thread.join(60)
+        assert not thread.is_alive()
+    with Store.open(directory, readonly=True) as store:
+        assert store.state() == "stopped"
+        assert store.config()["multitrial"]["n_trials"] == 40
+        assert len(store.trials()) < 40
+    notes = {n["event"]: n for n in _notes(directory)}
+    assert notes["set"]["n_trials"] == 40 and notes["set"]["via"] == "dashboard"
+    assert notes["stop"]["mode"] == "finish" and notes["stop"]["via"] == "dashboard"
+    late = _press(client, "stop-cancel", headers=ORIGIN)
+    assert "no search is running" in _said(late)
+
+
+def test_a_control_request_from_another_origin_is_refused(tmp_path: Path) -> None:
+    """A control request with no Origin, another site's, another port's, or a cross-site
+    Sec-Fetch-Site gets 403 and leaves no request; read callbacks need no Origin."""
+    from nasforge.dashboard.app import create_app
+
+    make_record(tmp_path / "runs" / "live", n=3)
+    client = create_app([tmp_path / "runs"], allow_control=True).server.test_client()
+    for headers in [
+        {},
+        {"Origin": "http://evil.example"},
+        {"Origin": "http://localhost:9999"},
+        {"Origin": "null"},
+        {**ORIGIN, "Sec-Fetch-Site": "cross-site"},
+        {**ORIGIN, "Sec-Fetch-Site": "same-site"},
+    ]:
+        answer = _press(client, "stop-cancel", headers=headers)
+        assert answer.status_code == 403, headers
+        assert "own page" in answer.get_data(as_text=True)
+    assert not (tmp_path / "runs" / "live" / CONTROL).exists()
+    assert "nf-control-panel" in _page(client, "runs/live")  # reads need no Origin
+    answer = _press(client, "stop-cancel", headers={**ORIGIN, "Sec-Fetch-Site": "same-origin"})
+    assert answer.status_code == 200 and "no search is running" in _said(answer)
+
+
+def test_same_origin_compares_the_origin_with_the_host() -> None:
+    """Origin must name exactly the Host (scheme http or https, no path)."""
+    assert same_origin("http://127.0.0.1:8050", "127.0.0.1:8050")
+    assert same_origin("https://Node.Example", "node.example", "same-origin")
+    assert not same_origin("http://127.0.0.1:8051", "127.0.0.1:8050")
+    assert not same_origin("http://127.0.0.1:8050", "127.0.0.1:8050", "cross-site")
+    assert not same_origin(None, "127.0.0.1:8050")
+    assert not same_origin("file://127.0.0.1:8050", "127.0.0.1:8050")
+    assert not same_origin("http://127.0.0.1:8050/x", "127.0.0.1:8050")
+
+
+def test_beyond_loopback_an_action_needs_the_token(tmp_path: Path) -> None:
+    """Behind the token gate (as served beyond loopback) a control request without the token
+    gets 401 and reaches nothing; with it (and the page's Origin) the search takes it."""
+    from nasforge.dashboard.app import create_app
+
+    token = "t" * 20 + "-steering"
+    prefix = path_prefix(token)
+    directory = tmp_path / "runs" / "live"
+    with _search(directory) as thread:
+        app = create_app([tmp_path / "runs"], prefix=prefix, allow_control=True)
+        app.server.wsgi_app = TokenGate(app.server.wsgi_app, token, 80, prefix)  # type: ignore[method-assign]
+        client = app.server.test_client()
+        answer = _press(client, "stop-cancel", headers=ORIGIN, prefix=prefix)
+        assert answer.status_code == 401
+        assert not list((directory / CONTROL).glob("*.json")) and thread.is_alive()
+        bearer = {**ORIGIN, "Authorization": f"Bearer {token}"}
+        answer = _press(client, "stop-cancel", headers=bearer, prefix=prefix)
+        assert answer.status_code == 200 and "to stop" in _said(answer)
+        thread.join(60)
+        assert not thread.is_alive()
+    assert [n["event"] for n in _notes(directory)][0] == "stop"
+
+
+def _case(arch: dict[str, Any], report: Any) -> float:
+    print(f"trial of case {arch['case']} says hello")
+    if arch["case"] == "broken":
+        raise ValueError("broken on purpose")
+    if arch["case"] == "loud":
+        for _ in range(2 * LOG_LIMIT // 100):
+            print("z" * 99)
+    return 1.0
+
+
+def _log_record(directory: Path) -> dict[str, int]:
+    """Returns {case: trial id} after running an in-process search of three trials: one that
+    prints, one that fails, one that prints more than a log keeps."""
+    space = SearchSpace([Decision("case", "value", ("ok", "broken", "loud"))])
+    exp = Experiment(space, _case, "grid", directory=directory, executor="inprocess",
+                     progress="off")  # fmt: skip
+    exp.run()
+    return {t.arch["case"]: t.id for t in exp.trials()}
+
+
+def _log_view(client: Any, key: str, trial: Any, stamp: Any = None) -> Any:
+    body = {
+        "output": "..arch-log.children...arch-log-stamp.data..",
+        "outputs": [
+            {"id": "arch-log", "property": "children"},
+            {"id": "arch-log-stamp", "property": "data"},
+        ],
+        "inputs": [
+            {"id": "arch-a", "property": "value", "value": trial},
+            {"id": "tick", "property": "n_intervals", "value": 3},
+        ],
+        "state": [
+            {"id": "run-key", "property": "data", "value": key},
+            {"id": "arch-log-stamp", "property": "data", "value": stamp},
+        ],
+        "changedPropIds": ["arch-a.value"],
+    }
+    return client.post("/_dash-update-component", json=body)
+
+
+def test_the_log_view_shows_what_nasforge_logs_shows(tmp_path: Path, capsys: Any) -> None:
+    """A trial's log view holds the text `nasforge logs DIR N` prints; a failed trial's ends
+    with its traceback; a long one says it is truncated; an unchanged log is not sent again;
+    a trial without a log says so."""
+    from nasforge.cli import main
+    from nasforge.dashboard.app import create_app
+
+    ids = _log_record(tmp_path / "runs" / "logs")
+    client = create_app([tmp_path / "runs"]).server.test_client()
+    for case, trial in ids.items():
+        answer = _log_view(client, "runs/logs", trial)
+        assert answer.status_code == 200
+        view = answer.get_json()["response"]
+        text = view["arch-log"]["children"]["props"]["children"][1]["props"]["children"]
+        note = view["arch-log"]["children"]["props"]["children"][0]["props"]["children"]
+        assert main(["logs", str(tmp_path / "runs" / "logs"), str(trial)]) == 0
+        assert text == capsys.readouterr().out
+        # the loud trial's first lines are the ones dropped
+        assert (f"trial of case {case} says hello" in text) == (case != "loud")
+        assert ("truncated" in note) == (case == "loud"), note
+        if case == "broken":
+            assert "Traceback" in text and "ValueError: broken on purpose" in text
+        again = _log_view(client, "runs/logs", trial, view["arch-log-stamp"]["data"])
+        assert again.status_code in (200, 204)  # Dash 4 answers 200 and no update
+        assert not (again.get_json(silent=True) or {}).get("response"), "the log sent again"
+    trial_log(tmp_path / "runs" / "logs", ids["ok"]).unlink()
+    answer = _log_view(client, "runs/logs", ids["ok"])
+    assert "has no log" in answer.get_data(as_text=True)
