@@ -257,7 +257,15 @@ class ProcessPoolExecutor(BaseExecutor):
                 "CPU), or use ProcessPoolExecutor(start_method='spawn')"
             )
         if self.start_method == "fork":
-            warm_up(space, evaluator)  # once here: every forked child inherits it
+            # once here: every forked child inherits it; GPU children skip the optimizer warm-up
+            warm_up(space, evaluator, optimizers=not self._slots)
+            torch = sys.modules.get("torch")  # prepare() may have imported it
+            if self._slots and torch is not None and torch.cuda.is_initialized():
+                raise ConfigError(
+                    "the evaluator's prepare() initialised CUDA in the engine's process, so "
+                    "forked trial workers cannot use their GPUs; load data on the CPU there, or "
+                    "use ProcessPoolExecutor(start_method='spawn')"
+                )
             return
         from nasforge.run.refs import SCRIPT_PREFIX as EXPERIMENT_MODULE_PREFIX
 

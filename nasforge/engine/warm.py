@@ -56,10 +56,13 @@ def warm_torch() -> float:
     return time.perf_counter() - start
 
 
-def warm_up(space: Any, evaluator: Any) -> float:
+def warm_up(space: Any, evaluator: Any, optimizers: bool = True) -> float:
     """Returns the seconds spent preparing this process to run trials of ``evaluator`` on
     ``space``: the evaluator's :meth:`~nasforge.engine.evaluator.BaseEvaluator.prepare` (its
-    data, loaded once), then :func:`warm_torch`.
+    data, loaded once), then :func:`warm_torch` unless ``optimizers`` is False. The pool
+    passes False when its forked children take GPUs: on a CUDA machine a first optimizer step
+    initialises CUDA, which forked children then cannot use (measured on an H100: every GPU
+    trial failed with "Cannot re-initialize CUDA in forked subprocess").
 
     Raises:
         whatever the evaluator's ``prepare`` raises (a data set that cannot be loaded fails
@@ -69,7 +72,7 @@ def warm_up(space: Any, evaluator: Any) -> float:
     prepare = getattr(evaluator, "prepare", None)
     if callable(prepare):
         prepare(space)
-    if hasattr(space, "freeze"):  # a model space trains models; a plain one may train none
+    if optimizers and hasattr(space, "freeze"):  # a plain space may train no model at all
         warm_torch()
     seconds = time.perf_counter() - start
     log.debug("workers warmed in %.2f s", seconds)

@@ -249,3 +249,29 @@ def test_the_gpu_example_runs_on_a_fake_gpu(two_fake_gpus, tmp_path, monkeypatch
     assert all(t.placement["devices"] == [0] and t.placement["gpus"] == 0.5 for t in trials)
     at_once = [sum(1 for u in trials if u.started <= t.started < u.finished) for t in trials]
     assert max(at_once) == 2  # 0.5 per trial: two share the one GPU, never three
+
+
+class _ModelSpaceLike:
+    """Warming treats anything with ``freeze`` as a space that trains models."""
+
+    def freeze(self, arch):
+        return arch
+
+
+def test_a_pool_with_gpu_slots_warms_data_but_no_optimizer(two_fake_gpus, monkeypatch):
+    """A first optimizer step initialises CUDA on a GPU machine, and forked GPU children then
+    fail every trial ("Cannot re-initialize CUDA in forked subprocess", seen on an H100): with
+    GPU slots the pool warms the evaluator's data only; without, the optimizers too."""
+    from nasforge.engine import warm
+
+    calls: list[str] = []
+    monkeypatch.setattr(warm, "warm_torch", lambda: calls.append("torch") or 0.0)
+    evaluator = FunctionEvaluator(lambda arch, report: 0.0)
+    monkeypatch.setattr(evaluator, "prepare", lambda space: calls.append("data"), raising=False)
+    for gpus, expected in ((1, ["data"]), (0, ["data", "torch"])):
+        calls.clear()
+        ex = ProcessPoolExecutor(2, start_method="fork")
+        ex.use_gpus(gpus)
+        ex.start(_ModelSpaceLike(), evaluator)
+        ex.shutdown()
+        assert calls == expected, (gpus, calls)
