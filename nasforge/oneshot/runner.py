@@ -381,6 +381,7 @@ class OneShotSearch(BaseRunner):
             "accuracy": accuracy(model, self.split.val),
             "params": float(sum(p.numel() for p in model.parameters())),
             "search_seconds": seconds,
+            **result.metrics,  # what the algorithm knows of its pick (ProxylessNAS: latency)
         }
         if rows:
             metrics["supernet_val_acc"] = rows[-1]["val_acc"]
