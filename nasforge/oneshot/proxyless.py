@@ -62,6 +62,7 @@ __all__ = [
     "sample_paths",
     "follow",
     "trace_shapes",
+    "latency_table",
     "expected_latency",
     "proxyless_step",
 ]
@@ -395,3 +396,19 @@ class ProxylessNas(Algorithm):
             expected = float(expected_latency(net))
         return {"latency_ms": op_latency.arch_latency(net, arch),
                 "expected_latency_ms": expected}  # fmt: skip
+
+
+def latency_table(
+    space: Any, example: torch.Tensor, batch: int = 1, n_warmup: int = 2, n_runs: int = 5
+) -> dict[str, dict[str, float]]:
+    """Returns ``{module path: {candidate: ms}}``: every candidate of ``space``'s LayerChoices
+    timed on this machine at its input shape for ``example`` (a batch; ``batch`` images per
+    timing, median of ``n_runs``); save it with ``op_latency.to_json`` and give it as the
+    ``latency_table`` setting so that several searches read one table.
+
+    Raises:
+        SpaceError: the space cannot be made a supernet.
+    """
+    net = Supernet(space, ProxylessNas, example[:2])
+    trace_shapes(net, example[:2])
+    return op_latency.measure_table(net, batch, n_warmup, n_runs)
