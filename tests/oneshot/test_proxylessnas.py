@@ -21,6 +21,7 @@ from nasforge.cli import main
 from nasforge.engine import Store
 from nasforge.errors import ConfigError
 from nasforge.oneshot import OneShot, search, supernet
+from nasforge.oneshot.cmp import check_parallel
 from nasforge.oneshot.common import SearchConfig, arch_optimizer
 from nasforge.oneshot.op_latency import arch_latency, attach, load_table, measure_table
 from nasforge.oneshot.proxyless import (
@@ -201,10 +202,13 @@ def test_latency_tables_measured_loaded_and_refused() -> None:
 
 
 def test_registry_lists_proxylessnas_with_a_suggestion() -> None:
-    """The algorithm registry and the runner registry know the name, and suggest it."""
+    """The algorithm and runner registries know the name and suggest it; model-parallel
+    search refuses it."""
     assert get_algorithm("proxylessnas").name == "proxylessnas"
     with pytest.raises(ConfigError, match="did you mean 'proxylessnas'"):
         runner_for_strategy("proxylesnas")
+    with pytest.raises(ConfigError, match="model_parallel=1"):  # its step is its own
+        check_parallel(2, 1, "cmp", "thread", SearchConfig(), "proxylessnas")
 
 
 SPACE = """
