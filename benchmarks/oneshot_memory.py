@@ -1,13 +1,16 @@
-"""Activation memory of one search step, DARTS vs NASB vs SPOS vs the standalone network.
+"""Activation memory of one search step, DARTS vs NASB vs SPOS vs ProxylessNAS vs the
+standalone network.
 
 Bytes of tensors saved for backward (``saved_tensors_hooks``, deduplicated by storage, parameters
 excluded) by the forward pass of one step on the 8-cell, 16-channel DARTS/NASP cell space at one
 batch size, with the architecture parameters requiring gradients (the architecture pass, the
-larger of a step's two graphs). NASB's G and SPOS's path are set to the standalone network's
-architecture. Largest batch in a fixed budget: activation bytes are linear in the batch, so it is
-budget // (bytes per example).
+larger of a step's two graphs). NASB's G, SPOS's path and ProxylessNAS's active paths are set
+to the standalone network's architecture; ProxylessNAS's architecture pass also holds a second
+sampled candidate per mixed op (recomputed in backward, for Eq. 4). Largest batch in a fixed
+budget: activation bytes are linear in the batch, so it is budget // (bytes per example).
 
-Targets (issue 4): NASB <= 0.35 x DARTS, NASB <= 1.5 x standalone, SPOS <= 1.1 x standalone.
+Targets (issue 4): NASB <= 0.35 x DARTS, NASB <= 1.5 x standalone, SPOS <= 1.1 x standalone;
+(issue 39) ProxylessNAS <= 2.5 x standalone, beside DARTS and NASB over standalone.
 Last line: one JSON object.
 """
 
@@ -44,11 +47,14 @@ def main() -> None:
             "nasb_to_darts": out["nasb"] / out["darts"],
             "nasb_to_standalone": out["nasb"] / out["standalone"],
             "spos_to_standalone": out["spos"] / out["standalone"],
+            "proxylessnas_to_standalone": out["proxylessnas"] / out["standalone"],
+            "darts_to_standalone": out["darts"] / out["standalone"],
         },
         "targets_met": {
             "nasb_le_0.35_darts": out["nasb"] <= 0.35 * out["darts"],
             "nasb_le_1.5_standalone": out["nasb"] <= 1.5 * out["standalone"],
             "spos_le_1.1_standalone": out["spos"] <= 1.1 * out["standalone"],
+            "proxylessnas_le_2.5_standalone": out["proxylessnas"] <= 2.5 * out["standalone"],
         },
         "max_batch_in_budget": {k: budget // max(1, v // batch) for k, v in out.items()},
         "budget_bytes": budget,

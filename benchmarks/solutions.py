@@ -11,6 +11,14 @@ JSON object with a key per part run:
                on the test split, its ``connections``; beside them the untrained minimal
                start network (``start_*``: the trivial baseline) and the paper's MNIST
                figures (``paper_mnist_*``; MNIST is not the digits)
+    proxylessnas  ``saved_over_standalone``: bytes saved for backward by ProxylessNAS's
+               architecture pass over the stand-alone network's (benchmarks/oneshot_memory.py's
+               setting; target <= 2.5), beside DARTS's and NASB's (``darts_over_standalone``,
+               ``nasb_over_standalone``); ``latency_over_target``: the table latency of the
+               pick of a search on the digits with ``latency_target`` = half the unconstrained
+               pick's latency, over that target (target <= 1), beside the unconstrained
+               pick's (``unconstrained_latency_over_target``, 2 by construction) and the
+               supernet's validation accuracy with each pick
     pathlevel  examples/pathlevel_digits.py: the mean test accuracy of the best network of
                the controller's search (``search``) and of random edit sequences with the
                same budget (``random``), over 5 seeds each, and the one-sided Welch t-test's
@@ -73,8 +81,49 @@ def pathlevel(quick: bool) -> dict[str, Any]:
     return example.compare(trials=6 if quick else 12, seeds=3 if quick else 5)
 
 
+def proxylessnas(quick: bool) -> dict[str, Any]:
+    """Returns the ProxylessNAS figures (see the module docstring)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from _oneshot_common import setup
+
+    from nasforge.data import load_digits
+    from nasforge.oneshot import search
+    from nasforge.oneshot.memory import saved_bytes
+    from nasforge.oneshot.proxyless import latency_table
+    from nasforge.spaces import digits_cell_space
+
+    s = setup(*((16, 8) if quick else (32, 16)))
+    saved = {k: saved_bytes(s["nets"][k], s["x"], s["y"])
+             for k in ("standalone", "proxylessnas", "nasb", "darts")}  # fmt: skip
+    x, y = load_digits(seed=0).train[:]
+    space = digits_cell_space()
+    table = latency_table(space, x[:2])  # this machine, batch 1; both searches read this one
+    common = dict(epochs=2 if quick else 6, batch_size=64, a_lr=0.05, latency_table=table,
+                  progress="off", threads=1)  # fmt: skip
+    free = search(space, "proxylessnas", (x, y), **common)
+    target = 0.5 * free.metrics["latency_ms"]
+    tight = search(space, "proxylessnas", (x, y), latency_target=target, **common)
+    return {
+        "saved_over_standalone": round(saved["proxylessnas"] / saved["standalone"], 4),
+        "darts_over_standalone": round(saved["darts"] / saved["standalone"], 4),
+        "nasb_over_standalone": round(saved["nasb"] / saved["standalone"], 4),
+        "latency_over_target": round(tight.metrics["latency_ms"] / target, 4),
+        "unconstrained_latency_over_target": round(free.metrics["latency_ms"] / target, 4),
+        "target_ms": round(target, 4),
+        "pick_latency_ms": round(tight.metrics["latency_ms"], 4),
+        "unconstrained_latency_ms": round(free.metrics["latency_ms"], 4),
+        "pick_supernet_val_acc": tight.history[-1]["val_acc"],
+        "unconstrained_supernet_val_acc": free.history[-1]["val_acc"],
+        "settings": {k: v for k, v in common.items() if k != "latency_table"},
+    }
+
+
 #: part name -> function(quick) -> figures; a part added later is one more entry
-PARTS: dict[str, Callable[[bool], dict[str, Any]]] = {"wann": wann, "pathlevel": pathlevel}
+PARTS: dict[str, Callable[[bool], dict[str, Any]]] = {
+    "wann": wann,
+    "pathlevel": pathlevel,
+    "proxylessnas": proxylessnas,
+}
 
 
 def main() -> int:

@@ -3,7 +3,8 @@
 ``nasforge.oneshot.search(space, "darts" | "nasb" | "spos", (X, y), epochs=...)`` returns a
 :class:`SearchResult` whose ``arch`` freezes with ``nf.freeze(space, arch)``. One algorithm per
 module: :mod:`~nasforge.oneshot.supernet` (conversion, export, weight inheritance),
-:mod:`~nasforge.oneshot.darts`, :mod:`~nasforge.oneshot.nasb`, :mod:`~nasforge.oneshot.spos`;
+:mod:`~nasforge.oneshot.darts`, :mod:`~nasforge.oneshot.nasb`, :mod:`~nasforge.oneshot.spos`,
+:mod:`~nasforge.oneshot.proxyless` (with :mod:`~nasforge.oneshot.op_latency`, its latency tables);
 :mod:`~nasforge.oneshot.runner` runs a search as a recorded run (``nasforge run``, kind
 ``oneshot``); :mod:`~nasforge.oneshot.cmp` splits a DARTS/NASB search over consecutive
 partitions (model parallel, CMP) and replicas (``model_parallel=M, schedule="cmp"``).

@@ -78,10 +78,10 @@ def check_parallel(
             architecture gradients (SPOS).
     """
     algo = get_algorithm(algorithm)
-    if not (algo.uses_val and algo.learns_arch):
+    if not (algo.uses_val and algo.learns_arch and algo.model_parallel):
         raise ConfigError(
-            f"model parallel search needs architecture gradients (darts, nasb, nasp); got "
-            f"{algo.name!r}"
+            f"model parallel search needs architecture gradients from the generic pass pair "
+            f"(darts, nasb, nasp); got {algo.name!r}: run it with model_parallel=1"
         )
     for name, v in (("model_parallel", model_parallel), ("replicas", replicas)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:

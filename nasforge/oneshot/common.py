@@ -59,6 +59,12 @@ class SearchConfig:
     bn_batches: int = 4  # training batches used to recalibrate batch norm before each evaluation
     # where the supernet and the data live during the search: "cpu", "cuda" or "cuda:N"
     device: str = "cpu"
+    # ProxylessNAS's expected-latency term (nasforge/oneshot/proxyless.py); latencies in ms of
+    # the searched operations (the latency table's entries of the chosen candidates, summed)
+    latency_target: float | None = None  # None: no latency term (latency is still reported)
+    latency_loss: str = "mul"  # "mul": loss * (E[lat] / target) ** w; "add": + w * E[lat] / target
+    latency_weight: float = 1.0  # w above
+    latency_table: str | dict[str, Any] | None = None  # a JSON file or mapping; None: measured
 
     def check(self, allow_no_epochs: bool = False) -> None:
         """Raises ConfigError on an impossible setting (``epochs=0`` is allowed only when the
@@ -74,10 +80,33 @@ class SearchConfig:
                 f"got {self.order!r}"
             )
         check_device(self.device)
+        self._check_latency()
         if self.population < 2 or self.sample_size < 1 or self.cycles < 1:
             raise ConfigError(
                 f"SPOS evolution needs population >= 2, sample_size >= 1 and cycles >= 1, got "
                 f"{self.population}, {self.sample_size} and {self.cycles}"
+            )
+
+    def _check_latency(self) -> None:
+        """Raises ConfigError on a bad setting of the latency term."""
+        t = self.latency_target
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0):
+            raise ConfigError(
+                f"latency_target must be a positive number of milliseconds or null, got {t!r}"
+            )
+        if self.latency_loss not in ("mul", "add"):
+            raise ConfigError(
+                f"latency_loss must be 'mul' (loss * (E[lat]/target)**w) or 'add' (loss + w * "
+                f"E[lat]/target), got {self.latency_loss!r}"
+            )
+        w = self.latency_weight
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
+            raise ConfigError(f"latency_weight must be a number >= 0, got {w!r}")
+        if not (self.latency_table is None or isinstance(self.latency_table, (str, Mapping))):
+            raise ConfigError(
+                "latency_table must be the path of a JSON latency table, a mapping "
+                f"(module path -> {{candidate: ms}} or candidate -> ms) or null, got "
+                f"{type(self.latency_table).__name__}"
             )
 
 
@@ -91,6 +120,8 @@ class SearchResult:
     history: list[dict[str, Any]] = field(default_factory=list)
     supernet: nn.Module | None = None
     evaluated: list[tuple[Arch, float]] = field(default_factory=list)
+    #: figures of ``arch`` beyond accuracy that the algorithm knows (ProxylessNAS: latency)
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -179,7 +179,8 @@ class OneShotSearch(BaseRunner):
     """Returns, after :meth:`run`, a one-shot search of ``space`` recorded in ``directory``
     (the ``oneshot`` kind of run; see the module docstring for what it records).
 
-    ``strategy`` is a name (``"darts"``, ``"nasb"``, ``"nasp"``, ``"spos"``), a mapping or a
+    ``strategy`` is a name (``"darts"``, ``"nasb"``, ``"nasp"``, ``"proxylessnas"``,
+    ``"spos"``), a mapping or a
     :class:`OneShot`; ``settings`` are :class:`~nasforge.oneshot.SearchConfig` fields
     (``epochs``, ``batch_size``, ``seed``, ...) that override the strategy's. ``threads`` sets
     torch's thread count (default: :func:`nasforge.runtime.threads.default_threads`).
@@ -381,6 +382,7 @@ class OneShotSearch(BaseRunner):
             "accuracy": accuracy(model, self.split.val),
             "params": float(sum(p.numel() for p in model.parameters())),
             "search_seconds": seconds,
+            **result.metrics,  # what the algorithm knows of its pick (ProxylessNAS: latency)
         }
         if rows:
             metrics["supernet_val_acc"] = rows[-1]["val_acc"]

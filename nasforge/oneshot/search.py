@@ -1,4 +1,4 @@
-"""``search(space, "darts" | "nasb" | "spos", data)``: one line from a space to an architecture.
+"""``search(space, "darts" | "nasb" | "proxylessnas" | "spos", data)``: space -> architecture.
 
 The loop is the same for every algorithm; what differs is a method of the algorithm's class
 (:class:`~nasforge.oneshot.supernet.Algorithm`): its training step, the architecture it points
@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from nasforge.errors import ConfigError, DivergenceError
-from nasforge.oneshot import darts, nasb, spos
+from nasforge.oneshot import darts, nasb, proxyless, spos
 from nasforge.oneshot.common import (
     SearchConfig,
     SearchResult,
@@ -59,6 +59,7 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     "darts": darts.Darts,
     "nasb": nasb.Nasb,
     "nasp": nasb.Nasp,
+    "proxylessnas": proxyless.ProxylessNas,
     "spos": spos.Spos,
 }
 
@@ -227,7 +228,8 @@ def _search(
     finally:
         shown.close()
     arch, evaluated = algo.finish(state.net, split, cfg)
-    return SearchResult(arch=arch, history=history, supernet=state.net, evaluated=evaluated)
+    return SearchResult(arch=arch, history=history, supernet=state.net, evaluated=evaluated,
+                        metrics=algo.arch_metrics(state.net, arch))  # fmt: skip
 
 
 def initial_state(
@@ -256,6 +258,7 @@ def initial_state(
                 reset()
     net.to(device)
     split = split.to(device)
+    algo.prepare(net, split, cfg)
     opt_w, sched = weight_optimizer(net.weights(), cfg, n_steps(split, cfg))
     state = SearchState(
         net,
@@ -336,6 +339,7 @@ def epoch_row(
         "arch_id": arch_id(arch),
         "seconds": seconds,
     }
+    row.update(algo.arch_metrics(state.net, arch))
     weights = state.net.arch_weights()
     if weights:  # e.g. softmax(alpha)
         row["arch_weights"] = weights

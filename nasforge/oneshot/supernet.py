@@ -242,11 +242,28 @@ class Algorithm:
     #: whether the architecture gradient of a pass can be computed after the weight pass (NASB's
     #: sampled ops keep what it needs; NASP's dense ones do not), as model-parallel search may
     defers_arch_grads: bool = False
+    #: whether model-parallel search (``oneshot/cmp*.py``) can run it: its step is the generic
+    #: architecture/weight pass pair there (DARTS, NASB, NASP); ProxylessNAS samples its own
+    #: paths per pass and says no
+    model_parallel: bool = True
 
     @classmethod
     def draw_gates(cls, net: Supernet) -> None:  # noqa: B027 - optional hook
         """Draws the mixed ops' gates from the architecture parameters before a pass (only
         where :attr:`draws_gates`; by default nothing)."""
+
+    @classmethod
+    def prepare(cls, net: Supernet, split: Any, cfg: Any) -> None:  # noqa: B027 - optional hook
+        """Readies the supernet once it is built and on its device, before the optimizers and
+        before a resumed state is loaded into it (ProxylessNAS: its latency table, kept in the
+        supernet's state so that a resume reads the same one); by default nothing."""
+
+    @classmethod
+    def arch_metrics(cls, net: Supernet, arch: Arch) -> dict[str, float]:
+        """Returns figures of ``arch`` the algorithm knows beyond accuracy (ProxylessNAS: its
+        table latency, the expected latency and the target), recorded in each epoch's row and
+        the found trial's metrics; by default none."""
+        return {}
 
     @staticmethod
     def strength(a: torch.Tensor) -> torch.Tensor:

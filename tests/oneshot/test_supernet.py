@@ -13,7 +13,7 @@ from nasforge.oneshot.supernet import MixedInput, MixedLayer, MixedRepeat
 
 from ._spaces import ToySpace
 
-ALGOS = ["darts", "nasb", "nasp", "spos"]
+ALGOS = ["darts", "nasb", "nasp", "proxylessnas", "spos"]
 
 
 @pytest.mark.parametrize("algo", ALGOS)
