@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nasforge.data import load_digits  # noqa: E402
 from nasforge.oneshot import nasb  # noqa: E402
 from nasforge.oneshot.cmp import (
+    CMPSettings,  # noqa: E402
     cmp_search,  # noqa: E402
     profile_steps,  # noqa: E402
 )
@@ -303,7 +304,7 @@ def quality(a: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     one = search(digits_cell_space(), "nasb", (x, y), **kw)
     t1 = time.perf_counter()
-    par = cmp_search(digits_cell_space(), "nasb", (x, y), model_parallel=2, schedule="cmp", **kw)
+    par = cmp_search(digits_cell_space(), "nasb", (x, y), CMPSettings(model_parallel=2), **kw)
     t2 = time.perf_counter()
     return {
         "same_arch_as_single": one.arch == par.arch,

@@ -28,8 +28,22 @@ from nasforge.run import control as control_cli
 __all__ = ["main", "build_parser"]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Returns the parser with every subcommand."""
+#: The commands whose flags include every kind's own (each runner's ``add_arguments``).
+KIND_FLAG_COMMANDS = ("run", "resume")
+
+
+def _command(argv: Sequence[str] | None) -> str | None:
+    """Returns the subcommand ``argv`` names (its first word that is no option), or None."""
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    return words[0] if words else None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """Returns the parser with every subcommand. When ``argv`` (default: the process's
+    arguments) names ``run`` or ``resume``, every built-in kind is loaded first so that their
+    flags (``nasforge run --help``) are all there; any other command loads only the kinds whose
+    runner modules import no torch (the multi-trial one), so building it stays quick."""
+    every = _command(argv) in KIND_FLAG_COMMANDS
     parser = argparse.ArgumentParser(
         prog="nasforge", description="Neural architecture search on PyTorch."
     )
@@ -38,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"nasforge {__version__}", help="show the version"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    run_cli.register(sub, load_runners=runners.load, flag_kinds=runners.flag_kinds)
+    run_cli.register(
+        sub, load_runners=runners.load, flag_kinds=lambda: runners.flag_kinds(every=every)
+    )
     control_cli.register(sub)
     parallel_cli.register(sub)
     ofa_cli.register(sub)
@@ -97,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     """Returns the exit code of the command ``argv`` names (see :func:`main`)."""
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose + 1, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -4,20 +4,23 @@ The shared floor (:mod:`nasforge.run`) imports no family; this module sits above
 imports each family's runner module by a fixed name. The command line calls :func:`load`
 (every kind before ``nasforge run FILE``, only the run's own kind before ``nasforge resume
 DIR``, which keeps a resume from importing families it does not need); a third-party kind
-registers itself when its own module is imported.
+registers itself when its own module is imported. Importing this module also adds
+:func:`load` to the registry's loaders (:func:`nasforge.run.runner.add_runner_loader`), so that
+reading the registry (``load_run_file``, ``get_runner``, ``runner_for_strategy``) finds every
+built-in kind without any other import first.
 
 A kind's own flags of ``nasforge run`` and ``resume`` (its runner's ``add_arguments``) are
 added when the parser is built, so ``nasforge run --help`` lists them: :func:`flag_kinds`
-loads the built-in kinds that add flags (:data:`WITH_FLAGS`; their runner modules import no
-torch, so building the parser stays quick) and returns them with every kind registered
-already.
+loads every built-in kind for those two commands (``run`` loads them all anyway) and, for
+any other, only those whose runner modules import no torch (:data:`WITH_FLAGS`), so that
+``nasforge status`` does not import torch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from nasforge.run.runner import BaseRunner, get_runner, list_runners
+from nasforge.run.runner import BaseRunner, add_runner_loader, get_runner, list_runners
 
 __all__ = ["load", "flag_kinds", "BUILTIN", "WITH_FLAGS"]
 
@@ -67,14 +70,19 @@ def load(kind: str | None = None) -> None:
         fn()
 
 
-#: The built-in kinds whose runner adds flags of its own to ``nasforge run`` and ``resume``.
+add_runner_loader(load)  # the registry loads a built-in kind when it is read for it
+
+
+#: The built-in kinds whose runner modules import no torch: their flags are on every parser.
 WITH_FLAGS: tuple[str, ...] = ("multitrial",)
 
 
-def flag_kinds() -> list[type[BaseRunner]]:
-    """Returns the runner classes whose flags ``nasforge run`` and ``resume`` take: the
-    built-in kinds of :data:`WITH_FLAGS` (registered now) and every kind registered already,
-    in the order of their kind names."""
-    for kind in WITH_FLAGS:
+def flag_kinds(every: bool = False) -> list[type[BaseRunner]]:
+    """Returns the runner classes whose flags ``nasforge run`` and ``resume`` take: every
+    built-in kind with ``every`` (what ``run`` and ``resume`` parse: all their kinds' flags),
+    else the built-in kinds of :data:`WITH_FLAGS` (their modules import no torch, so any other
+    command's parser builds quickly); with either, every kind registered already, in the order
+    of their kind names."""
+    for kind in BUILTIN if every else WITH_FLAGS:
         BUILTIN[kind]()
     return [get_runner(kind) for kind in list_runners()]

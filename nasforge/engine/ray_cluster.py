@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from nasforge.errors import ConfigError, NasforgeError
+from nasforge.runtime.loopback import pids_marked
 
 __all__ = ["LocalRayCluster", "FAST_FAILURE_DETECTION", "main"]
 
@@ -170,20 +171,7 @@ class LocalRayCluster:
         their environment or command line)."""
         if not self.temp_dir:
             return []
-        mark = self.temp_dir.encode()
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            try:
-                env = (entry / "environ").read_bytes()
-                cmd = (entry / "cmdline").read_bytes()
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if state != "Z" and (b"RAY_TMPDIR=" + mark + b"\0" in env or mark in cmd):
-                found.append(int(entry.name))
-        return found
+        return pids_marked(self.temp_dir)
 
     def shutdown(self) -> None:
         """Stops every node; kills whatever it started that is still alive; removes its

@@ -32,7 +32,7 @@ def _say(text: str) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from nasforge.ofa.runner import OFARun
+    from nasforge.ofa.runner import OFARun, OFARunSettings
     from nasforge.run.files import rebuild_runner
 
     if args.resume:
@@ -41,13 +41,14 @@ def _train(args: argparse.Namespace) -> int:
         open_ofa_store(args.resume).close()  # an OFA run, or a clear error
         runner = rebuild_runner(args.resume).resume()
     else:
-        runner = OFARun(
-            args.space, data=args.data, plan=args.plan, width_mult=args.width_mult,
+        settings = OFARunSettings(
+            data=args.data, plan=args.plan, width_mult=args.width_mult,
             full_epochs=args.full_epochs, shrink_epochs=args.shrink_epochs,
             schedule=args.schedule, n_subnets=args.n_subnets, kd_ratio=args.kd_ratio,
             batch_size=args.batch_size, lr=args.lr, seed=args.seed, threads=args.threads,
-            probes=not args.no_probes, directory=args.out,
-        ).run()  # fmt: skip
+            probes=not args.no_probes,
+        )  # fmt: skip
+        runner = OFARun(args.space, settings, directory=args.out).run()
     assert isinstance(runner, OFARun)  # run() returns self; a resumed run was checked as OFA's
     from nasforge.run.store import Store
 
@@ -62,7 +63,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _search_published(args: argparse.Namespace) -> int:
     from nasforge.errors import ConfigError
-    from nasforge.ofa.deploy_runner import OFADeploy
+    from nasforge.ofa.deploy_runner import OFADeploy, OFADeploySettings
     from nasforge.run.export import export_top
 
     if not (args.predictor and args.target_ms and args.out):
@@ -70,12 +71,14 @@ def _search_published(args: argparse.Namespace) -> int:
             "a search on published artifacts needs --predictor, --target-ms and --out"
         )
     ints = [int(r) for r in args.resolutions.split(",")] if args.resolutions else None
-    runner = OFADeploy(
-        args.latency_table, args.predictor, [float(t) for t in args.target_ms.split(",")],
+    settings = OFADeploySettings(
         supernet=args.supernet, resolutions=ints, population=args.population,
         generations=500 if args.generations is None else args.generations, seed=args.seed,
-        threads=args.threads, directory=args.out,
-    ).run()  # fmt: skip
+        threads=args.threads,
+    )  # fmt: skip
+    targets = [float(t) for t in args.target_ms.split(",")]
+    runner = OFADeploy(args.latency_table, args.predictor, targets, settings,
+                       directory=args.out).run()  # fmt: skip
     for t in runner.trials():
         m = t.metrics or {}
         _say(f"target {m.get('target'):g} ms: predicted accuracy {m.get('accuracy'):.4f} at "

@@ -16,13 +16,17 @@ is the extracted sub-network's weights when a supernet was given, so ``nasforge 
 
 from __future__ import annotations
 
+import argparse
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nasforge.errors import ConfigError
+from nasforge.ofa.evolution import EvolutionConfig
 from nasforge.run.runner import BaseRunner, Objective, register_runner
+from nasforge.run.settings import kind_settings
 from nasforge.run.store import Store, is_run
 from nasforge.runtime.threads import set_threads
 from nasforge.runtime.weights import save_weights
@@ -32,9 +36,30 @@ if TYPE_CHECKING:
     from nasforge.ofa.mobilenet import OFAMobileNetV3
     from nasforge.ofa.spaces import OFASpec
 
-__all__ = ["OFADeploy"]
+__all__ = ["OFADeploy", "OFADeploySettings"]
 
 log = logging.getLogger("nasforge.ofa")
+
+
+_EVOLUTION = EvolutionConfig()
+
+
+@dataclass
+class OFADeploySettings:
+    """Returns nothing; the settings of a deployment search beside the artifacts it reads
+    (tables, predictor) and its targets, each with its default (once-for-all's evolution),
+    written once; the record's section holds them, paths resolved."""
+
+    supernet: str | None = None  # a run directory or a published checkpoint (None: no weights)
+    resolutions: Sequence[int] | None = None  # only these input sides' tables
+    # the evolution's, with once-for-all's defaults (EvolutionConfig's, not written again)
+    population: int = _EVOLUTION.population
+    generations: int = _EVOLUTION.n_generations
+    parent_ratio: float = _EVOLUTION.parent_ratio
+    mutation_ratio: float = _EVOLUTION.mutation_ratio
+    mutate_prob: float = _EVOLUTION.mutate_prob
+    seed: int = 0
+    threads: int | None = None
 
 
 @register_runner
@@ -42,8 +67,12 @@ class OFADeploy(BaseRunner):
     """Returns, after :meth:`run`, one sub-network per latency target found on published
     artifacts and recorded in ``directory`` (see the module docstring).
 
+    ``settings`` is an :class:`OFADeploySettings` (or a mapping of its fields); its fields
+    given as keywords still work for one release and warn (DeprecationWarning).
+
     Raises:
-        ConfigError: no targets, a missing file, or a resolution without a latency table.
+        ConfigError: no targets, a missing file, a resolution without a latency table, or an
+            unknown setting.
     """
 
     kind = "ofa-deploy"
@@ -53,42 +82,40 @@ class OFADeploy(BaseRunner):
         latency_table: str | Sequence[str],
         predictor: str,
         targets: Sequence[float],
+        settings: OFADeploySettings | Mapping[str, Any] | None = None,
         *,
-        supernet: str | None = None,
-        resolutions: Sequence[int] | None = None,
-        population: int = 100,
-        generations: int = 500,
-        parent_ratio: float = 0.25,
-        mutation_ratio: float = 0.5,
-        mutate_prob: float = 0.1,
-        seed: int = 0,
-        threads: int | None = None,
         directory: str | Path | None = None,
         source: Mapping[str, Any] | None = None,
+        **deprecated: Any,
     ) -> None:
-        from nasforge.ofa.evolution import EvolutionConfig
-
+        self.settings = s = kind_settings(OFADeploySettings, settings, deprecated, "OFADeploy")
         if not targets:
             raise ConfigError("give at least one latency target in ms (targets / --target-ms)")
         tables = [latency_table] if isinstance(latency_table, (str, Path)) else latency_table
         self.tables = [str(Path(t).resolve()) for t in tables]
-        if resolutions:  # only the tables of these input sides
+        if s.resolutions:  # only the tables of these input sides
             folder = Path(self.tables[0])
-            self.tables = [str(folder / f"{int(r)}_lookup_table.yaml") for r in resolutions]
-        for path in [*self.tables, predictor, *([supernet] if supernet else [])]:
+            self.tables = [str(folder / f"{int(r)}_lookup_table.yaml") for r in s.resolutions]
+        for path in [*self.tables, predictor, *([s.supernet] if s.supernet else [])]:
             if not Path(path).exists():
                 raise ConfigError(f"{path} not found")
         self.predictor = str(Path(predictor).resolve())
-        self.supernet = None if supernet is None else str(Path(supernet).resolve())
+        self.supernet = None if s.supernet is None else str(Path(s.supernet).resolve())
         self.targets = [float(t) for t in targets]
         self.evolution = EvolutionConfig(
-            population=population, n_generations=generations, parent_ratio=parent_ratio,
-            mutation_ratio=mutation_ratio, mutate_prob=mutate_prob,
+            population=s.population, n_generations=s.generations, parent_ratio=s.parent_ratio,
+            mutation_ratio=s.mutation_ratio, mutate_prob=s.mutate_prob,
         )  # fmt: skip
-        self.seed, self.threads = seed, threads
-        self.resolutions = None if not resolutions else tuple(int(r) for r in resolutions)
+        self.seed, self.threads = s.seed, s.threads
+        self.resolutions = None if not s.resolutions else tuple(int(r) for r in s.resolutions)
         self.net = _load_supernet(self.supernet) if self.supernet else None
         super().__init__(Objective("accuracy", "max"), directory, source)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse._ActionsContainer) -> None:
+        """Returns None after adding the ofa-deploy kind's flags: the evolution's size."""
+        parser.add_argument("--population", type=int, help="evolution population (ofa-deploy)")
+        parser.add_argument("--generations", type=int, help="evolution generations (ofa-deploy)")
 
     def _spec(self) -> OFASpec:
         """Returns the supernet's spec narrowed to the searched resolutions."""
@@ -127,7 +154,13 @@ class OFADeploy(BaseRunner):
                     s[key] = str((base / value).resolve())
                 elif isinstance(value, list):
                     s[key] = [str((base / v).resolve()) for v in value]
-        return cls(**s)
+        where = {k: s.pop(k) for k in ("latency_table", "predictor", "targets") if k in s}
+        missing = sorted({"latency_table", "predictor", "targets"} - set(where))
+        if missing:
+            raise ConfigError(f"an ofa-deploy run needs {missing}; see docs/ofa.md")
+        places = {k: s.pop(k) for k in ("directory", "source") if k in s}
+        fields = kind_settings(OFADeploySettings, s, {}, "an ofa-deploy run")
+        return cls(where["latency_table"], where["predictor"], where["targets"], fields, **places)
 
     def compatible_keys(self) -> tuple[str, ...]:
         """Returns the settings a resume must keep."""

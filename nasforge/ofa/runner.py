@@ -14,8 +14,10 @@ A run file::
 
 from __future__ import annotations
 
+import argparse
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,7 @@ from nasforge.errors import ConfigError
 from nasforge.ofa.record import KIND, open_ofa_store, section, stage_from_dict
 from nasforge.run.preflight import require
 from nasforge.run.runner import BaseRunner, Objective, register_runner
+from nasforge.run.settings import kind_settings
 from nasforge.run.store import Store
 from nasforge.runtime.threads import set_threads
 from nasforge.runtime.weights import save_weights
@@ -33,7 +36,7 @@ from nasforge.space import arch_id
 if TYPE_CHECKING:
     from nasforge.ofa.spaces import Coupling
 
-__all__ = ["OFARun", "load_data", "search_run", "SEARCH_DEFAULTS"]
+__all__ = ["OFARun", "OFARunSettings", "load_data", "search_run", "SEARCH_DEFAULTS"]
 
 log = logging.getLogger("nasforge.ofa")
 
@@ -65,10 +68,43 @@ def load_data(name: str, n_test: int = 1000) -> tuple[tuple[Any, Any], tuple[Any
     return (x[:-n_test], y[:-n_test]), (x[-n_test:], y[-n_test:])
 
 
+@dataclass
+class OFARunSettings:
+    """Returns nothing; the settings of an ``ofa`` run beside its space (the coupling), each
+    with its default, written once: a run file's keys.
+
+    The record keeps what they build rather than these (the section of
+    :func:`nasforge.ofa.record.section`: the network's spec, the training config, the plan of
+    stages, ``run``: data, seed, threads and probes, and the search), as it did before this
+    class existed and as a run trained from Python with :func:`nasforge.ofa.train.train`
+    records it; a resume rebuilds the run from those.
+    """
+
+    data: str = "mnist"  # or a torch file {'x': (N, C, H, W), 'y': (N,)}
+    plan: str = "small"  # small (a small network of the space) or mobilenetv3 (the full one)
+    width_mult: float = 0.5
+    full_epochs: int = 2  # the largest network's epochs
+    shrink_epochs: int = 5  # progressive shrinking's (or CompOFA's) epochs
+    schedule: str = "auto"  # the shrinking schedule (auto: the coupling's)
+    n_subnets: int = 4  # sub-networks per step
+    kd_ratio: float = 1.0  # distillation from the largest network
+    batch_size: int = 64
+    lr: float = 0.1
+    seed: int = 0
+    threads: int | None = None
+    probes: bool = True  # accuracy of probe sub-networks after each epoch
+    search: Mapping[str, Any] | None = None  # deployment search (SEARCH_DEFAULTS' keys)
+
+
 @register_runner
 class OFARun(BaseRunner):
     """Returns, after :meth:`run`, a trained elastic supernet (and its searched sub-networks)
     recorded in ``directory``.
+
+    ``settings`` is an :class:`OFARunSettings` (or a mapping of its fields); its fields given
+    as keywords still work for one release and warn (DeprecationWarning). ``self.settings`` is
+    None for a run rebuilt from its record, which keeps the spec, training config and plan
+    those settings built (see :class:`OFARunSettings`).
 
     Raises:
         ConfigError: a bad setting (unknown space, schedule, data; too few shrink epochs).
@@ -79,38 +115,28 @@ class OFARun(BaseRunner):
     def __init__(
         self,
         space: Coupling = "compofa",
+        settings: OFARunSettings | Mapping[str, Any] | None = None,
         *,
-        data: str = "mnist",
-        plan: str = "small",
-        width_mult: float = 0.5,
-        full_epochs: int = 2,
-        shrink_epochs: int = 5,
-        schedule: str = "auto",
-        n_subnets: int = 4,
-        kd_ratio: float = 1.0,
-        batch_size: int = 64,
-        lr: float = 0.1,
-        seed: int = 0,
-        threads: int | None = None,
-        probes: bool = True,
-        search: Mapping[str, Any] | None = None,
         directory: str | Path | None = None,
         source: Mapping[str, Any] | None = None,
+        **deprecated: Any,
     ) -> None:
         from nasforge.ofa.mobilenet import OFAMobileNetV3
         from nasforge.ofa.spaces import OFASpec, small_spec
         from nasforge.ofa.train import TrainConfig, training_plan
 
-        if plan not in ("small", "mobilenetv3"):
-            raise ConfigError(f"plan must be 'small' or 'mobilenetv3', got {plan!r}")
-        spec = (small_spec(space, width_mult=width_mult) if plan == "small"
-                else OFASpec(coupling=space, width_mult=width_mult))  # fmt: skip
+        self.settings: OFARunSettings | None
+        self.settings = s = kind_settings(OFARunSettings, settings, deprecated, "OFARun")
+        if s.plan not in ("small", "mobilenetv3"):
+            raise ConfigError(f"plan must be 'small' or 'mobilenetv3', got {s.plan!r}")
+        spec = (small_spec(space, width_mult=s.width_mult) if s.plan == "small"
+                else OFASpec(coupling=space, width_mult=s.width_mult))  # fmt: skip
         self.spec = spec
-        self.train_config = TrainConfig(batch_size=batch_size, lr=lr, n_subnets=n_subnets,
-                                        kd_ratio=kd_ratio, seed=seed)  # fmt: skip
-        if data != "mnist":
-            data = str(Path(data).resolve())
-        self.data, self.seed, self.threads, self.probes = data, seed, threads, probes
+        self.train_config = TrainConfig(batch_size=s.batch_size, lr=s.lr, n_subnets=s.n_subnets,
+                                        kd_ratio=s.kd_ratio, seed=s.seed)  # fmt: skip
+        data = s.data if s.data == "mnist" else str(Path(s.data).resolve())
+        self.data, self.seed, self.threads, self.probes = data, s.seed, s.threads, s.probes
+        search = s.search
         if search is not None:
             unknown = sorted(set(search) - set(SEARCH_DEFAULTS))
             if unknown:
@@ -121,11 +147,17 @@ class OFARun(BaseRunner):
             if not search["targets"]:
                 raise ConfigError("search needs `targets`: a list of latency (ms) or MMACs budgets")
         self.search = search
-        torch.manual_seed(seed)  # the initial weights (a resume loads its checkpoint)
+        torch.manual_seed(s.seed)  # the initial weights (a resume loads its checkpoint)
         net = OFAMobileNetV3(spec)
-        self.plan = training_plan(net, full_epochs, shrink_epochs, schedule)
+        self.plan = training_plan(net, s.full_epochs, s.shrink_epochs, s.schedule)
         self.net = net
         super().__init__(Objective("accuracy", "max"), directory, source, net)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse._ActionsContainer) -> None:
+        """Returns None after adding the ofa kind's flags: the training epochs."""
+        parser.add_argument("--full-epochs", type=int, help="largest network's epochs (ofa)")
+        parser.add_argument("--shrink-epochs", type=int, help="shrinking epochs (ofa)")
 
     @classmethod
     def from_section(
@@ -142,7 +174,8 @@ class OFARun(BaseRunner):
             return cls._from_stored(s)
         if base is not None and s.get("data", "mnist") != "mnist":
             s["data"] = str((base / s["data"]).resolve())
-        return cls(**s)
+        where = {k: s.pop(k) for k in ("space", "directory", "source") if k in s}
+        return cls(settings=kind_settings(OFARunSettings, s, {}, "an ofa run"), **where)
 
     @classmethod
     def _from_stored(cls, s: Mapping[str, Any]) -> OFARun:
@@ -150,6 +183,7 @@ class OFARun(BaseRunner):
         from nasforge.ofa.train import TrainConfig
 
         run = object.__new__(cls)
+        run.settings = None  # the record keeps what the settings built, not the settings
         run.spec = OFASpec.from_dict(s["spec"])
         run.train_config = TrainConfig(**s["train"])
         r = s["run"]

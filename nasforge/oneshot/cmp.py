@@ -2,7 +2,7 @@
 partitions, one per device, the bilevel step's four phases issued in CMP's order (NASB-CMP §2.2,
 Algorithm 1, Appendix B), optionally times R data-parallel replicas.
 
-``cmp_search(space, "nasb", data, model_parallel=2, schedule="cmp")`` returns the same
+``cmp_search(space, "nasb", data, CMPSettings(model_parallel=2, schedule="cmp"))`` returns the same
 :class:`~nasforge.oneshot.common.SearchResult` as :func:`~nasforge.oneshot.search.search` with
 ``order="consecutive"``, and with one replica the same result bit for bit (same thread count):
 it is the same computation, only spread over partitions. Schedules (pure, in
@@ -37,6 +37,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +54,20 @@ from nasforge.oneshot.common import (
 )
 from nasforge.oneshot.search import SearchState, epoch_row, get_algorithm, initial_state
 from nasforge.oneshot.supernet import Supernet
+from nasforge.run.settings import kind_settings
 from nasforge.runtime.devices import check_device
 from nasforge.runtime.procgroup import LocalGroup, file_rendezvous, join_group
 from nasforge.runtime.threads import threads_for
 from nasforge.space import ModelSpace
 
-__all__ = ["cmp_search", "profile_steps", "check_parallel", "WORKERS", "DEFAULT_WORKERS"]
+__all__ = [
+    "cmp_search",
+    "CMPSettings",
+    "profile_steps",
+    "check_parallel",
+    "WORKERS",
+    "DEFAULT_WORKERS",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -97,29 +106,11 @@ def check_parallel(
         )
 
 
-def cmp_search(
-    space: ModelSpace,
-    algorithm: str,
-    data: Any,
-    *,
-    model_parallel: int = 2,
-    schedule: str = "cmp",
-    replicas: int = 1,
-    workers: str = DEFAULT_WORKERS,
-    config: SearchConfig | None = None,
-    on_epoch: Callable[[dict[str, Any]], None] | None = None,
-    checkpoint: Callable[[dict[str, Any], SearchState], None] | None = None,
-    resume_from: Mapping[str, Any] | None = None,
-    weights: Mapping[str, torch.Tensor] | None = None,
-    bounds: list[tuple[int, int]] | None = None,
-    device: str = "cpu",
-    defer_arch_grads: bool = True,
-    timeout_s: float = 3600.0,
-    threads: int | None = None,
-    **settings: Any,
-) -> SearchResult:
-    """Returns what :func:`~nasforge.oneshot.search.search` returns, computed by
-    ``model_parallel`` consecutive partitions (times ``replicas``) under ``schedule``.
+@dataclass
+class CMPSettings:
+    """Returns nothing; how :func:`cmp_search` spreads a search, each setting with its
+    default, written once (the search's own settings are its
+    :class:`~nasforge.oneshot.common.SearchConfig`).
 
     ``device``: ``"cpu"``, or ``"cuda"``: threads share one GPU, each partition on its own CUDA
     stream; processes take one GPU each (NCCL) when there are several.
@@ -130,6 +121,40 @@ def cmp_search(
     balanced by each unit's measured time (:func:`~nasforge.oneshot.cmp_partition.unit_costs`).
     ``threads``: torch's thread count per worker, chosen as :func:`search` chooses it (default
     :func:`~nasforge.runtime.threads.default_threads`; the caller's is restored after).
+    """
+
+    model_parallel: int = 2  # consecutive partitions
+    schedule: str = "cmp"  # cmp or mp (SCHEDULES)
+    replicas: int = 1  # data-parallel replicas of the partitions
+    workers: str = DEFAULT_WORKERS  # thread or process
+    bounds: list[tuple[int, int]] | None = None
+    device: str = "cpu"
+    defer_arch_grads: bool = True
+    timeout_s: float = 3600.0  # a worker silent this long is ended (WorkerError)
+    threads: int | None = None
+
+
+def cmp_search(
+    space: ModelSpace,
+    algorithm: str,
+    data: Any,
+    parallel: CMPSettings | Mapping[str, Any] | None = None,
+    *,
+    config: SearchConfig | None = None,
+    on_epoch: Callable[[dict[str, Any]], None] | None = None,
+    checkpoint: Callable[[dict[str, Any], SearchState], None] | None = None,
+    resume_from: Mapping[str, Any] | None = None,
+    weights: Mapping[str, torch.Tensor] | None = None,
+    **settings: Any,
+) -> SearchResult:
+    """Returns what :func:`~nasforge.oneshot.search.search` returns, computed by
+    ``parallel.model_parallel`` consecutive partitions (times ``parallel.replicas``) under
+    ``parallel.schedule``.
+
+    ``parallel`` is a :class:`CMPSettings` (or a mapping of its fields); ``settings`` are
+    :class:`~nasforge.oneshot.common.SearchConfig` fields when no ``config`` is given, as for
+    :func:`~nasforge.oneshot.search.search`. A :class:`CMPSettings` field given as a keyword
+    (``model_parallel=2``) still works for one release and warns (DeprecationWarning).
 
     Raises:
         ConfigError: a bad setting (also ``order='alternate'``, an algorithm without
@@ -139,6 +164,18 @@ def cmp_search(
         WorkerError: a worker raised (its traceback is in the message), died or timed out;
             every worker is ended first.
     """
+    names = {f.name for f in fields(CMPSettings)}
+    old = {k: settings.pop(k) for k in list(settings) if k in names}
+    p = kind_settings(CMPSettings, parallel, old, "cmp_search")
+    model_parallel, schedule, replicas, workers = (
+        p.model_parallel,
+        p.schedule,
+        p.replicas,
+        p.workers,
+    )
+    bounds, device, defer_arch_grads, timeout_s, threads = (
+        p.bounds, p.device, p.defer_arch_grads, p.timeout_s, p.threads
+    )  # fmt: skip
     with threads_for(threads):  # as search() does, so both run at the same count
         algo, cfg, split, state, bounds = _prepare(
             space, algorithm, data, model_parallel, schedule, replicas, workers, config,

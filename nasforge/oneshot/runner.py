@@ -30,6 +30,7 @@ Model and data parallel: ``model_parallel=M, schedule="cmp"`` (or ``"mp"``), ``r
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import logging
@@ -43,7 +44,7 @@ import torch
 
 from nasforge.data import to_tensors
 from nasforge.errors import ConfigError, StoreError
-from nasforge.oneshot.cmp import DEFAULT_WORKERS, check_parallel, cmp_search
+from nasforge.oneshot.cmp import DEFAULT_WORKERS, CMPSettings, check_parallel, cmp_search
 from nasforge.oneshot.common import Batch, SearchConfig, Split, accuracy, split_data
 from nasforge.oneshot.search import ALGORITHMS, SearchState, search
 from nasforge.oneshot.search import supernet as make_supernet
@@ -251,6 +252,15 @@ class OneShotSearch(BaseRunner):
         super().__init__(Objective("accuracy", "max"), directory, source, space)
 
     @classmethod
+    def add_arguments(cls, parser: argparse._ActionsContainer) -> None:
+        """Returns None after adding the oneshot kind's flags: how the search is spread
+        (:class:`~nasforge.oneshot.cmp.CMPSettings`)."""
+        parser.add_argument(
+            "--model-parallel", type=int, help="consecutive partitions (oneshot; docs/cmp.md)"
+        )
+        parser.add_argument("--replicas", type=int, help="data-parallel replicas (oneshot)")
+
+    @classmethod
     def names(cls) -> list[str]:
         """Returns the one-shot algorithm names."""
         return sorted(ALGORITHMS)
@@ -362,11 +372,12 @@ class OneShotSearch(BaseRunner):
             progress.close()
         self._record(store, result, time.monotonic() - t0)
 
-    def _cmp_search(self, *args: Any, **kwargs: Any) -> Any:
+    def _cmp_search(self, space: ModelSpace, algorithm: str, data: Any, **kwargs: Any) -> Any:
         """Returns :func:`~nasforge.oneshot.cmp.cmp_search`'s result with this run's partitions,
         schedule, replicas and workers (docs/cmp.md)."""
         device = self.strategy.config.device
-        return cmp_search(*args, **self.parallel, threads=self.threads, device=device, **kwargs)
+        parallel = CMPSettings(**self.parallel, threads=self.threads, device=device)
+        return cmp_search(space, algorithm, data, parallel, **kwargs)
 
     def _record(self, store: Store, result: Any, seconds: float) -> None:
         cfg = self.strategy.config

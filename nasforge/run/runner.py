@@ -32,7 +32,7 @@ import difflib
 import logging
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -45,6 +45,7 @@ __all__ = [
     "BaseRunner",
     "Objective",
     "register_runner",
+    "add_runner_loader",
     "get_runner",
     "list_runners",
     "runner_for_strategy",
@@ -59,6 +60,12 @@ R = TypeVar("R", bound="type[BaseRunner]")
 
 #: kind -> runner class, filled by :func:`register_runner` when a family's runner module loads.
 _RUNNERS: dict[str, type[BaseRunner]] = {}
+
+#: Functions that register kinds on demand (``load(kind)``; None: every kind they know), called
+#: before the registry is read for what it lacks; :mod:`nasforge.runners` adds the built-in
+#: kinds' loader when it is imported, so reading the registry never depends on which family
+#: happened to be imported first.
+_LOADERS: list[Callable[[str | None], None]] = []
 
 
 class Objective:
@@ -401,8 +408,25 @@ def register_runner(cls: R) -> R:
     return cls
 
 
+def add_runner_loader(load: Callable[[str | None], None]) -> None:
+    """Returns None after adding ``load`` to the functions that register kinds on demand:
+    :func:`get_runner` calls ``load(kind)`` for a kind not registered yet, and
+    :func:`runner_for_strategy` calls ``load(None)`` (every kind) before it compares names.
+    ``load`` imports the modules that register (by fixed names: the floor imports no family
+    itself); adding the same function twice adds it once."""
+    if load not in _LOADERS:
+        _LOADERS.append(load)
+
+
+def _load(kind: str | None) -> None:
+    """Returns None after every loader has registered ``kind`` (None: all it knows)."""
+    for load in list(_LOADERS):
+        load(kind)
+
+
 def list_runners() -> list[str]:
-    """Returns the registered kinds, sorted."""
+    """Returns the kinds registered now, sorted (loaders are not asked: building the command
+    line lists what is loaded without importing every family)."""
     return sorted(_RUNNERS)
 
 
@@ -414,6 +438,8 @@ def get_runner(kind: str | type[BaseRunner]) -> type[BaseRunner]:
     """
     if isinstance(kind, type) and issubclass(kind, BaseRunner):
         return kind
+    if kind not in _RUNNERS:
+        _load(str(kind))
     if kind in _RUNNERS:
         return _RUNNERS[kind]
     hint = did_you_mean(str(kind), list(_RUNNERS), n=2)
@@ -427,6 +453,7 @@ def runner_for_strategy(strategy: object) -> type[BaseRunner]:
     Raises:
         ConfigError: no runner or several accept it; the message suggests the closest names.
     """
+    _load(None)  # every kind: a name is only unknown when no kind there claims it
     found = [cls for cls in _RUNNERS.values() if cls.claims(strategy)]
     if len(found) == 1:
         return found[0]

@@ -9,7 +9,7 @@ import torch
 
 from nasforge.errors import ConfigError, SpaceError, WorkerError
 from nasforge.oneshot import darts
-from nasforge.oneshot.cmp import cmp_search
+from nasforge.oneshot.cmp import CMPSettings, cmp_search
 from nasforge.oneshot.cmp_partition import partition, unit_costs, units
 from nasforge.oneshot.common import apply_arch, apply_weights, arch_grads, weight_grads
 from nasforge.oneshot.search import search, supernet
@@ -50,8 +50,9 @@ def test_processes_bitwise_equal_one_device_nasb(schedule: str, defer: bool) -> 
     and w bitwise equal to one-device NASB (Algorithm 1)."""
     ref = search(tiny_cell_space(), "nasb", _data(), **KW)
     got = cmp_search(
-        tiny_cell_space(), "nasb", _data(), model_parallel=2, schedule=schedule,
-        workers="process", defer_arch_grads=defer, **KW,
+        tiny_cell_space(), "nasb", _data(),
+        CMPSettings(model_parallel=2, schedule=schedule, workers="process",
+                    defer_arch_grads=defer), **KW,
     )  # fmt: skip
     assert _same(ref, got) == []
     assert [r["arch"] for r in ref.history] == [r["arch"] for r in got.history]
@@ -62,10 +63,10 @@ def test_processes_bitwise_equal_one_device_nasb(schedule: str, defer: bool) -> 
 def test_threads_bitwise_equal_on_chain_space_and_darts() -> None:
     """Thread workers: NASB on a chain space and consecutive DARTS on cells are bitwise equal."""
     ref = search(Chain(), "nasb", _data(), **KW)
-    got = cmp_search(Chain(), "nasb", _data(), model_parallel=3, workers="thread", **KW)
+    got = cmp_search(Chain(), "nasb", _data(), CMPSettings(3, workers="thread"), **KW)
     assert _same(ref, got) == []
     ref = search(tiny_cell_space(), DartsConsecutive, _data(), **KW)
-    got = cmp_search(tiny_cell_space(), "darts", _data(), model_parallel=2, **KW)
+    got = cmp_search(tiny_cell_space(), "darts", _data(), CMPSettings(2), **KW)
     assert _same(ref, got) == []
 
 
@@ -73,7 +74,7 @@ def test_data_parallel_matches_within_tolerance() -> None:
     """M=1 x R=2 and M=2 x R=2 match one device within float tolerance (no batch norm)."""
     ref = search(Chain(bn=False), "nasb", _data(), **KW)
     for m in (1, 2):
-        got = cmp_search(Chain(bn=False), "nasb", _data(), model_parallel=m, replicas=2, **KW)
+        got = cmp_search(Chain(bn=False), "nasb", _data(), CMPSettings(m, replicas=2), **KW)
         assert ref.arch == got.arch
         for k, v in ref.supernet.state_dict().items():
             assert torch.allclose(v, got.supernet.state_dict()[k], atol=1e-5, rtol=1e-5), k
@@ -81,9 +82,9 @@ def test_data_parallel_matches_within_tolerance() -> None:
 
 def test_process_dp_runs() -> None:
     """M=1 x R=2 on 2 processes gives the same result as on 2 threads (same sums)."""
-    a = cmp_search(Chain(), "nasb", _data(), model_parallel=1, replicas=2, workers="process",
+    a = cmp_search(Chain(), "nasb", _data(), CMPSettings(1, replicas=2, workers="process"),
                    epochs=1, batch_size=12)  # fmt: skip
-    b = cmp_search(Chain(), "nasb", _data(), model_parallel=1, replicas=2, workers="thread",
+    b = cmp_search(Chain(), "nasb", _data(), CMPSettings(1, replicas=2, workers="thread"),
                    epochs=1, batch_size=12)  # fmt: skip
     for k, v in a.supernet.state_dict().items():
         assert torch.allclose(v, b.supernet.state_dict()[k], atol=1e-6), k
@@ -92,16 +93,29 @@ def test_process_dp_runs() -> None:
 def test_dead_process_gives_worker_error_and_leaves_nothing() -> None:
     """A worker process that dies mid-search raises WorkerError and no process survives."""
     with pytest.raises(WorkerError, match="exited with code 7"):
-        cmp_search(DyingChain(), "nasb", _data(), model_parallel=2, workers="process",
-                   bounds=[(0, 3), (3, 6)], epochs=2, batch_size=12)  # fmt: skip
+        cmp_search(DyingChain(), "nasb", _data(),
+                   CMPSettings(2, workers="process", bounds=[(0, 3), (3, 6)]),
+                   epochs=2, batch_size=12)  # fmt: skip
     assert multiprocessing.active_children() == []
 
 
 def test_raising_thread_gives_worker_error_with_traceback() -> None:
     """A worker thread that raises stops the search with its traceback in a WorkerError."""
     with pytest.raises(WorkerError, match="boom in partition"):
-        cmp_search(RaisingChain(), "nasb", _data(), model_parallel=2, workers="thread",
-                   bounds=[(0, 3), (3, 6)], epochs=1, batch_size=12)  # fmt: skip
+        cmp_search(RaisingChain(), "nasb", _data(),
+                   CMPSettings(2, workers="thread", bounds=[(0, 3), (3, 6)]),
+                   epochs=1, batch_size=12)  # fmt: skip
+
+
+def test_the_old_keywords_still_work_and_warn() -> None:
+    """CMPSettings' fields given as keywords (the old signature) run the same search and warn
+    that they go; a misspelled one is refused with the closest name."""
+    new = cmp_search(Chain(), "nasb", _data(), CMPSettings(2, workers="thread"), **KW)
+    with pytest.warns(DeprecationWarning, match=r"cmp_search\(model_parallel=\.\.\., workers"):
+        old = cmp_search(Chain(), "nasb", _data(), model_parallel=2, workers="thread", **KW)
+    assert _same(new, old) == [] and new.arch == old.arch
+    with pytest.raises(ConfigError, match="model_paralel.*did you mean 'model_parallel'"):
+        cmp_search(Chain(), "nasb", _data(), {"model_paralel": 2}, **KW)
 
 
 def test_partition_is_balanced_and_errors_are_clear() -> None:
@@ -118,7 +132,7 @@ def test_partition_is_balanced_and_errors_are_clear() -> None:
     with pytest.raises(ConfigError, match="consecutive"):
         cmp_search(Chain(), "nasb", _data(), order="alternate", epochs=1)
     with pytest.raises(ConfigError, match="schedule"):
-        cmp_search(Chain(), "nasb", _data(), schedule="gpipe", epochs=1)
+        cmp_search(Chain(), "nasb", _data(), CMPSettings(schedule="gpipe"), epochs=1)
 
 
 def test_profile_runs_variants_in_turn() -> None:

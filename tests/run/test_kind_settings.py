@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from nasforge import runners
 from nasforge.cli import build_parser
 from nasforge.engine.experiment import Experiment
 from nasforge.engine.settings import ExperimentSettings
@@ -60,16 +59,70 @@ def test_multitrial_flags_come_from_its_runner(command: str) -> None:
     assert {s for a in group._group_actions for s in a.option_strings} == _options(mine)
 
 
-@pytest.mark.parametrize("kind", ["oneshot", "dartsformer", "ofa", "ofa-deploy", "pipeline"])
-def test_other_kinds_add_no_flag_of_their_own(kind: str) -> None:
-    """The other built-in kinds add no flag: `BaseRunner.add_arguments` adds none, so every
-    flag of `run` but the shared ones comes from a kind that registered it."""
-    assert kind not in runners.WITH_FLAGS
-    runners.load(kind)
-    cls = get_runner(kind)
-    assert cls.add_arguments.__func__ is BaseRunner.add_arguments.__func__  # type: ignore[attr-defined]
-    p = argparse.ArgumentParser(add_help=False)
-    assert add_run_commands(p, [cls]) == []
+#: The flags each built-in kind adds through its runner's add_arguments.
+KIND_FLAGS = {
+    "multitrial": {"--n-trials", "--time-budget", "--executor", "--concurrency"},
+    "oneshot": {"--model-parallel", "--replicas"},
+    "dartsformer": {"--max-steps", "--time-budget-s"},
+    "ofa": {"--full-epochs", "--shrink-epochs"},
+    "ofa-deploy": {"--population", "--generations"},
+    "pipeline": set(),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KIND_FLAGS))
+def test_each_kind_adds_its_own_flags(kind: str) -> None:
+    """Each built-in kind's runner adds its own flags (none for the pipeline: BaseRunner's
+    hook adds none); `nasforge run` and `resume` list them in a group named after the kind."""
+    cls = get_runner(kind)  # the registry loads the kind when it is read for it
+    mine = argparse.ArgumentParser(add_help=False)
+    cls.add_arguments(mine)
+    assert _options(mine) == KIND_FLAGS[kind]
+    if not KIND_FLAGS[kind]:
+        assert cls.add_arguments.__func__ is BaseRunner.add_arguments.__func__  # type: ignore[attr-defined]
+    for command in ("run", "resume"):
+        parser = build_parser([command])
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        group = [g for g in sub.choices[command]._action_groups if g.title == f"{kind} runs"]
+        assert {s for g in group for a in g._group_actions for s in a.option_strings} == (
+            KIND_FLAGS[kind]
+        )
+
+
+def test_a_kind_flag_overrides_its_setting(tmp_path: Path) -> None:
+    """A kind's flag reaches its runner as an override of the run file's setting: `nasforge
+    run ofa.yaml --full-epochs 1` builds the run with one full epoch."""
+    from nasforge.run.cli import _overrides
+    from nasforge.run.files import load_run_file
+
+    f = tmp_path / "ofa.yaml"
+    f.write_text("kind: ofa\nspace: compofa\nfull_epochs: 2\nshrink_epochs: 5\n")
+    args = build_parser(["run"]).parse_args(["run", str(f), "--full-epochs", "1"])
+    given = _overrides(args)
+    assert given["full_epochs"] == 1 and given["max_steps"] is None
+    run = load_run_file(f, directory=str(tmp_path / "r"), **given)
+    assert run.settings.full_epochs == 1 and run.settings.shrink_epochs == 5  # type: ignore[attr-defined]
+
+
+def test_the_registry_is_complete_once_nasforge_runners_is_imported() -> None:
+    """In a fresh interpreter, importing nasforge.runners is all it takes: reading the
+    registry loads a built-in kind that nothing imported yet (get_runner, and
+    runner_for_strategy, which compares every kind's names)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import nasforge.runners\n"
+        "from nasforge.run.runner import get_runner, list_runners, runner_for_strategy\n"
+        "assert list_runners() == [], list_runners()\n"
+        "assert get_runner('ofa-deploy').kind == 'ofa-deploy'\n"
+        "assert runner_for_strategy('evolution').kind == 'multitrial'\n"
+        "assert set(list_runners()) >= set(nasforge.runners.BUILTIN), list_runners()\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(root), "PATH": ""}, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
 
 
 def test_a_kind_adds_its_flags_through_the_registry() -> None:
@@ -199,3 +252,90 @@ def test_kind_settings_takes_an_instance_a_mapping_or_nothing() -> None:
     assert kind_settings(ExperimentSettings, None, {}, "x") == ExperimentSettings()
     with pytest.raises(ConfigError, match="must be a ExperimentSettings"):
         kind_settings(ExperimentSettings, 3, {}, "x")  # type: ignore[arg-type]
+
+
+# -- dartsformer, ofa, ofa-deploy: the record's section as before ------------------------------
+def _record_and_rebuild(run: BaseRunner, directory: Path) -> BaseRunner:
+    """Returns the runner a resume rebuilds from the record ``run`` starts in ``directory``."""
+    Store.create(directory, run.config()).close()
+    return rebuild_runner(directory)
+
+
+#: A dartsformer section as nasforge wrote it before the kind took Seq2SeqSettings.
+DARTSFORMER_SECTION = {
+    "data": "toy-ende", "pairs": 60, "test": 12, "vocab": 300,
+    "space_args": {"d": 24, "heads": 4}, "algorithm": "nasb", "max_steps": 12,
+    "time_budget_s": None, "batch_tokens": 300, "search": {"warmup": 4}, "log_every": 3,
+    "checkpoint_every": 4, "seed": 1, "retrain": None, "device": "cpu", "threads": 1,
+    "progress": "off",
+}  # fmt: skip
+
+
+def test_dartsformer_settings_keep_the_section_and_old_keywords_warn(tmp_path: Path) -> None:
+    """Seq2SeqSearch takes a Seq2SeqSettings; its record's section is the one written before
+    (same keys, same order; `space` recorded as `space_args`), and a record written before
+    rebuilds the same settings; the old keywords work and warn; an unknown one is refused."""
+    from nasforge.oneshot.dartsformer.runner import Seq2SeqSearch, Seq2SeqSettings
+
+    s = Seq2SeqSettings(pairs=60, test=12, vocab=300, space={"d": 24, "heads": 4},
+                        algorithm="nasb", max_steps=12, batch_tokens=300,
+                        search={"warmup": 4}, log_every=3, checkpoint_every=4, seed=1,
+                        threads=1, progress="off")  # fmt: skip
+    run = Seq2SeqSearch("toy-ende", s, directory=tmp_path / "new")
+    assert run.section() == DARTSFORMER_SECTION
+    assert list(run.section()) == list(DARTSFORMER_SECTION)
+    config = {**run.config(), "dartsformer": DARTSFORMER_SECTION}  # a record written before
+    Store.create(tmp_path / "old", config).close()
+    back = rebuild_runner(tmp_path / "old")
+    assert isinstance(back, Seq2SeqSearch) and back.settings == s
+    with pytest.warns(DeprecationWarning, match=r"Seq2SeqSearch\(max_steps=\.\.\."):
+        old = Seq2SeqSearch("toy-ende", max_steps=12, pairs=60, test=12)
+    assert old.settings == Seq2SeqSettings(max_steps=12, pairs=60, test=12)
+    with pytest.raises(ConfigError, match="max_stpes.*did you mean 'max_steps'"):
+        Seq2SeqSearch("toy-ende", {"max_stpes": 3})
+
+
+def test_ofa_settings_build_the_recorded_spec_as_before(tmp_path: Path) -> None:
+    """OFARun takes an OFARunSettings (what a user sets) and records, as before, what they
+    build (spec, training config, plan, run, search): a resume rebuilds the same section; the
+    old keywords build the same run and warn."""
+    from nasforge.ofa.runner import OFARun, OFARunSettings
+
+    s = OFARunSettings(full_epochs=1, shrink_epochs=3, batch_size=16, lr=0.05, seed=2,
+                       threads=1, probes=False, search={"targets": [2.0]})  # fmt: skip
+    run = OFARun("compofa", s, directory=tmp_path / "new")
+    section = run.section()
+    assert list(section) == ["spec", "train", "plan", "run", "search"]
+    assert section["run"] == {"data": "mnist", "seed": 2, "threads": 1, "probes": False}
+    assert section["train"]["batch_size"] == 16 and section["search"]["targets"] == [2.0]
+    back = _record_and_rebuild(run, tmp_path / "new")
+    assert isinstance(back, OFARun) and back.section() == section
+    assert back.settings is None  # the record keeps what the settings built
+    with pytest.warns(DeprecationWarning, match=r"OFARun\(full_epochs=\.\.\."):
+        old = OFARun("compofa", full_epochs=1, shrink_epochs=3, batch_size=16, lr=0.05,
+                     seed=2, threads=1, probes=False, search={"targets": [2.0]})  # fmt: skip
+    assert old.section() == section
+
+
+def test_ofa_deploy_settings_keep_the_section_and_old_keywords_warn(tmp_path: Path) -> None:
+    """OFADeploy takes an OFADeploySettings beside its tables, predictor and targets; the
+    section keeps its keys and order, and a record rebuilds the same search; old keywords
+    warn."""
+    from nasforge.ofa.deploy_runner import OFADeploy, OFADeploySettings
+    from tests.ofa._synthetic import write_ofa_predictor, write_ofa_tables
+
+    write_ofa_tables(tmp_path / "tables", width=1.2, resolutions=(160,))
+    write_ofa_predictor(tmp_path / "pred.pth")
+    args = (str(tmp_path / "tables" / "160_lookup_table.yaml"), str(tmp_path / "pred.pth"), [20])
+    s = OFADeploySettings(population=12, generations=2, seed=3, threads=1)
+    run = OFADeploy(*args, s, directory=tmp_path / "run")
+    assert list(run.section()) == [
+        "latency_table", "predictor", "supernet", "targets", "population", "generations",
+        "parent_ratio", "mutation_ratio", "mutate_prob", "seed", "threads",
+    ]  # fmt: skip
+    back = _record_and_rebuild(run, tmp_path / "run")
+    assert isinstance(back, OFADeploy) and back.section() == run.section()
+    assert back.settings == s
+    with pytest.warns(DeprecationWarning, match=r"OFADeploy\(population=\.\.\."):
+        old = OFADeploy(*args, population=12, generations=2, seed=3, threads=1)
+    assert old.section() == {**run.section()}

@@ -32,10 +32,12 @@ The objective is ``bleu`` (max) with a retrain and ``val_loss`` (min) without.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import math
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +66,13 @@ from nasforge.oneshot.supernet import Supernet, inherit_weights
 from nasforge.run.preflight import require
 from nasforge.run.progress import Progress, fmt_time
 from nasforge.run.runner import BaseRunner, Objective, register_runner
+from nasforge.run.settings import kind_settings
 from nasforge.run.store import Store
 from nasforge.runtime.threads import set_threads
 from nasforge.runtime.weights import save_state, save_weights
 from nasforge.space import arch_id
 
-__all__ = ["Seq2SeqSearch", "find_data", "load_tokenizer"]
+__all__ = ["Seq2SeqSearch", "Seq2SeqSettings", "find_data", "load_tokenizer"]
 
 log = logging.getLogger(__name__)
 
@@ -154,10 +157,57 @@ def _pick(what: str, given: Mapping[str, Any] | None, keys: tuple[str, ...]) -> 
     return given
 
 
+@dataclass
+class Seq2SeqSettings:
+    """Returns nothing; the settings of a ``dartsformer`` run beside its data folder, each with
+    its default, written once (a run file's keys; the record's section holds them, ``space``
+    as ``space_args`` and ``data`` resolved).
+
+    Raises:
+        ConfigError: (:meth:`check`) a size or budget that is not positive, or no budget.
+    """
+
+    pairs: int | None = None  # training pairs read (None: all)
+    test: int = 500  # of them held out for BLEU
+    vocab: int = 4000  # BPE tokens
+    space: Mapping[str, Any] | None = None  # Seq2SeqSpace settings (SPACE_KEYS)
+    algorithm: str = "darts"  # darts or nasb (reversible)
+    max_steps: int | None = None  # search budget in steps ...
+    time_budget_s: float | None = None  # ... and/or in seconds
+    batch_tokens: int = 1200
+    search: Mapping[str, Any] | None = None  # RevSearchConfig fields (SEARCH_KEYS)
+    log_every: int = 20
+    checkpoint_every: int = 100
+    seed: int = 0
+    retrain: Mapping[str, Any] | None = None  # RETRAIN_KEYS; None: no retrain
+    device: str = "cpu"
+    threads: int | None = None
+    progress: str = "auto"
+
+    def check(self) -> None:
+        """Returns None when the settings that need no data are valid.
+
+        Raises:
+            ConfigError: see the class.
+        """
+        for name in ("test", "vocab", "batch_tokens"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{name} must be a positive int, got {v!r}")
+        if self.pairs is not None and not isinstance(self.pairs, int):
+            raise ConfigError(f"pairs must be an int (or left out: all), got {self.pairs!r}")
+        if self.max_steps is None and self.time_budget_s is None:
+            raise ConfigError("give a search budget: max_steps, time_budget_s, or both")
+
+
 @register_runner
 class Seq2SeqSearch(BaseRunner):
     """Returns, after :meth:`run`, a DARTSformer search of the seq2seq space on translation
     data recorded in ``directory`` (the ``dartsformer`` kind; see the module docstring).
+
+    ``data`` is the translation folder (relative paths start at ``base``); ``settings`` a
+    :class:`Seq2SeqSettings` (or a mapping of its fields). Its fields given as keywords still
+    work for one release and warn (DeprecationWarning).
 
     Invariants: configuration errors (missing data, a bad setting, a space whose hidden size
     does not split) are raised before the record is created; a search resumed from a
@@ -177,27 +227,15 @@ class Seq2SeqSearch(BaseRunner):
     def __init__(
         self,
         data: str | Path = TOY_ENDE,
+        settings: Seq2SeqSettings | Mapping[str, Any] | None = None,
         *,
-        pairs: int | None = None,
-        test: int = 500,
-        vocab: int = 4000,
-        space: Mapping[str, Any] | None = None,
-        algorithm: str = "darts",
-        max_steps: int | None = None,
-        time_budget_s: float | None = None,
-        batch_tokens: int = 1200,
-        search: Mapping[str, Any] | None = None,
-        log_every: int = 20,
-        checkpoint_every: int = 100,
-        seed: int = 0,
-        retrain: Mapping[str, Any] | None = None,
-        device: str = "cpu",
-        threads: int | None = None,
-        progress: str = "auto",
         directory: str | Path | None = None,
         source: Mapping[str, Any] | None = None,
         base: Path | None = None,
+        **deprecated: Any,
     ) -> None:
+        self.settings = s = kind_settings(Seq2SeqSettings, settings, deprecated, "Seq2SeqSearch")
+        s.check()
         self.data = find_data(data, base)
         # the shipped subset is recorded by name: the package's folder moves with its install
         self.data_ref = TOY_ENDE if str(data) == TOY_ENDE else str(self.data)
@@ -205,42 +243,48 @@ class Seq2SeqSearch(BaseRunner):
             if not (self.data / f).is_file():
                 raise ConfigError(f"{self.data} has no {f}; a translation data folder holds "
                                   "OpenNMT-style src-train.txt and tgt-train.txt")  # fmt: skip
-        for name, v in (("test", test), ("vocab", vocab), ("batch_tokens", batch_tokens)):
-            if not isinstance(v, int) or v < 1:
-                raise ConfigError(f"{name} must be a positive int, got {v!r}")
-        if pairs is not None and not isinstance(pairs, int):
-            raise ConfigError(f"pairs must be an int (or left out: all), got {pairs!r}")
-        n = len(load_pairs(self.data, "train", limit=pairs))  # ConfigError on unaligned files
-        if n < test + 2:
+        n = len(load_pairs(self.data, "train", limit=s.pairs))  # ConfigError on unaligned files
+        if n < s.test + 2:
             raise ConfigError(
-                f"{n} training pairs (pairs={pairs}) leave fewer than 2 to train on after the "
-                f"{test} test pairs; raise pairs or lower test"
+                f"{n} training pairs (pairs={s.pairs}) leave fewer than 2 to train on after the "
+                f"{s.test} test pairs; raise pairs or lower test"
             )
-        if max_steps is None and time_budget_s is None:
-            raise ConfigError("give a search budget: max_steps, time_budget_s, or both")
-        self.pairs, self.test, self.vocab, self.batch_tokens = pairs, test, vocab, batch_tokens
-        self.space_args = _pick("space", space, SPACE_KEYS)
+        self.pairs, self.test, self.vocab, self.batch_tokens = (
+            s.pairs,
+            s.test,
+            s.vocab,
+            s.batch_tokens,
+        )
+        self.space_args = _pick("space", s.space, SPACE_KEYS)
         with torch.random.fork_rng(devices=[]):  # the caller's generator stays untouched
             Seq2SeqSpace(16, **self.space_args)  # SpaceError now, before any record or training
-        self.search = _pick("search", search, SEARCH_KEYS)
+        self.search = _pick("search", s.search, SEARCH_KEYS)
         self.cfg = RevSearchConfig(
-            algorithm=algorithm,
-            max_steps=10**9 if max_steps is None else max_steps,
-            time_budget_s=float("inf") if time_budget_s is None else float(time_budget_s),
-            log_every=log_every,
-            checkpoint_every=checkpoint_every,
-            seed=seed,
-            device=device,
+            algorithm=s.algorithm,
+            max_steps=10**9 if s.max_steps is None else s.max_steps,
+            time_budget_s=float("inf") if s.time_budget_s is None else float(s.time_budget_s),
+            log_every=s.log_every,
+            checkpoint_every=s.checkpoint_every,
+            seed=s.seed,
+            device=s.device,
             **self.search,
         )
         self.cfg.check()
-        self.max_steps, self.time_budget_s = max_steps, time_budget_s
-        self.retrain = None if retrain is None else _pick("retrain", retrain, RETRAIN_KEYS)
+        self.max_steps, self.time_budget_s = s.max_steps, s.time_budget_s
+        self.retrain = None if s.retrain is None else _pick("retrain", s.retrain, RETRAIN_KEYS)
         if self.retrain is not None and not ({"steps", "time_budget_s"} & self.retrain.keys()):
             raise ConfigError("retrain needs a budget: retrain: {steps: N} or {time_budget_s: S}")
-        self.threads, self.progress_mode = threads, progress
+        self.threads, self.progress_mode = s.threads, s.progress
         metric = ("bleu", "max") if self.retrain is not None else ("val_loss", "min")
         super().__init__(Objective(*metric), directory, source)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse._ActionsContainer) -> None:
+        """Returns None after adding the dartsformer kind's flags: the search budget."""
+        parser.add_argument("--max-steps", type=int, help="search steps (dartsformer; overrides)")
+        parser.add_argument(
+            "--time-budget-s", type=float, help="search seconds (dartsformer; overrides)"
+        )
 
     @classmethod
     def from_section(
@@ -260,10 +304,9 @@ class Seq2SeqSearch(BaseRunner):
         elif isinstance(space, Mapping) and "object" in space:
             raise ConfigError("a dartsformer run builds its own Seq2SeqSpace: give `space` as "
                               f"its settings {list(SPACE_KEYS)}, not a reference")  # fmt: skip
-        try:
-            return cls(space=space, base=base, **s)
-        except TypeError as exc:
-            raise ConfigError(f"bad setting for a dartsformer run: {exc}") from exc
+        where = {k: s.pop(k) for k in ("data", "directory", "source") if k in s}
+        fields = kind_settings(Seq2SeqSettings, {**s, "space": space}, {}, "a dartsformer run")
+        return cls(settings=fields, base=base, **where)
 
     def section(self) -> dict[str, Any]:
         """Returns the run's settings as JSON-able data."""
