@@ -14,6 +14,7 @@ import nasforge as nf
 from nasforge.cli import main
 from nasforge.errors import ConfigError
 from nasforge.oneshot import search, supernet
+from nasforge.oneshot.cmp import check_parallel
 from nasforge.oneshot.enas import Controller
 from nasforge.oneshot.runner import OneShot
 from nasforge.run.export import load_model
@@ -82,13 +83,16 @@ def test_enas_learns_to_prefer_the_useful_op() -> None:
 
 
 def test_enas_settings_are_checked() -> None:
-    """Impossible ENAS settings and a misspelt name are ConfigErrors that say what to do."""
+    """Impossible ENAS settings, a misspelt name and a model-parallel ENAS search are
+    ConfigErrors that say what to do."""
     with pytest.raises(ConfigError, match="final_samples"):
         OneShot("enas", final_samples=0)
     with pytest.raises(ConfigError, match="controller_lr"):
         OneShot("enas", controller_lr=0.0)
     with pytest.raises(ConfigError, match="did you mean 'enas'"):
         OneShot("enass")
+    with pytest.raises(ConfigError, match="architecture gradients"):  # no model-parallel ENAS
+        check_parallel(2, 1, "cmp", "thread", OneShot("enas").config, "enas")
 
 
 def test_enas_run_file_runs_exports_and_loads(tmp_path: Path, capsys) -> None:
