@@ -23,6 +23,14 @@ JSON object with a key per part run:
                the controller's search (``search``) and of random edit sequences with the
                same budget (``random``), over 5 seeds each, and the one-sided Welch t-test's
                ``p`` that the search is better; target p < 0.05
+    enas       ``enas_percentile``: the mean over search seeds (>= 3) of the percentile of
+               ENAS's pick among the competent architectures of the ranking ground truth
+               (benchmarks/data/ground_truth_mnist1d_v3.json), with the supernet budget and
+               the pick-retraining/percentile machinery of benchmarks/ranking.py
+               (``_searches.SUPERNET``: 40 epochs of weight steps; ENAS's shipped controller
+               defaults); per seed beside it, and SPOS+evolution's figure of
+               benchmarks/data/ranking_mnist1d_search.json and random's (50) as baselines;
+               target >= 75
 """
 
 from __future__ import annotations
@@ -118,11 +126,20 @@ def proxylessnas(quick: bool) -> dict[str, Any]:
     }
 
 
+def enas(quick: bool) -> dict[str, Any]:
+    """Returns the ENAS figures (see the module docstring; the work is in _enas_bench.py)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from _enas_bench import enas_percentile
+
+    return enas_percentile(quick)
+
+
 #: part name -> function(quick) -> figures; a part added later is one more entry
 PARTS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "wann": wann,
     "pathlevel": pathlevel,
     "proxylessnas": proxylessnas,
+    "enas": enas,
 }
 
 

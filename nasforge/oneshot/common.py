@@ -57,6 +57,11 @@ class SearchConfig:
     cycles: int = 60
     sample_size: int = 5
     bn_batches: int = 4  # training batches used to recalibrate batch norm before each evaluation
+    # ENAS (nasforge/oneshot/enas.py): the controller's REINFORCE phase after each epoch
+    controller_steps: int = 50  # controller steps (validation batches) per epoch
+    controller_lr: float = 3.5e-3  # Adam on the LSTM controller
+    entropy_weight: float = 1e-3  # bonus for the entropy of the controller's distribution
+    final_samples: int = 20  # architectures drawn from the trained controller for the pick
     # where the supernet and the data live during the search: "cpu", "cuda" or "cuda:N"
     device: str = "cpu"
     # ProxylessNAS's expected-latency term (nasforge/oneshot/proxyless.py); latencies in ms of
@@ -85,6 +90,16 @@ class SearchConfig:
             raise ConfigError(
                 f"SPOS evolution needs population >= 2, sample_size >= 1 and cycles >= 1, got "
                 f"{self.population}, {self.sample_size} and {self.cycles}"
+            )
+        if self.controller_steps < 0 or self.final_samples < 1:
+            raise ConfigError(
+                f"ENAS needs controller_steps >= 0 and final_samples >= 1, got "
+                f"{self.controller_steps} and {self.final_samples}"
+            )
+        if not (self.controller_lr > 0 and self.entropy_weight >= 0):
+            raise ConfigError(
+                f"ENAS needs controller_lr > 0 and entropy_weight >= 0, got "
+                f"{self.controller_lr} and {self.entropy_weight}"
             )
 
     def _check_latency(self) -> None:

@@ -11,7 +11,8 @@
                 frozen model with the supernet's weights and batch norm recalibrated on
                 training batches, ``test_accuracy`` when the data has a test part, ``params``,
                 ``supernet_val_acc``, ``search_seconds``; its weights are its checkpoint. For
-                SPOS, every architecture the evolution scored is a trial too.
+                SPOS, every architecture the evolution scored is a trial too, and for ENAS
+                every sample of its final pick.
     artifacts   ``supernet``: the trained supernet's state dict
 
 Data: ``(X, y)`` tensors (split evenly into a weight half and an architecture half), a mapping
@@ -52,7 +53,7 @@ from nasforge.oneshot.spos import recalibrate_bn
 from nasforge.oneshot.supernet import inherit_weights
 from nasforge.run.progress import Progress, fmt_time
 from nasforge.run.refs import materialize
-from nasforge.run.runner import BaseRunner, Objective, find_ref, register_runner
+from nasforge.run.runner import BaseRunner, Objective, did_you_mean, find_ref, register_runner
 from nasforge.run.store import Store
 from nasforge.runtime.threads import set_threads
 from nasforge.runtime.weights import load_weights, save_state, save_weights
@@ -94,9 +95,10 @@ class OneShot:
 
     def __init__(self, name: str, **settings: Any) -> None:
         if name not in ALGORITHMS:
+            hint = did_you_mean(str(name), sorted(ALGORITHMS))
             raise ConfigError(
-                f"unknown strategy {name!r}; expected a one-shot algorithm {sorted(ALGORITHMS)} "
-                f"or a multi-trial strategy {list_strategies()}"
+                f"unknown strategy {name!r}; {hint + ' ' if hint else ''}expected a one-shot "
+                f"algorithm {sorted(ALGORITHMS)} or a multi-trial strategy {list_strategies()}"
             )
         try:
             self.config = SearchConfig(**settings)
@@ -180,11 +182,11 @@ class OneShotSearch(BaseRunner):
     """Returns, after :meth:`run`, a one-shot search of ``space`` recorded in ``directory``
     (the ``oneshot`` kind of run; see the module docstring for what it records).
 
-    ``strategy`` is a name (``"darts"``, ``"nasb"``, ``"nasp"``, ``"proxylessnas"``,
-    ``"spos"``), a mapping or a
-    :class:`OneShot`; ``settings`` are :class:`~nasforge.oneshot.SearchConfig` fields
-    (``epochs``, ``batch_size``, ``seed``, ...) that override the strategy's. ``threads`` sets
-    torch's thread count (default: :func:`nasforge.runtime.threads.default_threads`).
+    ``strategy`` is a name (``"darts"``, ``"enas"``, ``"nasb"``, ``"nasp"``,
+    ``"proxylessnas"``, ``"spos"``), a mapping or a :class:`OneShot`; ``settings`` are
+    :class:`~nasforge.oneshot.SearchConfig` fields (``epochs``, ``batch_size``, ``seed``, ...)
+    that override the strategy's. ``threads`` sets torch's thread count (default:
+    :func:`nasforge.runtime.threads.default_threads`).
     ``model_parallel``, ``schedule``, ``replicas`` and ``workers`` split the search over
     partitions and replicas (:func:`~nasforge.oneshot.cmp.cmp_search`; docs/cmp.md).
 

@@ -1,8 +1,10 @@
-"""``search(space, "darts" | "nasb" | "proxylessnas" | "spos", data)``: space -> architecture.
+"""``search(space, "darts" | "enas" | "nasb" | "proxylessnas" | "spos", data)``: one
+line from a space to an architecture.
 
 The loop is the same for every algorithm; what differs is a method of the algorithm's class
 (:class:`~nasforge.oneshot.supernet.Algorithm`): its training step, the architecture it points
-to after an epoch, and how the search ends (argmax export, or SPOS's evolution). Adding an
+to after an epoch, what it does at the end of an epoch (ENAS's controller phase), and how the search
+ends (argmax export, SPOS's evolution, ENAS's best of its controller's samples). Adding an
 algorithm touches its own module and :data:`ALGORITHMS`, nothing here.
 
 Like every path that trains, :func:`search` chooses torch's thread count
@@ -33,13 +35,12 @@ from typing import Any
 import torch
 
 from nasforge.errors import ConfigError, DivergenceError
-from nasforge.oneshot import darts, nasb, proxyless, spos
+from nasforge.oneshot import darts, enas, nasb, proxyless, spos
 from nasforge.oneshot.common import (
     SearchConfig,
     SearchResult,
     Split,
     accuracy,
-    arch_optimizer,
     batches,
     n_steps,
     split_data,
@@ -57,6 +58,7 @@ logger = logging.getLogger(__name__)
 #: Algorithm name -> mixed-op family.
 ALGORITHMS: dict[str, type[Algorithm]] = {
     "darts": darts.Darts,
+    "enas": enas.Enas,
     "nasb": nasb.Nasb,
     "nasp": nasb.Nasp,
     "proxylessnas": proxyless.ProxylessNas,
@@ -80,7 +82,8 @@ def get_algorithm(name: str | type[Algorithm]) -> type[Algorithm]:
 
 
 def supernet(space: ModelSpace, algorithm: str | type[Algorithm], example: Any = None) -> Supernet:
-    """Returns the supernet of ``space`` for ``algorithm`` ("darts", "nasb", "nasp", "spos");
+    """Returns the supernet of ``space`` for ``algorithm`` ("darts", "enas", "nasb", "nasp",
+    "spos");
     ``example`` (an input batch) lets it find the nodes of cell spaces.
 
     Raises:
@@ -102,7 +105,7 @@ class SearchState:
     sched: Any
     opt_a: torch.optim.Optimizer
     g: torch.Generator  # data order
-    rng: random.Random  # architecture sampling (SPOS)
+    rng: random.Random  # architecture sampling (SPOS, ENAS)
     epoch: int = 0  # epochs finished
 
     def state_dict(self) -> dict[str, Any]:
@@ -264,7 +267,7 @@ def initial_state(
         net,
         opt_w,
         sched,
-        arch_optimizer(net.arch_parameters(), cfg),
+        algo.arch_optimizer(net.arch_parameters(), cfg),
         torch.Generator().manual_seed(cfg.seed),
         random.Random(cfg.seed),
     )
@@ -314,8 +317,10 @@ def _epoch(algo: type[Algorithm], state: SearchState, split: Split, cfg: SearchC
         if lv is not None:
             losses_v.append(lv)
         state.sched.step()
+    extra = algo.after_epoch(state.net, state, split, cfg)  # e.g. ENAS's controller phase
     state.epoch += 1
-    return epoch_row(algo, state, split, losses_t, losses_v, time.perf_counter() - t0)
+    row = epoch_row(algo, state, split, losses_t, losses_v, time.perf_counter() - t0)
+    return {**row, **extra}
 
 
 def epoch_row(

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from nasforge.errors import ArchitectureError, SpaceError
+from nasforge.oneshot.common import arch_optimizer
 from nasforge.space import InputChoice, LayerChoice, ModelSpace, Repeat, freeze
 from nasforge.space.search_space import Arch
 from nasforge.weightsharing import convert_choices
@@ -265,6 +266,25 @@ class Algorithm:
         the found trial's metrics; by default none."""
         return {}
 
+    @classmethod
+    def policy(cls, net: Supernet) -> nn.Module | None:
+        """Returns the module that learns the architecture in place of one parameter vector
+        per decision (ENAS's controller), which the supernet holds as ``net.policy``; by
+        default None."""
+        return None
+
+    @classmethod
+    def arch_optimizer(cls, params: list[nn.Parameter], cfg: Any) -> torch.optim.Optimizer:
+        """Returns the optimizer of the architecture parameters (``net.arch_parameters()``):
+        by default Adam with ``a_lr``, ``a_betas`` and ``a_weight_decay``."""
+        return arch_optimizer(params, cfg)
+
+    @classmethod
+    def after_epoch(cls, net: Supernet, state: Any, split: Any, cfg: Any) -> dict[str, Any]:
+        """Returns numbers for the epoch's progress row after the algorithm's own phase at the
+        end of each epoch (ENAS trains its controller there); by default none, ``{}``."""
+        return {}
+
     @staticmethod
     def strength(a: torch.Tensor) -> torch.Tensor:
         """Returns how strongly each candidate is chosen given its parameter (softmax)."""
@@ -363,6 +383,9 @@ class Supernet(nn.Module):
                 f"decision(s) {missing} are not LayerChoice/InputChoice/Repeat modules reachable "
                 "in the module tree, so a supernet cannot mix them"
             )
+        #: what learns the architecture when the algorithm has one (ENAS's controller): its
+        #: parameters are then the architecture parameters
+        self.policy: nn.Module | None = algorithm.policy(self)
         if example is not None:
             self.find_nodes(example)
 
@@ -415,8 +438,9 @@ class Supernet(nn.Module):
         return list(self.model.parameters())
 
     def arch_parameters(self) -> list[nn.Parameter]:
-        """Returns the architecture parameters, one per decision label."""
-        return list(self.arch_params)
+        """Returns the architecture parameters: one per decision label, or the parameters of
+        the algorithm's policy (ENAS's controller) when it has one."""
+        return list(self.arch_params if self.policy is None else self.policy.parameters())
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self.model(*args, **kwargs)
@@ -464,6 +488,9 @@ class Supernet(nn.Module):
         no architecture parameters (SPOS). A node's per-edge choices are left out."""
         if not self.algorithm.learns_arch:
             return {}
+        strengths = getattr(self.policy, "strengths", None)
+        if callable(strengths):  # a policy: its probabilities along its most likely path
+            return dict(strengths())
         out: dict[str, list[float]] = {}
         for m in self.mixed():
             if m.label not in out and not getattr(m, "edges", None):

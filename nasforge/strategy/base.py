@@ -22,7 +22,13 @@ from typing import Any, ClassVar
 from nasforge.errors import ConfigError
 from nasforge.space.search_space import Arch, SearchSpace
 
-__all__ = ["BaseStrategy", "register_strategy", "get_strategy", "list_strategies"]
+__all__ = [
+    "BaseStrategy",
+    "RewardBaseline",
+    "register_strategy",
+    "get_strategy",
+    "list_strategies",
+]
 
 #: Value types for which (type, value) pairs are equal exactly when their JSON is, which is how
 #: ``Decision.index`` compares candidates (floats are left out: 0.0 == -0.0, not as JSON).
@@ -275,3 +281,47 @@ def get_strategy(
         return _REGISTRY[key](**kwargs)
     except TypeError as exc:
         raise ConfigError(f"strategy {key!r}: bad arguments {kwargs}: {exc}") from exc
+
+
+class RewardBaseline:
+    """Returns nothing; turns the rewards of a policy-gradient learner into advantages (the
+    arithmetic the ``rl`` and ``edit_rl`` strategies and ENAS's controller share)::
+
+        r_t = (m_t - mean_t) / std_t      m_t the t-th reward; mean, std over m_1..m_t (Welford;
+                                          std taken as 1 until two rewards, or when it is 0)
+        a_t = r_t - b_{t-1}               the advantage, against the baseline before m_t
+        b_t = decay * b_{t-1} + (1 - decay) * r_t      (b_0 = 0)
+
+    Invariants: the same rewards in the same order give the same advantages; a baseline
+    rebuilt from :meth:`state` gives what the original would have.
+
+    Raises:
+        ConfigError: ``decay`` outside [0, 1).
+    """
+
+    def __init__(self, decay: float) -> None:
+        if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0 <= decay < 1:
+            raise ConfigError(f"baseline_decay must lie in [0, 1), got {decay!r}")
+        self.decay = float(decay)
+        self.n, self.mean, self.m2, self.value = 0, 0.0, 0.0, 0.0
+
+    def advantage(self, metric: float) -> float:
+        """Returns the advantage of reward ``metric`` and moves the statistics past it."""
+        self.n += 1
+        delta = metric - self.mean
+        self.mean += delta / self.n
+        self.m2 += delta * (metric - self.mean)
+        std = math.sqrt(self.m2 / self.n) if self.n > 1 else 1.0
+        reward = (metric - self.mean) / (std if std > 1e-12 else 1.0)
+        advantage = reward - self.value
+        self.value = self.decay * self.value + (1 - self.decay) * reward
+        return advantage
+
+    def state(self) -> dict[str, float]:
+        """Returns the statistics as plain data (for a checkpoint)."""
+        return {"n": self.n, "mean": self.mean, "m2": self.m2, "value": self.value}
+
+    def load_state(self, state: Mapping[str, float]) -> None:
+        """Restores what :meth:`state` returned."""
+        self.n, self.mean = int(state["n"]), float(state["mean"])
+        self.m2, self.value = float(state["m2"]), float(state["value"])

@@ -22,7 +22,7 @@ from typing import Any
 
 from nasforge.errors import ConfigError
 from nasforge.space.search_space import Arch, canonical_json
-from nasforge.strategy.base import BaseStrategy, register_strategy
+from nasforge.strategy.base import BaseStrategy, RewardBaseline, register_strategy
 
 __all__ = ["EditPolicy"]
 
@@ -87,8 +87,7 @@ class EditPolicy(BaseStrategy):
         self._elite: list[tuple[float, int, Arch]] = []
         #: canonical JSON of an asked child -> (kinds offered, kind drawn)
         self._asked: dict[str, tuple[list[str], str]] = {}
-        self._baseline = 0.0
-        self._n, self._mean, self._m2 = 0, 0.0, 0.0  # Welford running mean/variance
+        self._baseline = RewardBaseline(self.baseline_decay)
 
     def probabilities(self, kinds: list[str]) -> list[float]:
         """Returns the policy's probability of each of ``kinds`` (among them)."""
@@ -124,17 +123,10 @@ class EditPolicy(BaseStrategy):
     def _tell(self, arch: Arch, metric: float | None) -> None:
         if metric is None:
             return
-        self._elite.append((-metric, self._n, arch))
+        self._elite.append((-metric, self._baseline.n, arch))  # n: the order told
         self._elite.sort(key=lambda e: (e[0], e[1]))
         del self._elite[self.top_k :]
-        self._n += 1
-        delta = metric - self._mean
-        self._mean += delta / self._n
-        self._m2 += delta * (metric - self._mean)
-        std = math.sqrt(self._m2 / self._n) if self._n > 1 else 1.0
-        reward = (metric - self._mean) / (std if std > 1e-12 else 1.0)
-        advantage = reward - self._baseline
-        self._baseline = self.baseline_decay * self._baseline + (1 - self.baseline_decay) * reward
+        advantage = self._baseline.advantage(metric)
         asked = self._asked.pop(canonical_json(arch), None)
         if asked is None:
             return

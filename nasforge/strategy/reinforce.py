@@ -13,12 +13,16 @@ at setup unless ``points_per_range`` says how many evenly spread values (log-eve
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from nasforge.errors import ConfigError
 from nasforge.space.search_space import Arch, Decision
-from nasforge.strategy.base import BaseStrategy, checked_points_per_range, register_strategy
+from nasforge.strategy.base import (
+    BaseStrategy,
+    RewardBaseline,
+    checked_points_per_range,
+    register_strategy,
+)
 
 if TYPE_CHECKING:  # numpy is imported where the policy is built: importing the strategies
     # (every command that reads a run does) then costs no numpy import
@@ -93,9 +97,7 @@ class ReinforceStrategy(BaseStrategy):
 
         self._rng = np.random.default_rng(self.seed)
         self.logits = [np.zeros(len(c)) for c in self._cands]
-        self._baseline = 0.0
-        # Welford running mean/variance of raw rewards
-        self._n, self._mean, self._m2 = 0, 0.0, 0.0
+        self._baseline = RewardBaseline(self.baseline_decay)
 
     def probabilities(self) -> dict[str, list[float]]:
         """Returns the current policy: label -> probability of each candidate."""
@@ -119,14 +121,7 @@ class ReinforceStrategy(BaseStrategy):
             return
         import numpy as np
 
-        self._n += 1
-        delta = metric - self._mean
-        self._mean += delta / self._n
-        self._m2 += delta * (metric - self._mean)
-        std = math.sqrt(self._m2 / self._n) if self._n > 1 else 1.0
-        reward = (metric - self._mean) / (std if std > 1e-12 else 1.0)
-        advantage = reward - self._baseline
-        self._baseline = self.baseline_decay * self._baseline + (1 - self.baseline_decay) * reward
+        advantage = self._baseline.advantage(metric)
         for z, pos in zip(self.logits, self._positions(arch)):
             p = _softmax(z)
             grad = -p

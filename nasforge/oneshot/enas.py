@@ -1,0 +1,241 @@
+"""ENAS: efficient neural architecture search by parameter sharing (Pham et al. 2018).
+
+An LSTM controller proposes architectures of the space, one decision after another (its choice
+at decision ``d`` is the next input of the LSTM), and the single-path supernet (SPOS's path ops,
+:mod:`nasforge.weightsharing`) computes whatever it proposes. Training alternates two phases
+per epoch, as the paper does::
+
+    weights      every training batch: sample arch ~ pi, train its path (momentum SGD)
+    controller   ``controller_steps`` validation batches: sample arch ~ pi, reward R = its
+                 accuracy on the batch (shared weights, batch statistics), then Adam on
+                 -(A * log pi(arch) + entropy_weight * H(pi))
+                 A = R's advantage over a moving-average baseline
+                 (:class:`~nasforge.strategy.base.RewardBaseline`, the ``rl`` strategy's)
+    pick         ``final_samples`` architectures sampled from the trained controller, each
+                 scored once on the validation split with inherited weights (batch norm
+                 recalibrated on training batches, as SPOS's evolution scores); the best wins
+
+The controller's logits are ``tanh_constant * tanh(l / temperature)`` (2.5 and 5, the paper's
+values), which bounds how sure it can become. Decisions are sampled by inverting each
+categorical's distribution with ``state.rng`` (the search's ``random.Random``), so a
+checkpoint (the controller's weights, its baseline, the generators) resumes bitwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any
+
+import torch
+from torch import nn
+
+from nasforge.oneshot.common import Batch, accuracy, batches
+from nasforge.oneshot.spos import SposInput, SposLayer, SposRepeat, activate, recalibrate_bn
+from nasforge.oneshot.supernet import Algorithm, Supernet, frozen_bn_stats
+from nasforge.space.search_space import Arch, SearchSpace, arch_id
+from nasforge.strategy.base import RewardBaseline
+
+__all__ = ["Enas", "Controller"]
+
+logger = logging.getLogger(__name__)
+
+#: the paper's squashing of the controller's logits: tanh_constant * tanh(l / temperature)
+TANH_CONSTANT, TEMPERATURE = 2.5, 5.0
+
+
+class Controller(nn.Module):
+    """Returns nothing when called; an LSTM policy over a space's decisions, taken in space
+    order: at decision ``d`` the LSTM's output feeds ``d``'s softmax head, and the embedding of
+    the candidate chosen feeds the next step (the first step gets a learned start vector).
+
+    Invariants: a sample lies inside the space; the same ``rng`` state and weights give the
+    same sample; the baseline's statistics travel in the state dict (``extra_state``).
+    """
+
+    def __init__(self, space: SearchSpace, hidden: int = 64, baseline_decay: float = 0.99) -> None:
+        super().__init__()
+        self.space = space
+        sizes = [len(d) for d in space.decisions]
+        self.start = nn.Parameter(torch.zeros(1, hidden))
+        self.lstm = nn.LSTMCell(hidden, hidden)
+        self.heads = nn.ModuleList(nn.Linear(hidden, n) for n in sizes)
+        self.embeds = nn.ModuleList(nn.Embedding(n, hidden) for n in sizes)
+        for p in self.parameters():  # the paper's initialisation
+            nn.init.uniform_(p, -0.1, 0.1)
+        self.baseline = RewardBaseline(baseline_decay)
+
+    def get_extra_state(self) -> torch.Tensor:
+        """Returns the baseline's statistics as one float64 tensor (saved with the weights,
+        which hold only tensors)."""
+        return torch.tensor(list(self.baseline.state().values()), dtype=torch.float64)
+
+    def set_extra_state(self, state: Any) -> None:
+        """Restores the baseline's statistics from :meth:`get_extra_state`'s tensor."""
+        keys = self.baseline.state().keys()
+        self.baseline.load_state(dict(zip(keys, state.tolist())))
+
+    def _walk(
+        self, choose: Any
+    ) -> tuple[list[int], torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """Returns (positions, summed log-probability, summed entropy, each decision's
+        probabilities) of one pass, ``choose(i, probabilities)`` picking decision ``i``."""
+        x, hc = self.start, None
+        positions: list[int] = []
+        probs: list[torch.Tensor] = []
+        log_p = entropy = self.start.new_zeros(())
+        for i, (head, embed) in enumerate(zip(self.heads, self.embeds)):
+            hc = self.lstm(x, hc)
+            logp = torch.log_softmax(TANH_CONSTANT * torch.tanh(head(hc[0])[0] / TEMPERATURE), 0)
+            p = logp.exp()
+            k = int(choose(i, p.detach()))
+            positions.append(k)
+            probs.append(p.detach())
+            log_p = log_p + logp[k]
+            entropy = entropy - (p * logp).sum()
+            x = embed(torch.tensor([k], device=x.device))
+        return positions, log_p, entropy, probs
+
+    def sample(self, rng: random.Random | None) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+        """Returns (candidate positions, their summed log-probability, the summed entropy of
+        each decision's distribution): drawn with ``rng``, or the most likely candidate at
+        each step when ``rng`` is None."""
+        if rng is None:
+            positions, log_p, entropy, _ = self._walk(lambda i, p: torch.argmax(p))
+        else:
+            positions, log_p, entropy, _ = self._walk(lambda i, p: _draw(p.tolist(), rng.random()))
+        return positions, log_p, entropy
+
+    def arch(self, rng: random.Random | None) -> Arch:
+        """Returns an architecture drawn with ``rng`` (None: the most likely at each step),
+        computed without gradients."""
+        with torch.no_grad():
+            return self.space.from_index(self.sample(rng)[0])
+
+    def strengths(self) -> dict[str, list[float]]:
+        """Returns label -> the probability of each candidate along the most likely path."""
+        with torch.no_grad():
+            probs = self._walk(lambda i, p: torch.argmax(p))[3]
+        return {
+            d.label: [round(float(v), 6) for v in p] for d, p in zip(self.space.decisions, probs)
+        }
+
+
+def _draw(probs: list[float], u: float) -> int:
+    """Returns the position whose cumulative probability first exceeds ``u``."""
+    acc = 0.0
+    for k, p in enumerate(probs):
+        acc += p
+        if u < acc:
+            return k
+    return len(probs) - 1
+
+
+def _batch_accuracy(net: Supernet, batch: Batch) -> float:
+    """Returns the supernet's accuracy on ``batch`` along the active path, batch norm by batch
+    statistics (train mode) and its running statistics untouched (the paper's reward)."""
+    x, y = batch
+    net.train()
+    with torch.no_grad(), frozen_bn_stats(net):
+        return float((net(x).argmax(-1) == y).float().mean())
+
+
+class Enas(Algorithm):
+    """The single-path mixed ops, sampled by an LSTM controller that learns by REINFORCE on
+    validation accuracy (see the module docstring)."""
+
+    name = "enas"
+    uses_val = False  # the controller phase reads the validation split itself
+    learns_arch = True
+    layer = SposLayer
+    input = SposInput
+    repeat = SposRepeat
+
+    @classmethod
+    def policy(cls, net: Supernet) -> nn.Module | None:
+        """Returns the controller of ``net``'s space."""
+        return Controller(net.space.search_space())
+
+    @classmethod
+    def arch_optimizer(cls, params: list[nn.Parameter], cfg: Any) -> torch.optim.Optimizer:
+        """Returns Adam on the controller (``controller_lr``; no weight decay)."""
+        return torch.optim.Adam(params, lr=cfg.controller_lr)
+
+    @staticmethod
+    def _controller(net: Supernet) -> Controller:
+        assert isinstance(net.policy, Controller), "an ENAS supernet holds its controller"
+        return net.policy
+
+    @classmethod
+    def step(
+        cls, net: Supernet, state: Any, train: Batch, val: Any, cfg: Any
+    ) -> tuple[float, float | None]:
+        """Returns (train loss, None) after one weight step of a path the controller drew."""
+        activate(net, cls._controller(net).arch(state.rng))
+        x, y = train
+        loss = nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        nn.utils.clip_grad_norm_(net.weights(), cfg.grad_clip)
+        state.opt_w.step()
+        state.opt_w.zero_grad(set_to_none=True)
+        return float(loss.detach()), None
+
+    @classmethod
+    def after_epoch(cls, net: Supernet, state: Any, split: Any, cfg: Any) -> dict[str, Any]:
+        """Returns the controller phase's mean reward and entropy, after ``controller_steps``
+        REINFORCE steps on validation batches."""
+        ctrl = cls._controller(net)
+        rewards: list[float] = []
+        entropies: list[float] = []
+        val_iter = batches(split.val, cfg.batch_size, state.g)
+        for _ in range(cfg.controller_steps):
+            batch = next(val_iter, None)
+            if batch is None:
+                val_iter = batches(split.val, cfg.batch_size, state.g)
+                batch = next(val_iter)
+            positions, log_p, entropy = ctrl.sample(state.rng)
+            activate(net, ctrl.space.from_index(positions))
+            reward = _batch_accuracy(net, batch)
+            advantage = ctrl.baseline.advantage(reward)
+            loss = -(advantage * log_p + cfg.entropy_weight * entropy)
+            loss.backward()
+            state.opt_a.step()
+            state.opt_a.zero_grad(set_to_none=True)
+            rewards.append(reward)
+            entropies.append(float(entropy.detach()))
+        n = max(1, len(rewards))
+        return {"reward": sum(rewards) / n, "entropy": sum(entropies) / n}
+
+    @classmethod
+    def current_arch(cls, net: Supernet) -> Arch:
+        """Returns the controller's most likely architecture, activated."""
+        arch = cls._controller(net).arch(None)
+        activate(net, arch)
+        return arch
+
+    @classmethod
+    def finish(cls, net: Supernet, split: Any, cfg: Any) -> tuple[Arch, list[tuple[Arch, float]]]:
+        """Returns the best of ``final_samples`` architectures drawn from the controller
+        (validation accuracy, inherited weights, recalibrated batch norm) and every one
+        scored."""
+        ctrl = cls._controller(net)
+        rng = random.Random(cfg.seed)
+        seen: dict[str, float] = {}
+        history: list[tuple[Arch, float]] = []
+        for _ in range(cfg.final_samples):
+            arch = ctrl.arch(rng)
+            key = arch_id(arch)
+            if key in seen:
+                continue
+            activate(net, arch)
+            recalibrate_bn(net, split.train, cfg.batch_size, cfg.bn_batches, cfg.seed)
+            seen[key] = accuracy(net, split.val)
+            history.append((arch, seen[key]))
+        best, score = max(history, key=lambda h: h[1])
+        logger.info(
+            "enas: %d distinct of %d samples scored, best val acc %.4f",
+            len(history),
+            cfg.final_samples,
+            score,
+        )
+        return best, history
