@@ -24,12 +24,25 @@ from nasforge.ofa import cli as ofa_cli
 from nasforge.parallel import cli as parallel_cli
 from nasforge.run import cli as run_cli
 from nasforge.run import control as control_cli
+from nasforge.run.runner import BaseRunner
 
 __all__ = ["main", "build_parser"]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Returns the parser with every subcommand."""
+#: the commands whose parser takes the run kinds' own flags (``--n-trials``): building those
+#: imports the kinds' runner modules, which the reading commands (``plot``, ``status``) skip
+KIND_FLAG_COMMANDS = frozenset({"run", "resume"})
+
+
+def _no_kinds() -> list[type[BaseRunner]]:
+    """Returns no runner class: ``run`` and ``resume`` get only their shared flags."""
+    return []
+
+
+def build_parser(kind_flags: bool = True) -> argparse.ArgumentParser:
+    """Returns the parser with every subcommand; without ``kind_flags``, ``run`` and
+    ``resume`` lack the run kinds' own flags (a parser for another command, built without
+    importing the kinds' runners)."""
     parser = argparse.ArgumentParser(
         prog="nasforge", description="Neural architecture search on PyTorch."
     )
@@ -38,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"nasforge {__version__}", help="show the version"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    run_cli.register(sub, load_runners=runners.load, flag_kinds=runners.flag_kinds)
+    run_cli.register(
+        sub, load_runners=runners.load, flag_kinds=runners.flag_kinds if kind_flags else _no_kinds
+    )
     control_cli.register(sub)
     parallel_cli.register(sub)
     ofa_cli.register(sub)
@@ -97,7 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     """Returns the exit code of the command ``argv`` names (see :func:`main`)."""
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = next((w for w in words if not w.startswith("-")), None)
+    parser = build_parser(kind_flags=command in KIND_FLAG_COMMANDS)
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose + 1, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

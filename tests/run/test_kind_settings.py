@@ -127,6 +127,27 @@ def test_building_the_parser_imports_no_torch_family() -> None:
     assert out.stdout.strip() == "False"
 
 
+def test_the_reading_commands_import_no_runner() -> None:
+    """`nasforge plot/status/export` build a parser without the kinds' flags, so they import
+    no runner module nor the once-for-all package's modules (part of `plot_s_10k`); `run`
+    and `resume` still take the kinds' flags (checked in a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, nasforge.cli as c\n"
+        "c.main(['status', '/nonexistent/run'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('nasforge.engine') "
+        "or m in ('nasforge.ofa.latency', 'nasforge.ofa.spaces')))\n"
+        "print(c.build_parser().parse_args(['run', 'f.py', '--n-trials', '3']).n_trials)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(root), "PATH": ""}, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines() == ["[]", "3"]
+
+
 # -- the multitrial kind: ExperimentSettings -----------------------------------------------------
 def test_experiment_keywords_and_settings_build_the_same_experiment() -> None:
     """Keywords (the documented API, no warning) and an ExperimentSettings are one thing;

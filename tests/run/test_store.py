@@ -316,6 +316,11 @@ def test_a_value_of_the_wrong_type_is_a_store_error_naming_the_row(tmp_path, col
     with Store.open(tmp_path) as r:
         with pytest.raises(StoreError, match=f"trials row 2.*{column}"):
             r.trials()
+        # the light read and a read of one status find it too (one scan in SQLite first)
+        with pytest.raises(StoreError, match=f"trials row 2.*{column}"):
+            r.trials(light=True)
+        with pytest.raises(StoreError, match=f"trials row 2.*{column}"):
+            r.trials("done")
         with pytest.raises(StoreError, match=f"trials row 2.*{column}"):
             r.trial(2)
         assert r.trial(1).metrics == {"m": 1.0}
