@@ -337,6 +337,30 @@ class RowReader:
         # which names the first bad one
         return [self.trial_row(r, light, gone, checked=not bad) for r in rows]
 
+    def trial_metrics(self) -> list[TrialRecord]:
+        """Returns the trials in id order with their id, arch id, status and metrics only (see
+        :meth:`Store.trial_metrics`).
+
+        Raises:
+            StoreError: a row does not decode.
+        """
+        if self.query(f"SELECT 1 FROM trials WHERE {_BAD_SCALARS} LIMIT 1"):
+            return self.trials(None, light=True)  # checks every row, naming the first bad one
+        rows = self.query("SELECT id, arch_id, status, metrics FROM trials ORDER BY id")
+        gone = self.abandoned({r[2] for r in rows})
+        out = []
+        for tid, arch_id, status, text in rows:
+            metrics = None
+            if text is not None:
+                metrics = _numbers(
+                    self.directory, tid, "metrics", self.decode(text, "trials", tid, dict)
+                )
+            if gone and status == "running":
+                status = INTERRUPTED
+            out.append(TrialRecord(id=tid, arch_id=arch_id, arch={}, status=status,
+                                   metrics=metrics))  # fmt: skip
+        return out
+
     def trial(self, trial_id: int) -> TrialRecord:
         """Returns one trial (see :meth:`Store.trial`).
 

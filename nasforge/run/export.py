@@ -88,7 +88,7 @@ def export_top(
     check_folder(out, "export folder")  # before anything is read or written
     with Store.open(directory) as store:
         cfg, obj = store.config(), store.objective()
-        trials = store.trials(light=True)
+        trials = store.trial_metrics()  # what ranking reads; the chosen are read in full
         ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"])
         if per is not None:
             groups: dict[Any, list[TrialRecord]] = {}

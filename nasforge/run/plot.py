@@ -67,7 +67,7 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
     out = Path(out) if out is not None else directory / "plot.png"
     check_folder(out.parent, "plot folder")  # before the work, as the record is read
     with Store.open(directory) as store:
-        obj, trials, rows = store.objective(), store.trials(light=True), store.progress()
+        obj, trials, rows = store.objective(), store.trial_metrics(), store.progress()
     metric, mode, cons, second = obj["metric"], obj["mode"], obj["constraints"], obj["second"]
     trials = [t for t in trials if t.status != "cached"]  # a repeat adds no new point
     series: dict[str, tuple[list[int], list[float]]] = {}
