@@ -90,3 +90,6 @@ def test_a_grown_network_exports_and_loads_back(tmp_path: Path, name: str) -> No
         fresh = nf.freeze(space, meta["arch"])  # untrained: the weights came from the trial
         with torch.no_grad():
             assert not torch.allclose(fresh(x), y)
+    # --hf saves Hugging Face models only: one line, exit 2, the nasforge export still loads
+    assert main(["export", str(run), "--out", str(tmp_path / "hf"), "--hf"]) == 2
+    assert nf.load_model(next((tmp_path / "hf").iterdir())) is not None
