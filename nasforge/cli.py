@@ -14,7 +14,8 @@ import os
 import select
 import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from nasforge import runners
 from nasforge._version import __version__
@@ -24,12 +25,15 @@ from nasforge.ofa import cli as ofa_cli
 from nasforge.parallel import cli as parallel_cli
 from nasforge.run import cli as run_cli
 from nasforge.run import control as control_cli
+from nasforge.run.runner import BaseRunner
 
 __all__ = ["main", "build_parser"]
 
 
-#: The commands whose flags include every kind's own (each runner's ``add_arguments``).
-KIND_FLAG_COMMANDS = ("run", "resume")
+#: The commands whose parser takes the run kinds' own flags (each runner's ``add_arguments``);
+#: building those imports the kinds' runner modules, which the reading commands (``plot``,
+#: ``status``, ``export``) skip.
+KIND_FLAG_COMMANDS = frozenset({"run", "resume"})
 
 
 def _command(argv: Sequence[str] | None) -> str | None:
@@ -38,12 +42,53 @@ def _command(argv: Sequence[str] | None) -> str | None:
     return words[0] if words else None
 
 
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+def _recorded_kind(argv: Sequence[str] | None) -> str | None:
+    """Returns the kind of the run that ``nasforge resume ... DIR`` names (the first word after
+    ``resume`` that is a run directory), or None when none is found."""
+    from nasforge.run.store import DB_NAME, Store
+
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    for word in words[1:]:
+        if (Path(word) / DB_NAME).is_file():
+            try:
+                with Store.open(word) as store:
+                    return store.kind
+            except NasforgeError:
+                return None
+    return None
+
+
+def _no_kinds() -> list[type[BaseRunner]]:
+    """Returns no runner class: ``run`` and ``resume`` get only their shared flags."""
+    return []
+
+
+def _flag_kinds(argv: Sequence[str] | None) -> Callable[[], list[type[BaseRunner]]]:
+    """Returns what lists the kinds whose flags ``run`` and ``resume`` take, for the command
+    ``argv`` names: every built-in kind for ``run``; for ``resume`` the kind that wrote the run
+    (so resuming imports no other family), every kind when the run is not found; else the kinds
+    whose runner modules import no torch."""
+    command = _command(argv)
+    if command == "resume" and (kind := _recorded_kind(argv)) is not None:
+
+        def own_kind() -> list[type[BaseRunner]]:
+            runners.load(kind)
+            return runners.flag_kinds()
+
+        return own_kind
+    every = command in KIND_FLAG_COMMANDS
+    return lambda: runners.flag_kinds(every=every)
+
+
+def build_parser(
+    argv: Sequence[str] | None = None, kind_flags: bool = True
+) -> argparse.ArgumentParser:
     """Returns the parser with every subcommand. When ``argv`` (default: the process's
-    arguments) names ``run`` or ``resume``, every built-in kind is loaded first so that their
-    flags (``nasforge run --help``) are all there; any other command loads only the kinds whose
-    runner modules import no torch (the multi-trial one), so building it stays quick."""
-    every = _command(argv) in KIND_FLAG_COMMANDS
+    arguments) names ``run``, every built-in kind is loaded first so that their flags
+    (``nasforge run --help``) are all there, and for ``resume`` the kind that wrote the run;
+    any other command loads only the kinds whose runner modules import no torch (the
+    multi-trial one). Without ``kind_flags``, ``run`` and ``resume`` lack the kinds' own flags:
+    a parser for a reading command, built without importing any runner."""
     parser = argparse.ArgumentParser(
         prog="nasforge", description="Neural architecture search on PyTorch."
     )
@@ -53,7 +98,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     run_cli.register(
-        sub, load_runners=runners.load, flag_kinds=lambda: runners.flag_kinds(every=every)
+        sub, load_runners=runners.load, flag_kinds=_flag_kinds(argv) if kind_flags else _no_kinds
     )
     control_cli.register(sub)
     parallel_cli.register(sub)
@@ -113,7 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     """Returns the exit code of the command ``argv`` names (see :func:`main`)."""
-    parser = build_parser(argv)
+    command = _command(argv)
+    parser = build_parser(argv, kind_flags=command is None or command in KIND_FLAG_COMMANDS)
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose + 1, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -8,11 +8,12 @@ log       the architecture tab shows the chosen trial's log beside its decisions
 control   only on a dashboard started with ``allow_control`` (``nasforge serve
           --allow-control``): a panel on a run's page that stops the search (letting its
           running trials finish, or cancelling them), cancels one running trial, or
-          changes ``n_trials`` and ``concurrency``. Each button calls the function the
-          command line calls (:func:`nasforge.run.control.stop`, ``cancel``, ``change``),
-          which leaves a request that the running engine applies and records as a run
-          note naming ``via=dashboard``; the dashboard itself still never writes the
-          record
+          changes ``n_trials`` and ``concurrency``. The stop and cancel buttons ask the
+          browser to confirm (``confirm()``) and send nothing when it is dismissed. Each
+          button calls the function the command line calls
+          (:func:`nasforge.run.control.stop`, ``cancel``, ``change``), which leaves a
+          request that the running engine applies and records as a run note naming
+          ``via=dashboard``; the dashboard itself still never writes the record
 guard     :func:`guard` stands before Dash's callback dispatch. A callback request that
           names a control component (an id starting with :data:`CONTROL_PREFIX`) gets
           403 when control is off, and, when it is on, unless it comes from the
@@ -62,6 +63,17 @@ def _id(name: str) -> str:
     return CONTROL_PREFIX + name
 
 
+def _confirmed(name: str, text: str, question: str) -> dcc.ConfirmDialogProvider:
+    """Returns the button ``text`` wrapped in a browser confirmation (``confirm()`` asking
+    ``question``): the request is sent only when it is accepted, as the provider's
+    ``submit_n_clicks`` (id ``nf-control-<name>``); dismissing it sends nothing."""
+    return dcc.ConfirmDialogProvider(
+        html.Button(text, id=_id(f"{name}-button"), style=_BUTTON),
+        id=_id(name),
+        message=question,
+    )
+
+
 def panel() -> html.Div:
     """Returns the control panel of a run's page (shown only when control is allowed)."""
 
@@ -77,15 +89,25 @@ def panel() -> html.Div:
             ),
             html.Div(
                 [
-                    html.Button(
-                        "Stop: let running trials finish", id=_id("stop-finish"), style=_BUTTON
+                    _confirmed(
+                        "stop-finish",
+                        "Stop: let running trials finish",
+                        "Stop this search? The running trials finish; no new trial starts.",
                     ),
-                    html.Button(
-                        "Stop: cancel running trials", id=_id("stop-cancel"), style=_BUTTON
+                    _confirmed(
+                        "stop-cancel",
+                        "Stop: cancel running trials",
+                        "Stop this search now? The running trials are cancelled and their "
+                        "work is lost.",
                     ),
                     label("trial"),
                     dcc.Input(id=_id("trial"), type="number", min=1, style=_NUMBER),
-                    html.Button("Cancel trial", id=_id("cancel"), style=_BUTTON),
+                    _confirmed(
+                        "cancel",
+                        "Cancel trial",
+                        "Cancel the trial whose id is in the box? Its work is lost; the "
+                        "search goes on.",
+                    ),
                     label("n_trials"),
                     dcc.Input(id=_id("n-trials"), type="number", min=1, style=_NUMBER),
                     label("concurrency"),
@@ -163,9 +185,9 @@ def _register_control(app: dash.Dash, served: ServedRuns) -> None:
 
     @app.callback(
         Output(_id("result"), "children"),
-        Input(_id("stop-finish"), "n_clicks"),
-        Input(_id("stop-cancel"), "n_clicks"),
-        Input(_id("cancel"), "n_clicks"),
+        Input(_id("stop-finish"), "submit_n_clicks"),
+        Input(_id("stop-cancel"), "submit_n_clicks"),
+        Input(_id("cancel"), "submit_n_clicks"),
         Input(_id("set"), "n_clicks"),
         State(_id("trial"), "value"),
         State(_id("n-trials"), "value"),

@@ -10,26 +10,33 @@ features; its latency tables load with ``LatencyTable.from_ofa_yaml``). Torch mo
 :mod:`~nasforge.ofa.measure`, :mod:`~nasforge.ofa.predictor`, :mod:`~nasforge.ofa.pretrained`
 (``load_pretrained``: published supernet checkpoints); :mod:`~nasforge.ofa.record` keeps
 a run in an engine experiment store (config, epochs, checkpoints, searches). Importing this
-package imports only the pure parts; the torch parts are imported from their modules.
+package imports nothing else: its names load from the pure modules when first used
+(``nasforge`` itself stays quick to start), and the torch parts are imported from their modules.
 """
 
-from nasforge.ofa.latency import (
-    LatencyTable,
-    LayerShape,
-    MemoizedCost,
-    PublishedLatencyTable,
-    count_macs,
-    layer_shapes,
-)
-from nasforge.ofa.published import from_ofa_arch, published_spec, to_ofa_arch
-from nasforge.ofa.spaces import (
-    OFASearchSpace,
-    OFASpec,
-    Phase,
-    block_size,
-    compofa_phases,
-    progressive_phases,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: name -> the pure module that defines it (loaded on first use)
+_EXPORTS = {
+    "LatencyTable": "nasforge.ofa.latency",
+    "LayerShape": "nasforge.ofa.latency",
+    "MemoizedCost": "nasforge.ofa.latency",
+    "PublishedLatencyTable": "nasforge.ofa.latency",
+    "count_macs": "nasforge.ofa.latency",
+    "layer_shapes": "nasforge.ofa.latency",
+    "from_ofa_arch": "nasforge.ofa.published",
+    "published_spec": "nasforge.ofa.published",
+    "to_ofa_arch": "nasforge.ofa.published",
+    "OFASearchSpace": "nasforge.ofa.spaces",
+    "OFASpec": "nasforge.ofa.spaces",
+    "Phase": "nasforge.ofa.spaces",
+    "block_size": "nasforge.ofa.spaces",
+    "compofa_phases": "nasforge.ofa.spaces",
+    "progressive_phases": "nasforge.ofa.spaces",
+}
 
 __all__ = [
     "LatencyTable",
@@ -48,3 +55,36 @@ __all__ = [
     "published_spec",
     "to_ofa_arch",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nasforge.ofa' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from nasforge.ofa.latency import (
+        LatencyTable,
+        LayerShape,
+        MemoizedCost,
+        PublishedLatencyTable,
+        count_macs,
+        layer_shapes,
+    )
+    from nasforge.ofa.published import from_ofa_arch, published_spec, to_ofa_arch
+    from nasforge.ofa.spaces import (
+        OFASearchSpace,
+        OFASpec,
+        Phase,
+        block_size,
+        compofa_phases,
+        progressive_phases,
+    )

@@ -96,7 +96,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{n} trials written to {tracker} at {path}\n")
         return 0
 
-    for path in export_top(args.dir, args.top, args.out, per=args.per):
+    for path in export_top(args.dir, args.top, args.out, per=args.per, hf=args.hf):
         sys.stdout.write(f"{path}\n")
     return 0
 
@@ -192,6 +192,12 @@ def register(
         metavar=("TRACKER", "PATH"),
         help="write every trial to TensorBoard (tensorboard LOGDIR) or MLflow (mlflow "
         "FOLDER_OR_URI) instead of exporting the best",
+    )
+    p.add_argument(
+        "--hf",
+        action="store_true",
+        help="also save each model for Hugging Face (<folder>/hf: config.json with the "
+        "searched sizes and the weights, loaded by from_pretrained)",
     )
     p.set_defaults(func=_cmd_export)
 

@@ -15,6 +15,12 @@ One layout for every kind of run: ``<out>/rank<r>_trial<id>/`` holds
     <files>     the run's artifacts that a model needs beside its weights (recorded with
                 ``{"export": true}`` in their metadata, e.g. a translation model's tokenizer),
                 listed in ``arch.json`` under ``files``
+    hf/         with ``hf=True`` (``nasforge export --hf``), for a space that builds a Hugging
+                Face model: ``save_pretrained``'s folder (``config.json`` with the frozen
+                sizes, see :mod:`nasforge.space.hf_config`, and the weights), which
+                ``AutoModelForCausalLM.from_pretrained`` loads without nasforge; ``arch.json``
+                names it under ``hf``, or says under ``hf_note`` why it is missing (the config
+                cannot hold sizes that differ per layer, or the trial kept no weights)
 
 :func:`load_model` needs nothing but that folder.
 """
@@ -40,7 +46,7 @@ if TYPE_CHECKING:  # torch and the space language load when a model is
 
     from nasforge.space.model_space import BaseSpace
 
-__all__ = ["export_top", "load_model", "EXPORT_FORMAT"]
+__all__ = ["export_top", "load_model", "save_hf", "EXPORT_FORMAT"]
 
 EXPORT_FORMAT = "nasforge-export/2"
 
@@ -56,15 +62,24 @@ def _checkpoint(directory: Path, t: TrialRecord) -> Path | None:
 
 
 def export_top(
-    directory: str | Path, k: int = 1, out: str | Path | None = None, per: str | None = None
+    directory: str | Path,
+    k: int = 1,
+    out: str | Path | None = None,
+    per: str | None = None,
+    hf: bool = False,
 ) -> list[Path]:
     """Returns the folders written for the ``k`` best feasible trials of the run in
     ``directory``, best first (with ``per``: the ``k`` best for each value of that metric,
-    e.g. each latency target of a once-for-all search).
+    e.g. each latency target of a once-for-all search). With ``hf``, each folder also gets
+    ``hf/``, the model saved for Hugging Face's ``from_pretrained`` (see the module's
+    docstring).
 
     Raises:
         StoreError: the run cannot be read, or it has no ranked trial to export.
-        ConfigError: ``k`` < 1; ``out`` is a file, lies under one, or cannot be made.
+        ConfigError: ``k`` < 1; ``out`` is a file, lies under one, or cannot be made; with
+            ``hf``: the space does not build a Hugging Face model, or a trial's ``hf/`` could
+            not be written (its config cannot hold the frozen sizes: the message names the
+            attributes; every other folder is written first).
     """
     if not isinstance(k, int) or k < 1:
         raise ConfigError(f"k must be a positive int, got {k!r}")
@@ -73,7 +88,7 @@ def export_top(
     check_folder(out, "export folder")  # before anything is read or written
     with Store.open(directory) as store:
         cfg, obj = store.config(), store.objective()
-        trials = store.trials(light=True)
+        trials = store.trial_metrics()  # what ranking reads; the chosen are read in full
         ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"])
         if per is not None:
             groups: dict[Any, list[TrialRecord]] = {}
@@ -128,7 +143,56 @@ def export_top(
                 files[name] = src.name
         (d / "arch.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
         written.append(d)
+    if hf:
+        missing = [f"{d.name}: {note}" for d in written if (note := save_hf(d)) is not None]
+        if missing:
+            raise ConfigError(
+                f"no Hugging Face folder for {len(missing)} of {len(written)} exports "
+                f"({'; '.join(missing)}); their arch.json and weights are written and load "
+                "with nasforge.load_model"
+            )
     return written
+
+
+def save_hf(folder: str | Path) -> str | None:
+    """Returns None once the export in ``folder`` is saved for Hugging Face in
+    ``folder/hf`` (``save_pretrained``: a ``config.json`` of the frozen sizes and the
+    weights), or the reason it is not (the model's config cannot hold its sizes: the
+    attributes are named; the trial kept no weights), which is logged as a warning and
+    recorded in ``arch.json`` under ``hf_note``.
+
+    Raises:
+        StoreError: ``folder`` is not an export.
+        ConfigError: its space does not build a ``transformers`` model, or cannot be rebuilt.
+    """
+    from nasforge.space.hf_config import is_hf_model, sync_config, unmapped_message
+
+    meta_path, meta = _read_meta(Path(folder))
+    note = None
+    if not meta.get("weights"):
+        note = meta.get("weights_note") or "the trial saved no weights"
+        model, space = None, None
+    else:
+        model, space = _build(meta_path, meta)
+        if not is_hf_model(model):
+            raise ConfigError(
+                f"{meta_path.parent}: --hf saves a Hugging Face model, and this space builds a "
+                f"{type(model).__name__}; export it without --hf and load it with "
+                "nasforge.load_model"
+            )
+        unmapped = sync_config(model, getattr(space, "base_model", None))
+        if unmapped:
+            note = unmapped_message(model, unmapped)
+    if note is None:
+        assert model is not None
+        hf_model: Any = model  # a transformers.PreTrainedModel
+        hf_model.save_pretrained(meta_path.parent / "hf")
+        meta["hf"], meta["hf_note"] = "hf", None
+    else:
+        log.warning("%s: no Hugging Face folder: %s", meta_path.parent, note)
+        meta["hf"], meta["hf_note"] = None, note
+    meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True))
+    return note
 
 
 def _read_meta(path: Path) -> tuple[Path, dict[str, Any]]:
@@ -154,11 +218,24 @@ def load_model(path: str | Path, space: BaseSpace | None = None) -> nn.Module:
             (``keep_checkpoints``: the message says so; the architecture is in ``arch.json``).
         ConfigError: the space cannot be rebuilt (its module is gone: pass ``space=``).
     """
+    meta_path, meta = _read_meta(Path(path))
+    return _build(meta_path, meta, space)[0]
+
+
+def _build(
+    meta_path: Path, meta: dict[str, Any], space: BaseSpace | None = None
+) -> tuple[nn.Module, BaseSpace]:
+    """Returns (the exported model with its weights, in eval mode; its space) of the export
+    whose ``arch.json`` is ``meta_path`` holding ``meta`` (see :func:`load_model`).
+
+    Raises:
+        StoreError: its trial's weights were not kept.
+        ConfigError: the space cannot be rebuilt.
+    """
     import torch
 
     from nasforge.space.model_space import freeze
 
-    meta_path, meta = _read_meta(Path(path))
     if not meta.get("weights") and meta.get("weights_note"):
         raise StoreError(
             f"{meta_path}: trial {meta.get('trial')}'s {meta['weights_note']} (the run deleted "
@@ -177,4 +254,4 @@ def load_model(path: str | Path, space: BaseSpace | None = None) -> nn.Module:
         state = torch.load(meta_path.parent / meta["weights"], weights_only=True)
         model.load_state_dict(state)
     model.eval()
-    return model
+    return model, space

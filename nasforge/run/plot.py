@@ -18,6 +18,9 @@ from nasforge.run.store import Store
 
 __all__ = ["plot_run", "trial_points"]
 
+#: inches: the width of one panel, the height of the figure
+_PANEL_WIDTH, _HEIGHT = 6.0, 4.0
+
 #: at most this many trials are drawn as points (the running best uses every trial)
 _MAX_POINTS = 2000
 
@@ -64,7 +67,7 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
     out = Path(out) if out is not None else directory / "plot.png"
     check_folder(out.parent, "plot folder")  # before the work, as the record is read
     with Store.open(directory) as store:
-        obj, trials, rows = store.objective(), store.trials(light=True), store.progress()
+        obj, trials, rows = store.objective(), store.trial_metrics(), store.progress()
     metric, mode, cons, second = obj["metric"], obj["mode"], obj["constraints"], obj["second"]
     trials = [t for t in trials if t.status != "cached"]  # a repeat adds no new point
     series: dict[str, tuple[list[int], list[float]]] = {}
@@ -81,7 +84,12 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
         panels = ["trials"]
     if not panels:
         raise StoreError(f"{directory} has no progress rows and no trials to plot yet")
-    fig = Figure(figsize=(6 * len(panels), 4))
+    width = _PANEL_WIDTH * len(panels)
+    fig = Figure(figsize=(width, _HEIGHT))
+    # fixed margins (in inches, whatever the panel count): tight_layout would draw the whole
+    # figure once more only to measure its labels
+    fig.subplots_adjust(left=0.8 / width, right=1 - 0.35 / width, bottom=0.55 / _HEIGHT,
+                        top=1 - 0.4 / _HEIGHT, wspace=1.15 / (_PANEL_WIDTH - 1.15))  # fmt: skip
     axes = fig.subplots(1, len(panels), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         if panel == "progress":
@@ -128,7 +136,6 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
             ax.set_xlabel(f"{m2} ({second[1]})")
             ax.set_ylabel(metric)
             ax.legend()
-    fig.tight_layout()
     make_folder(out.parent, "plot folder")
     fig.savefig(out, dpi=100)
     return out

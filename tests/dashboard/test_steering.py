@@ -85,13 +85,16 @@ def _press(
     """Returns the answer to the control callback's request, as the page sends it when
     ``button`` (nf-control-<button>) is pressed with the inputs ``values``."""
     values = {"run-key.data": "runs/live", **(values or {})}
-    ids = ["stop-finish", "stop-cancel", "cancel", "set"]
+    # the stop and cancel buttons send their confirmation's clicks (the browser's confirm()
+    # accepted), Apply its own
+    ids = {"stop-finish": "submit_n_clicks", "stop-cancel": "submit_n_clicks",
+           "cancel": "submit_n_clicks", "set": "n_clicks"}  # fmt: skip
     body = {
         "output": "nf-control-result.children",
         "outputs": {"id": "nf-control-result", "property": "children"},
         "inputs": [
-            {"id": f"nf-control-{b}", "property": "n_clicks", "value": 1 if b == button else None}
-            for b in ids
+            {"id": f"nf-control-{b}", "property": p, "value": 1 if b == button else None}
+            for b, p in ids.items()
         ],
         "state": [
             {"id": i, "property": p, "value": values.get(f"{i}.{p}")}
@@ -102,7 +105,7 @@ def _press(
                 ("run-key", "data"),
             ]
         ],
-        "changedPropIds": [f"nf-control-{button}.n_clicks"],
+        "changedPropIds": [f"nf-control-{button}.{ids[button]}"],
     }
     return client.post(prefix + "_dash-update-component", json=body, headers=headers or {})
 

@@ -1,18 +1,24 @@
 """The trial log and the control panel in headless Chromium: a read-only `nasforge serve`
 shows a failed trial's log beside its architecture and no control; one started with
---allow-control cancels one trial of a search running on the pool, then stops it."""
+--allow-control asks the browser to confirm a stop (dismissed: nothing is asked of the run),
+cancels one trial of a search running on the pool, then stops it."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from nasforge.engine import Experiment
+from nasforge.run.control import CONTROL
 from nasforge.run.store import Store
+from nasforge.space.search_space import Decision, SearchSpace
 from tests.dashboard.conftest import ROOT, Server, wait_for
 from tests.dashboard.test_steering import _log_record
 
@@ -48,6 +54,65 @@ def test_a_failed_trial_s_log_shows_beside_its_architecture(browser: Any, tmp_pa
         server.stop()
 
 
+def _confirm(browser: Any, accept: bool, says: str) -> None:
+    """Answers the browser's confirm() dialog (it must ask something containing ``says``)."""
+    alert = wait_for(browser, lambda b: b.switch_to.alert, "the confirmation dialog")
+    assert says in alert.text, alert.text
+    if accept:
+        alert.accept()
+    else:
+        alert.dismiss()
+
+
+def _sleepy(arch: dict[str, Any], report: Any) -> float:
+    time.sleep(0.5)
+    return float(arch["d"])
+
+
+def test_a_stop_asks_for_confirmation_and_a_dismissed_one_sends_nothing(
+    browser: Any, tmp_path: Path
+) -> None:
+    """ "Stop: cancel running trials" opens a confirm() naming the loss; dismissed, no request
+    reaches the run (no request file, no note, the search goes on). "Stop: let running trials
+    finish", confirmed, stops the search, recorded stopped with a note via the dashboard."""
+    directory = tmp_path / "runs" / "live"
+    space = SearchSpace([Decision("d", "value", tuple(range(400)))])
+    exp = Experiment(space, _sleepy, "grid", directory=directory, executor="inprocess",
+                     progress="off")  # fmt: skip
+    thread = threading.Thread(target=exp.run, daemon=True)
+    thread.start()
+    server = None
+    try:
+        wait_for(browser, lambda b: _statuses(directory), "the first trial", timeout=120)
+        server = Server([tmp_path / "runs"], tmp_path, args=["--allow-control"])
+        browser.get(server.url + "/run/runs/live")
+        wait_for(browser, lambda b: b.find_element(By.ID, "nf-control-panel"), "the panel")
+        browser.find_element(By.ID, "nf-control-stop-cancel-button").click()
+        _confirm(browser, accept=False, says="cancelled")
+        time.sleep(2)  # a request, had one been sent, is a file within this time
+        assert not list((directory / CONTROL).glob("*.json"))
+        assert thread.is_alive() and _text(browser, "#nf-control-result") == ""
+        with Store.open(directory, readonly=True) as store:
+            assert not store.notes("control")
+        browser.find_element(By.ID, "nf-control-stop-finish-button").click()
+        _confirm(browser, accept=True, says="running trials finish")
+        wait_for(browser, lambda b: "to stop" in _text(b, "#nf-control-result"), "the answer")
+        thread.join(60)
+        assert not thread.is_alive()
+    finally:
+        if server is not None:
+            server.stop()
+        if thread.is_alive():
+            from nasforge.run.control import stop
+
+            stop(directory, "cancel")
+            thread.join(60)
+    with Store.open(directory, readonly=True) as store:
+        assert store.state() == "stopped"
+        notes = store.notes("control")
+    assert [(n["event"], n["mode"], n["via"]) for n in notes] == [("stop", "finish", "dashboard")]
+
+
 RUN_FILE = """
 import time
 from nasforge.space.search_space import Decision, SearchSpace
@@ -79,9 +144,9 @@ def _statuses(directory: Path) -> dict[int, str]:
 def test_the_control_panel_cancels_a_trial_and_stops_a_running_search(
     browser: Any, tmp_path: Path
 ) -> None:
-    """With --allow-control, typing a running trial's id and pressing "Cancel trial" cancels
-    it (recorded cancelled, the search goes on); "Stop: cancel running trials" ends the search,
-    recorded stopped, and `nasforge run` exits 0."""
+    """With --allow-control, typing a running trial's id and pressing "Cancel trial" (and
+    confirming) cancels it (recorded cancelled, the search goes on); "Stop: cancel running
+    trials", confirmed, ends the search, recorded stopped, and `nasforge run` exits 0."""
     directory = tmp_path / "runs" / "live"
     run_file = tmp_path / "search.py"
     run_file.write_text(RUN_FILE.format(directory=directory))
@@ -107,7 +172,8 @@ def test_the_control_panel_cancels_a_trial_and_stops_a_running_search(
         wait_for(browser, lambda b: b.find_element(By.ID, "nf-control-panel"), "the panel")
         box = browser.find_element(By.ID, "nf-control-trial")
         box.send_keys("1")
-        browser.find_element(By.ID, "nf-control-cancel").click()
+        browser.find_element(By.ID, "nf-control-cancel-button").click()
+        _confirm(browser, accept=True, says="Cancel the trial")
         wait_for(
             browser,
             lambda b: "cancel trial 1" in _text(b, "#nf-control-result"),
@@ -115,7 +181,8 @@ def test_the_control_panel_cancels_a_trial_and_stops_a_running_search(
         )
         wait_for(browser, lambda b: _statuses(directory).get(1) == "cancelled", "trial 1 cancelled")
         assert _statuses(directory).get(2) == "running"  # the search goes on
-        browser.find_element(By.ID, "nf-control-stop-cancel").click()
+        browser.find_element(By.ID, "nf-control-stop-cancel-button").click()
+        _confirm(browser, accept=True, says="cancelled")
         out, _ = proc.communicate(timeout=90)
         assert proc.returncode == 0, out[-3000:]
     finally:

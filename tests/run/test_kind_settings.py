@@ -180,6 +180,27 @@ def test_building_the_parser_imports_no_torch_family() -> None:
     assert out.stdout.strip() == "False"
 
 
+def test_the_reading_commands_import_no_runner() -> None:
+    """`nasforge plot/status/export` build a parser without the kinds' flags, so they import
+    no runner module nor the once-for-all package's modules (part of `plot_s_10k`); `run`
+    and `resume` still take the kinds' flags (checked in a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, nasforge.cli as c\n"
+        "c.main(['status', '/nonexistent/run'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('nasforge.engine') "
+        "or m in ('nasforge.ofa.latency', 'nasforge.ofa.spaces')))\n"
+        "print(c.build_parser().parse_args(['run', 'f.py', '--n-trials', '3']).n_trials)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(root), "PATH": ""}, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines() == ["[]", "3"]
+
+
 # -- the multitrial kind: ExperimentSettings -----------------------------------------------------
 def test_experiment_keywords_and_settings_build_the_same_experiment() -> None:
     """Keywords (the documented API, no warning) and an ExperimentSettings are one thing;
@@ -339,3 +360,28 @@ def test_ofa_deploy_settings_keep_the_section_and_old_keywords_warn(tmp_path: Pa
     with pytest.warns(DeprecationWarning, match=r"OFADeploy\(population=\.\.\."):
         old = OFADeploy(*args, population=12, generations=2, seed=3, threads=1)
     assert old.section() == {**run.section()}
+
+
+def test_resume_loads_only_the_kind_that_wrote_the_run(tmp_path: Path) -> None:
+    """`nasforge resume DIR` takes the flags of the run's own kind and imports no other
+    family (a multi-trial run's resume imports no one-shot runner, hence no torch); a
+    directory that holds no run falls back to every kind's flags."""
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    Experiment(SPACE, score, "random", n_trials=2, executor="inprocess", progress="off",
+               directory=str(run)).run()  # fmt: skip
+    code = (
+        "import sys, nasforge.cli as c\n"
+        f"p = c.build_parser(['resume', {str(run)!r}])\n"
+        f"print(p.parse_args(['resume', {str(run)!r}, '--n-trials', '4']).n_trials)\n"
+        "print('nasforge.oneshot.runner' in sys.modules, 'torch' in sys.modules)\n"
+        f"p = c.build_parser(['resume', {str(tmp_path / 'none')!r}])\n"
+        "print('nasforge.oneshot.runner' in sys.modules)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(root), "PATH": ""}, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines() == ["4", "False False", "True"]

@@ -316,7 +316,33 @@ def test_a_value_of_the_wrong_type_is_a_store_error_naming_the_row(tmp_path, col
     with Store.open(tmp_path) as r:
         with pytest.raises(StoreError, match=f"trials row 2.*{column}"):
             r.trials()
+        # the light read and a read of one status find it too (one scan in SQLite first)
+        with pytest.raises(StoreError, match=f"trials row 2.*{column}"):
+            r.trials(light=True)
+        with pytest.raises(StoreError, match=f"trials row 2.*{column}"):
+            r.trials("done")
+        with pytest.raises(StoreError, match=f"trials row 2.*{column}"):
+            r.trial_metrics()
         with pytest.raises(StoreError, match=f"trials row 2.*{column}"):
             r.trial(2)
         assert r.trial(1).metrics == {"m": 1.0}
     assert main(["status", str(tmp_path)]) == 2
+
+
+def test_trial_metrics_reads_what_trials_shows_of_each_trial(tmp_path):
+    """The metrics-only read (what plot and export rank by) gives each trial the id, arch id,
+    status and metrics that trials() gives: a trial left running by a writer that is gone
+    reads interrupted in both, a failed one has no metrics; the other fields stay empty."""
+    objective = {"metric": "m", "mode": "max", "constraints": {}, "second": None}
+    s = Store.create(tmp_path, {"kind": "multitrial", "objective": objective})
+    s.finish_trial(s.add_trial("a" * 16, {"a": 1}), "done", {"m": 1.0, "n": None}, duration=1.0)
+    s.finish_trial(s.add_trial("b" * 16, {"a": 2}), "failed", None, error="boom")
+    s.add_trial("c" * 16, {"a": 3})  # left running
+    s.close()
+    with Store.open(tmp_path) as r:
+        full, light = r.trials(), r.trial_metrics()
+    assert [(t.id, t.arch_id, t.status, t.metrics) for t in light] == [
+        (t.id, t.arch_id, t.status, t.metrics) for t in full
+    ]
+    assert [t.status for t in light] == ["done", "failed", "interrupted"]
+    assert all(t.arch == {} and t.error is None and t.duration is None for t in light)
