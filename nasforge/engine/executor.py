@@ -3,8 +3,8 @@ result dicts; an executor never talks to the strategy or the store.
 
     InProcessExecutor     runs each trial in the engine's own process, one at a time:
                           deterministic, easy to debug; a timeout uses SIGALRM
-    ProcessPoolExecutor   (the default) one fresh child process per trial, ``concurrency`` at a
-                          time. On Linux children are *forked*, so a space, evaluator or dataset
+    ProcessPoolExecutor   (the default) child processes, ``concurrency`` trials at a time.
+                          On Linux children are *forked*, so a space, evaluator or dataset
                           defined in the user's ``__main__`` reaches them without pickling; a
                           child that dies (segfault, OOM kill) or runs past the timeout is
                           recorded as failed and the experiment goes on. Before the first fork
@@ -197,7 +197,9 @@ def _child_trial(
 
 @register_executor("pool", "process", "processpool")
 class ProcessPoolExecutor(BaseExecutor):
-    """Returns results of trials each run in a fresh child process, ``concurrency`` at a time.
+    """Returns results of trials run in child processes, ``concurrency`` at a time: a child
+    whose trial succeeded takes the next one (``reuse_workers``, CPU trials), any other trial
+    gets a fresh child (module docstring).
 
     Raises:
         ConfigError: ``concurrency`` < 1, an unknown start method, or (without fork) a space or
