@@ -14,9 +14,15 @@ Three measurements, all on the handwritten digits with a real optimizer (Adam):
    without a stopper and with ``stopper: asha`` (eta 3, rungs at 1 and 3 epochs), 3 seeds:
    ``asha_wall_over_full`` (wall) against ``asha_epochs_over_full`` (epochs trained). The same
    24 architectures, the same training and the same rule (grace 1, eta 3, at most 9 epochs,
-   2 at a time) then run under Ray Tune's ``ASHAScheduler`` and Optuna's
-   ``SuccessiveHalvingPruner`` (Optuna's own ``n_jobs=2``): ``ray_tune_wall_s`` and
-   ``optuna_wall_s`` beside nasforge's own wall, in the same run.
+   2 at a time) then run under Ray Tune's ``ASHAScheduler`` (a local Ray of 2 CPUs, one CPU
+   per trial) and Optuna's ``SuccessiveHalvingPruner``: ``ray_tune_wall_s`` and
+   ``optuna_wall_s`` beside nasforge's own wall, in the same run. Optuna runs as its users
+   run it, ``study.optimize(n_jobs=2)``: two threads of this process (torch releases the GIL
+   in its kernels), an in-memory study, no process, log or record per trial; nasforge runs
+   its defaults (pool x 2 of worker processes, a SQLite record, per-trial logs, weights
+   saved). Every search trains the same 24 architectures with the same code, seed, epochs
+   and one torch thread per trial; only the rule's timing-dependent decisions differ (the
+   details give each search's epochs).
 
 Run:  PYTHONPATH=. python benchmarks/trial_cost.py [--seeds 3] [--trials 8] [--no-ray]
 

@@ -3,19 +3,22 @@ result dicts; an executor never talks to the strategy or the store.
 
     InProcessExecutor     runs each trial in the engine's own process, one at a time:
                           deterministic, easy to debug; a timeout uses SIGALRM
-    ProcessPoolExecutor   (the default) one fresh child process per trial, ``concurrency`` at a
-                          time. On Linux children are *forked*, so a space, evaluator or dataset
+    ProcessPoolExecutor   (the default) child processes, ``concurrency`` trials at a time.
+                          On Linux children are *forked*, so a space, evaluator or dataset
                           defined in the user's ``__main__`` reaches them without pickling; a
                           child that dies (segfault, OOM kill) or runs past the timeout is
                           recorded as failed and the experiment goes on. Before the first fork
                           the engine's process is warmed once (``nasforge.engine.warm``: the
                           evaluator's data, torch's optimizer machinery), and a spare child
                           per concurrent trial is forked ahead, while trials run: a trial
-                          starts training within milliseconds of its dispatch, yet still in a
-                          process of its own; a child that sent its result is reaped later,
-                          never waited for. Where fork is missing (macOS/Windows default to
-                          spawn), everything sent is pickled up front and a failure is a
-                          ConfigError before the first trial.
+                          starts training within milliseconds of its dispatch. A worker whose
+                          trial succeeded takes the next one (``reuse_workers``, CPU trials):
+                          no fork, exit or copy-on-write faults per trial; a worker whose
+                          trial failed, died or timed out is replaced, so a crash, a memory
+                          limit or a timeout still fails that trial only. A child that sent
+                          its result is reaped later, never waited for. Where fork is missing
+                          (macOS/Windows default to spawn), everything sent is pickled up
+                          front and a failure is a ConfigError before the first trial.
 
 GPUs (``use_gpus``, set from the experiment's ``gpus_per_trial`` and ``devices``): the
 in-process executor gives each trial the first of ``devices``; the pool gives each child one
@@ -143,19 +146,41 @@ def _child_main(
     visible: str | None = None,
     tasks: Any = None,
 ) -> None:
-    """Runs one trial and sends its result on ``conn``: ``task`` itself, or (a spare child,
-    ``task`` None) the one that arrives on ``tasks`` with its placement and visible GPUs.
-    Newer stopper snapshots arrive on ``tasks`` while the trial runs."""
+    """Runs trials and sends each result on ``conn``: ``task`` itself, or (a spare child,
+    ``task`` None) each one that arrives on ``tasks`` with its placement and visible GPUs,
+    until the engine closes ``tasks`` (it hands a worker another trial only after the last
+    one succeeded). Newer stopper snapshots arrive on ``tasks`` while a trial runs."""
     # The forked child shares the engine's open SQLite connection; it never touches it, and
     # multiprocessing ends the child with os._exit, so no finaliser closes it from here.
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the engine's to handle
-    if task is None:
+    if task is not None:
+        _child_trial(conn, space, evaluator, task, threads, setup, placement, visible, tasks)
+        conn.close()
+        return
+    while True:  # a spare: trial after trial while the engine hands it more (reuse)
         try:
-            task, placement, visible = tasks.recv()
-        except (EOFError, OSError):  # the pool shut down before using this spare
+            message = tasks.recv()
+            while not isinstance(message, tuple):  # a snapshot left from the last trial
+                message = tasks.recv()
+        except (EOFError, OSError):  # the pool shut down, or retired this worker
             return
-    assert task is not None
+        task, placement, visible = message
+        _child_trial(conn, space, evaluator, task, threads, setup, placement, visible, tasks)
+
+
+def _child_trial(
+    conn: Any,
+    space: Any,
+    evaluator: BaseEvaluator,
+    task: TrialTask,
+    threads: int,
+    setup: Callable[[TrialTask], None] | None,
+    placement: Placement | None,
+    visible: str | None,
+    tasks: Any,
+) -> None:
+    """Runs one trial in a pool child and sends its result on ``conn``."""
     live = None if tasks is None or task.stopper is None else _PipeLive(conn, tasks)
     crash_traceback(task.log)  # a segfault's traceback goes to the trial's log
     if visible is not None:  # before anything in this child initialises CUDA
@@ -168,12 +193,13 @@ def _child_main(
     # the parent enforces the timeout by killing this child
     result = run_trial(space, evaluator, task.without_timeout(), live)
     conn.send(result)
-    conn.close()
 
 
 @register_executor("pool", "process", "processpool")
 class ProcessPoolExecutor(BaseExecutor):
-    """Returns results of trials each run in a fresh child process, ``concurrency`` at a time.
+    """Returns results of trials run in child processes, ``concurrency`` at a time: a child
+    whose trial succeeded takes the next one (``reuse_workers``, CPU trials), any other trial
+    gets a fresh child (module docstring).
 
     Raises:
         ConfigError: ``concurrency`` < 1, an unknown start method, or (without fork) a space or
@@ -183,7 +209,11 @@ class ProcessPoolExecutor(BaseExecutor):
     name = "pool"
 
     def __init__(
-        self, concurrency: int = 2, start_method: str | None = None, threads_per_trial: int = 1
+        self,
+        concurrency: int = 2,
+        start_method: str | None = None,
+        threads_per_trial: int = 1,
+        reuse_workers: bool = True,
     ) -> None:
         if not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
@@ -195,6 +225,9 @@ class ProcessPoolExecutor(BaseExecutor):
         self.concurrency = concurrency
         self.start_method = start_method
         self.threads_per_trial = threads_per_trial
+        #: a forked worker whose trial succeeded takes the next trial (CPU trials only): no
+        #: fork, exit and copy-on-write faults per trial; a failed trial's worker is replaced
+        self.reuse_workers = reuse_workers
         self._ctx = mp.get_context(start_method)
         # trial id -> (process, connection, deadline or None)
         self._running: dict[int, tuple[Any, Any, float | None]] = {}
@@ -211,6 +244,8 @@ class ProcessPoolExecutor(BaseExecutor):
         self._spares: list[tuple[Any, Any, Any]] = []
         #: running trial -> the pipe its newer stopper snapshots go to (spares only)
         self._updates: dict[int, Any] = {}
+        #: running trial on a reusable worker -> (task pipe, result pipe) of that worker
+        self._pipes: dict[int, tuple[Any, Any]] = {}
 
     def use_gpus(self, gpus_per_trial: float = 0, devices: Sequence[int] | None = None) -> None:
         """Gives each child a slot of GPUs (:func:`~nasforge.runtime.devices.gpu_slots`) and
@@ -266,6 +301,7 @@ class ProcessPoolExecutor(BaseExecutor):
                     "forked trial workers cannot use their GPUs; load data on the CPU there, or "
                     "use ProcessPoolExecutor(start_method='spawn')"
                 )
+            self._top_up()  # the first trials, too, start in a worker forked ahead
             return
         from nasforge.run.refs import SCRIPT_PREFIX as EXPERIMENT_MODULE_PREFIX
 
@@ -314,10 +350,17 @@ class ProcessPoolExecutor(BaseExecutor):
         tasks_recv.close()
         self._spares.append((proc, tasks_send, recv))
 
+    def _reuses(self) -> bool:
+        """Returns whether workers take trial after trial: forked spares, no GPU slots (a
+        worker's visible GPUs are fixed once CUDA starts in it)."""
+        return self.reuse_workers and self._prefork() and not self._slots
+
     def _top_up(self) -> None:
-        """Keeps one spare child per concurrent trial ready (with fork, no child_setup)."""
+        """Keeps a spare child ready for each concurrent trial (with fork, no child_setup):
+        one per trial slot, or, where workers are reused, one per slot without a worker."""
         if self._prefork() and hasattr(self, "_space"):
-            while len(self._spares) < self.concurrency:
+            busy = len(self._running) if self._reuses() else 0
+            while len(self._spares) + busy < self.concurrency:
                 self._fork_spare()
 
     def _start_child(self, task: TrialTask, visible: str | None) -> tuple[Any, Any]:
@@ -329,9 +372,11 @@ class ProcessPoolExecutor(BaseExecutor):
             proc, tasks, recv = self._spares.pop(0)
             try:
                 tasks.send((task, placement, visible))
-                if task.stopper is None:
+                if self._reuses():
+                    self._pipes[task.trial] = (tasks, recv)
+                elif task.stopper is None:
                     tasks.close()
-                else:
+                if task.stopper is not None:
                     self._updates[task.trial] = tasks
                 return proc, recv
             except OSError:  # the spare died waiting (killed from outside): try the next
@@ -377,10 +422,33 @@ class ProcessPoolExecutor(BaseExecutor):
             return False
         proc, conn, _ = self._running[trial]
         self._close_updates(trial)
+        self._retire(trial)
         proc.kill()
         proc.join()
         self._cancelled.append(trial)
         return True
+
+    def _retire(self, trial: int) -> None:
+        """Closes the task pipe of ``trial``'s reusable worker: it exits after this trial."""
+        pipes = self._pipes.pop(trial, None)
+        if pipes is not None:
+            pipes[0].close()
+
+    def _release(self, tid: int, proc: Any, conn: Any, result: TrialResult, sent: bool) -> None:
+        """Frees ``tid``'s worker at once: back among the spares when it is reusable and its
+        trial succeeded (it ``sent`` its result), else its pipes closed and (when it sent its
+        result and is ending on its own) reaped later, never waited for."""
+        reusable = tid in self._pipes and sent and result.status not in ("failed", "cancelled")
+        if reusable and proc.is_alive():
+            self._updates.pop(tid, None)
+            tasks, recv = self._pipes.pop(tid)
+            self._spares.append((proc, tasks, recv))
+            return
+        conn.close()
+        self._close_updates(tid)
+        self._retire(tid)
+        if sent:
+            self._exiting.append(proc)
 
     def _close_updates(self, trial: int) -> None:
         """Closes the snapshot pipe of ``trial``, if it has one."""
@@ -445,7 +513,7 @@ class ProcessPoolExecutor(BaseExecutor):
         out = []
         now = time.monotonic()
         for tid, (proc, conn, deadline) in list(self._running.items()):
-            result = None
+            result, sent = None, False
             if tid in self._cancelled:
                 self._cancelled.remove(tid)
                 result = cancelled_result(tid)
@@ -454,8 +522,7 @@ class ProcessPoolExecutor(BaseExecutor):
                     result = self._receive(tid, conn)
                 except (EOFError, OSError):
                     result = None
-                if result is not None:
-                    self._exiting.append(proc)  # reaped later: the next trial need not wait
+                sent = result is not None
             if result is None and not proc.is_alive():
                 proc.join()
                 code = proc.exitcode
@@ -471,8 +538,7 @@ class ProcessPoolExecutor(BaseExecutor):
                 limit = self._timeouts[tid]
                 result = failed_result(tid, f"timed out after {limit} s (trial_timeout)")
             if result is not None:
-                conn.close()
-                self._close_updates(tid)
+                self._release(tid, proc, conn, result, sent)
                 del self._running[tid]
                 self._timeouts.pop(tid, None)
                 if result.placement is None:  # died or killed: the engine knows where
@@ -489,8 +555,9 @@ class ProcessPoolExecutor(BaseExecutor):
                 proc.kill()
                 proc.join()
         self._exiting.clear()
-        for proc, tasks, recv in self._spares:  # idle: nothing of theirs to lose
-            proc.kill()
+        for proc, _, _ in self._spares:  # idle: nothing of theirs to lose; all killed first,
+            proc.kill()  # so that they end together
+        for proc, tasks, recv in self._spares:
             proc.join()
             tasks.close()
             recv.close()
@@ -504,6 +571,8 @@ class ProcessPoolExecutor(BaseExecutor):
         self._slot_of.clear()
         for tid in list(self._updates):
             self._close_updates(tid)
+        for tid in list(self._pipes):
+            self._retire(tid)
 
 
 def get_executor(

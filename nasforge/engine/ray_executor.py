@@ -109,7 +109,52 @@ def _warm_payload(boxed: list[Any]) -> tuple[Any, BaseEvaluator]:
     return _WARM[key]
 
 
-def _ray_trial(boxed: list[Any], task: TrialTask, threads: int, gpus: float = 0.0) -> Any:
+class _RungBoard:
+    """Returns fresh stopper snapshots to running Ray trials: a Ray actor (no CPU of its own)
+    holding a copy of the engine's stopper, which counts the rung values that running trials
+    report to it and the curves of the trials the engine received (as the pool's engine
+    does), so that a trial decides at each report from every trial that reached its rung."""
+
+    def __init__(self, stopper: Any) -> None:
+        self._stopper = stopper
+
+    def report(self, trial: int, value: float, resource: int) -> dict[str, Any] | None:
+        """Returns the newest snapshot of ``trial`` after counting its ``value``."""
+        self._stopper.add_running(value, trial, resource)
+        return self._stopper.snapshot(trial)  # type: ignore[no-any-return]
+
+    def finished(self, curve: list[float], trial: int, status: str) -> None:
+        """Returns nothing; counts a finished trial's (maximised) curve."""
+        self._stopper.add_finished(curve, trial, status)
+
+
+class _RayLive:
+    """Returns nothing; a Ray trial's :class:`~nasforge.engine.trial.LiveStopper`: its value
+    goes to the run's :class:`_RungBoard`, which answers with the trial's newest snapshot
+    (one round trip per report, no waiting on the engine)."""
+
+    def __init__(self, board: Any, trial: int) -> None:
+        self._board, self._trial = board, trial
+        self._pending: tuple[float, int] | None = None
+
+    def publish(self, value: float, resource: int) -> None:
+        """Returns nothing; keeps the value for :meth:`latest` to send."""
+        self._pending = (value, resource)
+
+    def latest(self) -> dict[str, Any] | None:
+        """Returns the board's snapshot after sending the published value (None: nothing)."""
+        import ray
+
+        if self._pending is None:
+            return None
+        value, resource = self._pending
+        self._pending = None
+        return ray.get(self._board.report.remote(self._trial, value, resource))  # type: ignore[no-any-return]
+
+
+def _ray_trial(
+    boxed: list[Any], task: TrialTask, threads: int, gpus: float = 0.0, board: Any = None
+) -> Any:
     import ray
 
     if "torch" in sys.modules:
@@ -126,7 +171,8 @@ def _ray_trial(boxed: list[Any], task: TrialTask, threads: int, gpus: float = 0.
     os.close(fd)
     try:
         with placed(where):
-            result = run_trial(space, evaluator, replace(task.without_timeout(), log=local))
+            live = None if board is None or task.stopper is None else _RayLive(board, task.trial)
+            result = run_trial(space, evaluator, replace(task.without_timeout(), log=local), live)
         result.log_text = tail(local)
     finally:
         os.unlink(local)
@@ -185,6 +231,8 @@ class RayExecutor(BaseExecutor):
         self._cancelled: list[TrialResult] = []  # cancelled on request, for the next poll
         # ObjectRef -> (trial id, deadline or None, timeout)
         self._running: dict[Any, tuple[int, float | None, float | None]] = {}
+        self._board: Any = None  # the run's _RungBoard actor, with a stopper
+        self._signs: dict[int, tuple[str, int]] = {}  # running trial -> (metric, sign)
 
     def use_gpus(self, gpus_per_trial: float = 0, devices: Sequence[int] | None = None) -> None:
         """Gives each task ``num_gpus=gpus_per_trial``; checked against Ray's nodes now if Ray
@@ -279,6 +327,8 @@ class RayExecutor(BaseExecutor):
                 f"{exc}); keep them free of open files, locks and live processes, or use "
                 "executor='pool'"
             ) from exc
+        if self.live_stopper is not None:  # rung values of running trials, as on the pool
+            self._board = ray.remote(num_cpus=0)(_RungBoard).remote(self.live_stopper)
         self._remote = ray.remote(
             num_cpus=self.cpus_per_trial,
             num_gpus=self.gpus_per_trial,
@@ -317,8 +367,9 @@ class RayExecutor(BaseExecutor):
         # boxed in a list, so that Ray passes the reference and the worker fetches (and warms)
         # the payload once, not once per trial
         ref = self._remote.remote(
-            [self._payload], task, self.threads_per_trial, self.gpus_per_trial
+            [self._payload], task, self.threads_per_trial, self.gpus_per_trial, self._board
         )
+        self._signs[task.trial] = (task.metric, task.sign)
         timeout = task.timeout
         deadline = time.monotonic() + timeout if timeout else None
         self._running[ref] = (task.trial, deadline, timeout)
@@ -331,8 +382,16 @@ class RayExecutor(BaseExecutor):
                 self._ray.cancel(ref, force=True)
                 del self._running[ref]
                 self._cancelled.append(cancelled_result(trial))
+                self._tell_board(self._cancelled[-1])
                 return True
         return False
+
+    def _tell_board(self, result: TrialResult) -> None:
+        """Returns nothing; hands the board a finished trial's curve (no waiting)."""
+        metric, sign = self._signs.pop(result.trial, ("", 1))
+        if self._board is not None:
+            curve = [sign * m[metric] for m in result.intermediates if metric in m]
+            self._board.finished.remote(curve, result.trial, result.status)
 
     def poll(self, timeout: float) -> list[TrialResult]:
         """Returns the results of tasks that finished, failed, timed out or were cancelled."""
@@ -363,6 +422,8 @@ class RayExecutor(BaseExecutor):
                 ray.cancel(ref, force=True)
                 del self._running[ref]
                 out.append(failed_result(tid, f"timed out after {limit} s (trial_timeout)"))
+        for result in out:
+            self._tell_board(result)
         return out
 
     def shutdown(self) -> None:
@@ -373,6 +434,9 @@ class RayExecutor(BaseExecutor):
         for ref in self._running:
             ray.cancel(ref, force=True)
         self._running.clear()
+        if self._board is not None:
+            ray.kill(self._board)
+            self._board = None
         if self._owns_ray:
             ray.shutdown()
             self._owns_ray = False

@@ -20,11 +20,12 @@
                trial's bracket comes from its id, through a fixed interleaved cycle
 
 The engine learns rung values from finished trials (``done``, ``pruned``, ``failed``:
-every recorded report is a real measurement) and, for ASHA and Hyperband, from running trials
-as they reach a rung (:meth:`ASHAStopper.add_running`): as in the ASHA paper, a trial at
+every recorded report is a real measurement) and, for every rung rule (ASHA, Hyperband, SH),
+from running trials as they reach a rung (``add_running``): as in the ASHA paper, a trial at
 rung k is compared with every trial that reached rung k so far, not only the finished ones.
 A running trial decides from the snapshot taken when it was launched, refreshed whenever the
-executor can push a newer one (the pool does, between reports, without the trial waiting).
+executor can push a newer one (the pool and Ray do, between reports, without the trial
+waiting).
 Counting running trials makes a decision depend on timing, as in every asynchronous rule; a
 resume rebuilds the rung values of the finished trials from the record.
 """
@@ -295,6 +296,7 @@ class SuccessiveHalvingStopper(BaseStopper):
             quota.append(n)
         self.quota = quota  # how many of a cohort go on past each rung
         self._values: dict[int, dict[int, list[float]]] = {}
+        self._live: dict[int, dict[int, float]] = {}  # running trial -> rung -> value
 
     def config(self) -> dict[str, Any]:
         """Returns the constructor arguments as plain data."""
@@ -313,18 +315,35 @@ class SuccessiveHalvingStopper(BaseStopper):
     def reset(self) -> None:
         """Forgets every recorded rung value."""
         self._values = {}
+        self._live = {}
 
     def add_finished(self, curve: Sequence[float], trial: int = 0, status: str = "done") -> None:
-        """Records a finished trial's rung values in its cohort."""
+        """Records a finished trial's rung values in its cohort (replacing those it reported
+        while running)."""
+        self._live.pop(trial, None)
         if status not in _COUNTED:
             return
         mine = self._values.setdefault(self.cohort(trial), {})
         for r in rungs(self.min_resource, self.eta, self.max_resource, len(curve)):
             mine.setdefault(r, []).append(float(curve[r - 1]))
 
+    def add_running(self, value: float, trial: int, resource: int) -> bool:
+        """Returns True after recording a running trial's value at a rung (False off rungs):
+        the other running members of its cohort count it, as they count finished ones."""
+        if resource not in self.levels:
+            return False
+        self._live.setdefault(trial, {})[resource] = float(value)
+        return True
+
     def snapshot(self, trial: int = 0) -> dict[str, Any]:
-        """Returns plain data for :func:`should_stop`: the cohort's values and quota per rung."""
-        mine = self._values.get(self.cohort(trial), {})
+        """Returns plain data for :func:`should_stop`: the quota per rung and the values there
+        of the cohort's finished trials and of its running ones other than ``trial``."""
+        cohort = self.cohort(trial)
+        mine = {r: list(v) for r, v in self._values.get(cohort, {}).items()}
+        for other, reached in self._live.items():
+            if other != trial and self.cohort(other) == cohort:
+                for r, v in reached.items():
+                    mine.setdefault(r, []).append(v)
         return {
             "rule": "sh",
             "status": self.stopped_status,

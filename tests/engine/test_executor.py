@@ -275,3 +275,43 @@ def test_a_pool_with_gpu_slots_warms_data_but_no_optimizer(two_fake_gpus, monkey
         ex.start(_ModelSpaceLike(), evaluator)
         ex.shutdown()
         assert calls == expected, (gpus, calls)
+
+
+def _pid_unless_two(arch, report):
+    if arch["x"] == 2:
+        raise ValueError("x = 2 fails on purpose")
+    return 1.0
+
+
+def _worker_pids(reuse: bool, where) -> list[tuple[int, int, str]]:
+    """Returns (trial id, worker pid, status) of 6 trials on the pool x 2, trial 3 failing."""
+    from nasforge.engine import Experiment
+    from nasforge.run.trial_logs import trial_log
+
+    exp = Experiment(
+        SearchSpace([Decision("x", "value", tuple(range(6)))]),
+        _pid_unless_two,
+        "grid",
+        directory=where,
+        executor=ProcessPoolExecutor(2, reuse_workers=reuse),
+        progress="off",
+        crossmodel=False,
+    )
+    exp.run()
+    # a log's first line names its worker: "--- trial N: pid P on HOST"
+    return [
+        (t.id, int(trial_log(exp.directory, t.id).read_text().split()[4]), t.status)
+        for t in exp.trials()
+    ]
+
+
+def test_pool_workers_take_trial_after_trial_and_a_failed_trials_worker_is_replaced(tmp_path):
+    """With reuse (the default) a worker whose trial succeeded runs later trials too, and the
+    worker of the failed trial runs none after it; without it every trial has its own process."""
+    rows = _worker_pids(True, tmp_path / "reuse")
+    assert [s for _, _, s in rows].count("failed") == 1
+    assert len({pid for _, pid, _ in rows}) < len(rows)  # workers were reused
+    failed_id, failed_pid = next((tid, pid) for tid, pid, s in rows if s == "failed")
+    assert failed_pid not in [pid for tid, pid, _ in rows if tid > failed_id]
+    fresh = _worker_pids(False, tmp_path / "fresh")
+    assert len({pid for _, pid, _ in fresh}) == len(fresh)

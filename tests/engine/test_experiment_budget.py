@@ -77,12 +77,11 @@ def _wait_for(path, limit=60.0):
         time.sleep(0.02)
 
 
-def test_asha_on_the_pool_counts_rung_values_of_running_trials(tmp_path):
-    """Two trials at once on the pool, neither finished: the one that reaches rung 1 second,
-    below the other's value there, is pruned at once (ASHA compares with every trial that
-    reached the rung, as Optuna's and Ray Tune's do; a snapshot of finished trials alone
-    would have let it train all 9 epochs)."""
-    high_reported, low_done = tmp_path / "high_reported", tmp_path / "low_done"
+def _race(where, executor, stopper):
+    """Returns {level: (status, reports)} of two trials at once, neither finished when the
+    second (level 1) reaches rung 1 below the first's value there."""
+    high_reported, low_done = where / "high_reported", where / "low_done"
+    where.mkdir(exist_ok=True)
 
     def racing(arch, report):
         if arch["level"] == 9:
@@ -103,15 +102,42 @@ def test_asha_on_the_pool_counts_rung_values_of_running_trials(tmp_path):
         SearchSpace([Decision("level", "value", (9, 1))]),
         racing,
         "grid",
-        directory=tmp_path / "race",
+        directory=where / "race",
         n_trials=2,
-        executor="pool",
+        executor=executor,
         concurrency=2,
-        stopper=ASHAStopper(1, 3, 9),
+        stopper=stopper,
         progress="off",
     ).run()
-    got = {t.arch["level"]: (t.status, len(t.intermediates)) for t in exp.trials()}
-    assert got == {9: ("done", 9), 1: ("pruned", 1)}
+    return {t.arch["level"]: (t.status, len(t.intermediates)) for t in exp.trials()}
+
+
+#: a cohort of 2 trials, one rung (1 report): the one beaten there by the other is pruned
+SH_RACE = {"rule": "sh", "min_resource": 1, "eta": 2, "max_resource": 2, "n_trials": 2}
+
+
+@pytest.mark.parametrize("stopper", [ASHAStopper(1, 3, 9), SH_RACE], ids=["asha", "sh"])
+def test_rung_rules_on_the_pool_count_rung_values_of_running_trials(tmp_path, stopper):
+    """Two trials at once on the pool, neither finished: the one that reaches rung 1 second,
+    below the other's value there, is pruned at once (ASHA compares with every trial that
+    reached the rung, as Optuna's and Ray Tune's do, and SH with every member of the cohort;
+    a snapshot of finished trials alone would have let it train all 9 epochs)."""
+    assert _race(tmp_path, "pool", stopper) == {9: ("done", 9), 1: ("pruned", 1)}
+
+
+@pytest.mark.slow
+def test_rung_rules_on_ray_count_rung_values_of_running_trials(tmp_path):
+    """The same race on a local Ray (loopback): each report asks the run's rung board, so
+    ASHA and SH prune the trial beaten at rung 1 by a trial still running."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             _node_ip_address="127.0.0.1")  # fmt: skip
+    try:
+        for name, stopper in (("asha", ASHAStopper(1, 3, 9)), ("sh", SH_RACE)):
+            got = _race(tmp_path / name, "ray", stopper)
+            assert got == {9: ("done", 9), 1: ("pruned", 1)}, name
+    finally:
+        ray.shutdown()
 
 
 def test_resume_replays_the_same_decisions(tmp_path):
