@@ -127,12 +127,21 @@ def _rank_paths(net: Any, rule: str, seed: int) -> Any:
     return lambda: [largest, smallest, search_space.sample(rng), search_space.sample(rng)]
 
 
+@torch.no_grad()
+def _val_loss(model: torch.nn.Module, val: tuple) -> float:
+    was = model.training
+    model.eval()
+    loss = float(torch.nn.functional.cross_entropy(model(val[0]), val[1]))
+    model.train(was)
+    return loss
+
+
 def _score(
     extract: Any, archs: list[Arch], train: tuple, val: tuple, cfg: SearchConfig, n_cal: int
-) -> list[list[float]]:
-    """Returns each calibration's validation accuracies of ``archs`` (``[calibration][arch]``):
-    calibration 0 on the first ``bn_batches`` training batches, calibration c on the first
-    batches of a permutation seeded with c."""
+) -> tuple[list[list[float]], list[list[float]]]:
+    """Returns each calibration's validation accuracies of ``archs`` (``[calibration][arch]``)
+    and minus the validation losses (same shape): calibration 0 on the first ``bn_batches``
+    training batches, calibration c on the first batches of a permutation seeded with c."""
     n = cfg.batch_size * cfg.bn_batches
     sets = []
     for c in range(n_cal):
@@ -140,12 +149,14 @@ def _score(
         x = train[0] if c == 0 else train[0][torch.randperm(len(train[0]), generator=g)]
         sets.append([x[i : i + cfg.batch_size] for i in range(0, min(n, len(x)), cfg.batch_size)])
     out: list[list[float]] = [[] for _ in sets]
+    neg_loss: list[list[float]] = [[] for _ in sets]
     for arch in archs:
         model = extract(arch)
         for c, calib in enumerate(sets):
             recalibrate_bn(model, calib)
             out[c].append(accuracy(model, val))
-    return out
+            neg_loss[c].append(-_val_loss(model, val))
+    return out, neg_loss
 
 
 def _strength_pick(net: Any, recipe: dict, budget: int, base: int) -> Arch:
@@ -209,9 +220,10 @@ def supernet_job(
                 evolve_fewshot(few, train, val, cfg, allowed)[0]
             )
     if archs is not None:
-        per_cal = _score(extract, archs, train, val, cfg, sn.get("calibrations", 1))
+        per_cal, neg_loss = _score(extract, archs, train, val, cfg, sn.get("calibrations", 1))
         out["scores"] = [sum(v) / len(v) for v in zip(*per_cal)]
         out["scores_per_calibration"] = per_cal
+        out["scores_loss"] = [sum(v) / len(v) for v in zip(*neg_loss)]
     out["seconds"] = round(time.perf_counter() - t0, 1)
     log.info("%s seed %d: %.0f s", algorithm, seed, out["seconds"])
     return out

@@ -236,6 +236,9 @@ def run(
         "supernet_epochs": {a: algorithm_epochs(sn, n_train, a) for a in estimators},
         "tau_one_calibration": {a: subset_tau(truth, done[(a, 0)]["scores_per_calibration"][0],
                                               bands) for a in estimators},
+        # minus the validation loss instead of the accuracy: a finer score of the same weights
+        "tau_val_loss": {a: subset_tau(truth, done[(a, 0)]["scores_loss"], bands)
+                         for a in estimators},
         "supernet_seconds": {f"{a}/{s}": d["seconds"] for (a, s), d in done.items()},
         "seconds": round(time.perf_counter() - t0, 1),
         "spread_10_90": table.get("summary", {}).get("spread_10_90"),
