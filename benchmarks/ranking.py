@@ -214,6 +214,9 @@ def run(
             scores[f"hybrid_{a}"] = mean_rank(scores[a], prox["scores"][best_proxy])
             # the supernet's order beside size's: does it add anything that size does not know?
             scores[f"hybrid_{a}_params"] = mean_rank(scores[a], params)
+            # scored by minus the validation loss, a finer score of the same weights
+            scores[f"hybrid_{a}_loss"] = mean_rank(done[(a, 0)]["scores_loss"],
+                                                   prox["scores"][best_proxy])  # fmt: skip
     per_seed = [list(x) for x in zip(*(r["accuracies"] for r in rows))]
     report: dict[str, Any] = {
         "tau": {k: subset_tau(truth, s, bands) for k, s in scores.items()},
