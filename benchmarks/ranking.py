@@ -8,7 +8,8 @@ runs on ``--workers`` processes (``benchmarks/_searches.py``): the supernets of 
 (one recipe for ranking and search) scored on the validation split after batch-norm
 recalibration (scores averaged over ``--calibrations``), the five zero-cost proxies, hybrids
 (mean rank of a supernet's ranking and the best proxy's, the proxy chosen by tau against the
-table's *validation* accuracies; ``hybrid_<supernet>_params``: and the parameter count), and the
+table's *validation* accuracies; ``hybrid_<supernet>_params``: with the parameter count;
+``hybrid_<supernet>_loss``: the supernet scored by minus the validation loss), and the
 searches with ``--search-seeds`` (>= 5). Picks are retrained by the truth's recipe on its seeds,
 or looked up in the table when their function is a row of it (``search_detail`` says which).
 
