@@ -52,6 +52,8 @@ from nasforge.weightsharing import accuracy, recalibrate_bn
 __all__ = [
     "SUPERNET",
     "EPOCH_COST",
+    "single_path_epochs",
+    "algorithm_epochs",
     "ALGORITHMS",
     "RANK_ONLY",
     "supernet_job",
@@ -63,12 +65,18 @@ log = logging.getLogger("nasforge.benchmarks.searches")
 
 #: The one supernet recipe of ranking and search (SearchConfig fields + few-shot edges).
 SUPERNET: dict[str, Any] = {
-    # single-path epochs (63 steps each); the supernets ranked at tau -0.01 / 0.41 / 0.50
-    # (SPOS, table v2) after 4 / 24 / 48: four epochs were far from enough
-    "epochs": 40,
+    # single-path steps: 40 epochs of table v3's 4,000 signals (63 steps each); the supernets
+    # ranked at tau -0.01 / 0.41 / 0.50 (SPOS, table v2) after 4 / 24 / 48 such epochs: four
+    # were far from enough. A table of fewer training signals trains more epochs of them.
+    "steps": 2520,
+    "epochs": None,  # single-path epochs; None: ``steps`` worth of the table's training split
     "batch_size": 64,
     "w_lr": 0.05,
     "bn_batches": 10,
+    # scores are the mean over this many recalibrations (the first on the first ``bn_batches``
+    # training batches, the others on seeded draws), a guard against one unlucky calibration
+    # set (on table v4 it moved no tau by more than 0.01)
+    "calibrations": 2,
     "population": 20,
     "cycles": 100,
     "sample_size": 5,
@@ -85,8 +93,22 @@ RANK_ONLY = ("fairnas", "sandwich")
 
 
 def config(sn: dict[str, Any], seed: int) -> SearchConfig:
-    """Returns the recipe's SearchConfig for ``seed``."""
-    return SearchConfig(**{k: v for k, v in sn.items() if k != "fewshot_edges"}, seed=seed)
+    """Returns the recipe's SearchConfig for ``seed`` (``sn["epochs"]`` resolved)."""
+    skip = ("fewshot_edges", "steps", "calibrations")
+    return SearchConfig(**{k: v for k, v in sn.items() if k not in skip}, seed=seed)
+
+
+def single_path_epochs(sn: dict[str, Any], n_train: int) -> int:
+    """Returns the single-path epochs of the recipe: ``sn["epochs"]`` when set, else
+    ``sn["steps"]`` (default 2,520) in epochs of ``n_train`` examples, rounded."""
+    if sn.get("epochs") is not None:
+        return int(sn["epochs"])
+    return max(1, round(sn.get("steps", SUPERNET["steps"]) / math.ceil(n_train / sn["batch_size"])))
+
+
+def algorithm_epochs(sn: dict[str, Any], n_train: int, algorithm: str) -> int:
+    """Returns the epochs ``algorithm`` trains: the single-path epochs over its ``EPOCH_COST``."""
+    return max(1, round(single_path_epochs(sn, n_train) / EPOCH_COST.get(algorithm, 1.0)))
 
 
 def _steps(sn: dict[str, Any], n_train: int) -> int:
@@ -105,14 +127,36 @@ def _rank_paths(net: Any, rule: str, seed: int) -> Any:
     return lambda: [largest, smallest, search_space.sample(rng), search_space.sample(rng)]
 
 
-def _score(extract: Any, archs: list[Arch], train: tuple, val: tuple, cfg: SearchConfig) -> list:
-    calib = [train[0][i * cfg.batch_size : (i + 1) * cfg.batch_size] for i in range(cfg.bn_batches)]
-    out = []
+@torch.no_grad()
+def _val_loss(model: torch.nn.Module, val: tuple) -> float:
+    was = model.training
+    model.eval()
+    loss = float(torch.nn.functional.cross_entropy(model(val[0]), val[1]))
+    model.train(was)
+    return loss
+
+
+def _score(
+    extract: Any, archs: list[Arch], train: tuple, val: tuple, cfg: SearchConfig, n_cal: int
+) -> tuple[list[list[float]], list[list[float]]]:
+    """Returns each calibration's validation accuracies of ``archs`` (``[calibration][arch]``)
+    and minus the validation losses (same shape): calibration 0 on the first ``bn_batches``
+    training batches, calibration c on the first batches of a permutation seeded with c."""
+    n = cfg.batch_size * cfg.bn_batches
+    sets = []
+    for c in range(n_cal):
+        g = torch.Generator().manual_seed(c)
+        x = train[0] if c == 0 else train[0][torch.randperm(len(train[0]), generator=g)]
+        sets.append([x[i : i + cfg.batch_size] for i in range(0, min(n, len(x)), cfg.batch_size)])
+    out: list[list[float]] = [[] for _ in sets]
+    neg_loss: list[list[float]] = [[] for _ in sets]
     for arch in archs:
         model = extract(arch)
-        recalibrate_bn(model, calib)
-        out.append(accuracy(model, val))
-    return out
+        for c, calib in enumerate(sets):
+            recalibrate_bn(model, calib)
+            out[c].append(accuracy(model, val))
+            neg_loss[c].append(-_val_loss(model, val))
+    return out, neg_loss
 
 
 def _strength_pick(net: Any, recipe: dict, budget: int, base: int) -> Arch:
@@ -141,7 +185,7 @@ def supernet_job(
     ``"seconds"`` of one supernet of ``algorithm`` trained with ``seed``."""
     torch.set_num_threads(recipe["threads"])
     train, val, _ = load_splits(recipe)
-    sn = {**sn, "epochs": max(1, round(sn["epochs"] / EPOCH_COST.get(algorithm, 1.0)))}
+    sn = {**sn, "epochs": algorithm_epochs(sn, len(train[0]), algorithm)}
     cfg = config(sn, seed)
     t0 = time.perf_counter()
     space = space_of(recipe)
@@ -176,7 +220,10 @@ def supernet_job(
                 evolve_fewshot(few, train, val, cfg, allowed)[0]
             )
     if archs is not None:
-        out["scores"] = _score(extract, archs, train, val, cfg)
+        per_cal, neg_loss = _score(extract, archs, train, val, cfg, sn.get("calibrations", 1))
+        out["scores"] = [sum(v) / len(v) for v in zip(*per_cal)]
+        out["scores_per_calibration"] = per_cal
+        out["scores_loss"] = [sum(v) / len(v) for v in zip(*neg_loss)]
     out["seconds"] = round(time.perf_counter() - t0, 1)
     log.info("%s seed %d: %.0f s", algorithm, seed, out["seconds"])
     return out

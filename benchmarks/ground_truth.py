@@ -3,7 +3,8 @@ of the benchmark cell space, each trained from scratch once per seed.
 
 Two tables (``--dataset``):
 
-``mnist1d`` (issue 35, the default; ``benchmarks/data/ground_truth_mnist1d_v3.json``): the 1-D
+``mnist1d`` (issue 35, the default; ``benchmarks/data/ground_truth_mnist1d_v4.json``, or
+``_v3.json`` with ``--recipe v3``, the earlier table whose cells spread only 3.5 points): the 1-D
 twin of ``BenchCellSpace`` with NAS-Bench-201's five operations (5^6 = 15,625 architectures),
 canonicalised by ``nasforge.spaces.cell_canon`` into distinct functions; the table holds
 ``--n-archs`` of the *competent* ones (a parametric op on a live path) drawn uniformly with
@@ -18,7 +19,7 @@ Every (row, seed) training is one job on ``--workers`` processes of one thread; 
 rewritten after every finished job, so an interrupted build continues where it stopped when
 started again with the same settings (finished trainings are skipped).
 
-    python benchmarks/ground_truth.py --n-archs 128 --seeds 0 1 2 --workers 2   # ~50 min
+    python benchmarks/ground_truth.py --n-archs 128 --seeds 0 1 2 --workers 2   # ~45 min
     python benchmarks/ground_truth.py --check 17        # retrain row 17, compare (and torch)
 
 Table (format ``nasforge-ground-truth`` v2): ``recipe``, ``seeds``, ``arch_seed``,
@@ -51,7 +52,7 @@ from _ranking_common import (  # noqa: E402 - after the path fix, as a script
     MINI_RECIPE,
     MINI_RECIPE_1D,
     RECIPE,
-    RECIPE_1D,
+    RECIPES_1D,
     costs,
     kendall,
     load_splits,
@@ -84,7 +85,7 @@ log = logging.getLogger("nasforge.benchmarks.ground_truth")
 FORMAT, VERSION = "nasforge-ground-truth", 2
 DATA = Path(__file__).resolve().parent / "data"
 DEFAULT_OUT = {
-    "mnist1d": DATA / "ground_truth_mnist1d_v3.json",
+    "mnist1d": DATA / "ground_truth_mnist1d_{recipe}.json",
     "mnist": DATA / "ground_truth_mnist.json",
 }
 
@@ -251,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     """Returns the exit status: 0, or 1 when ``--check`` finds a row that does not repeat."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--dataset", choices=["mnist1d", "mnist"], default="mnist1d")
+    p.add_argument("--recipe", choices=sorted(RECIPES_1D), default="v4",
+                   help="MNIST-1D recipe by table version (v3: the earlier table)")  # fmt: skip
     p.add_argument("--n-archs", type=int, default=128)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--arch-seed", type=int, default=0)
@@ -263,13 +266,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mini", action="store_true", help="the tests' miniature recipe (seconds)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    out = args.out or DEFAULT_OUT[args.dataset]
+    out = args.out or Path(str(DEFAULT_OUT[args.dataset]).format(recipe=args.recipe))
     if args.check is not None:
         res = check_row(json.loads(out.read_text()), args.check)
         print(json.dumps(res))
         return 0 if res["same"] else 1
     if args.dataset == "mnist1d":
-        recipe = dict(MINI_RECIPE_1D if args.mini else RECIPE_1D)
+        recipe = dict(MINI_RECIPE_1D if args.mini else RECIPES_1D[args.recipe])
         data_args = dict(recipe["data_args"])
         if args.num_samples is not None:
             data_args["num_samples"] = args.num_samples

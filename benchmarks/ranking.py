@@ -2,11 +2,14 @@
 of the ground truth's architectures against their stand-alone test accuracies, beside trivial
 baselines and the noise ceiling, and searches placed among the truth.
 
-Reads a table of ``benchmarks/ground_truth.py`` (default: MNIST-1D, v3) and its recipe, then
+Reads a table of ``benchmarks/ground_truth.py`` (default: MNIST-1D, v4; ``--table`` picks
+another, e.g. ``benchmarks/data/ground_truth_mnist1d_v3.json``) and its recipe, then
 runs on ``--workers`` processes (``benchmarks/_searches.py``): the supernets of :data:`SUPERNET`
 (one recipe for ranking and search) scored on the validation split after batch-norm
-recalibration, the five zero-cost proxies, hybrids (mean rank of a supernet's ranking and the
-best proxy's, the proxy chosen by tau against the table's *validation* accuracies), and the
+recalibration (scores averaged over ``--calibrations``), the five zero-cost proxies, hybrids
+(mean rank of a supernet's ranking and the best proxy's, the proxy chosen by tau against the
+table's *validation* accuracies; ``hybrid_<supernet>_params``: with the parameter count;
+``hybrid_<supernet>_loss``: the supernet scored by minus the validation loss), and the
 searches with ``--search-seeds`` (>= 5). Picks are retrained by the truth's recipe on its seeds,
 or looked up in the table when their function is a row of it (``search_detail`` says which).
 
@@ -49,9 +52,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _ranking_common import costs, kendall, load_splits, param_count  # noqa: E402
 from _searches import (  # noqa: E402
     ALGORITHMS,
-    EPOCH_COST,
     RANK_ONLY,
     SUPERNET,
+    algorithm_epochs,
     proxy_job,
     retrain_job,
     supernet_job,
@@ -67,7 +70,7 @@ from nasforge.spaces.cell_canon import (  # noqa: E402
 __all__ = ["subset_tau", "ceilings", "mean_rank", "percentile", "run", "main"]
 
 log = logging.getLogger("nasforge.benchmarks.ranking")
-DEFAULT_TABLE = Path(__file__).resolve().parent / "data" / "ground_truth_mnist1d_v3.json"
+DEFAULT_TABLE = Path(__file__).resolve().parent / "data" / "ground_truth_mnist1d_v4.json"
 
 
 def quartile_bands(params: list[int]) -> list[list[int]]:
@@ -178,6 +181,7 @@ def run(
     torch.set_num_threads(recipe["threads"])
     t0 = time.perf_counter()
     rows, left_out = _rows(table)
+    n_train = len(load_splits(recipe)[0][0])
     archs = [r["arch"] for r in rows]
     truth = [r["mean"] for r in rows]
     budget = int(statistics.median(r["params"] for r in rows))
@@ -205,9 +209,15 @@ def run(
     scores = {a: done[(a, 0)]["scores"] for a in estimators}
     val_truth = [r.get("val_mean", r["mean"]) for r in rows]
     best_proxy = max(prox["scores"], key=lambda n: kendall(val_truth, prox["scores"][n]) or -1)
-    for a in ("spos", "fewshot"):
+    params = [float(r["params"]) for r in rows]
+    for a in ("spos", "fewshot", "fairnas"):
         if a in scores:
             scores[f"hybrid_{a}"] = mean_rank(scores[a], prox["scores"][best_proxy])
+            # the supernet's order beside size's: does it add anything that size does not know?
+            scores[f"hybrid_{a}_params"] = mean_rank(scores[a], params)
+            # scored by minus the validation loss, a finer score of the same weights
+            scores[f"hybrid_{a}_loss"] = mean_rank(done[(a, 0)]["scores_loss"],
+                                                   prox["scores"][best_proxy])  # fmt: skip
     per_seed = [list(x) for x in zip(*(r["accuracies"] for r in rows))]
     report: dict[str, Any] = {
         "tau": {k: subset_tau(truth, s, bands) for k, s in scores.items()},
@@ -227,8 +237,12 @@ def run(
     report["extra"] = {
         "n_rows": len(rows), "degenerate_rows_left_out": left_out, "param_budget": budget,
         "hybrid_proxy": best_proxy, "filter_proxy": proxy, "supernet_recipe": sn,
-        "supernet_epochs": {a: max(1, round(sn["epochs"] / EPOCH_COST.get(a, 1.0)))
-                            for a in estimators},
+        "supernet_epochs": {a: algorithm_epochs(sn, n_train, a) for a in estimators},
+        "tau_one_calibration": {a: subset_tau(truth, done[(a, 0)]["scores_per_calibration"][0],
+                                              bands) for a in estimators},
+        # minus the validation loss instead of the accuracy: a finer score of the same weights
+        "tau_val_loss": {a: subset_tau(truth, done[(a, 0)]["scores_loss"], bands)
+                         for a in estimators},
         "supernet_seconds": {f"{a}/{s}": d["seconds"] for (a, s), d in done.items()},
         "seconds": round(time.perf_counter() - t0, 1),
         "spread_10_90": table.get("summary", {}).get("spread_10_90"),
@@ -242,7 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--table", type=Path, default=DEFAULT_TABLE)
     p.add_argument("--estimators", nargs="+", default=[*ALGORITHMS[:4], *RANK_ONLY])
-    p.add_argument("--epochs", type=int, default=SUPERNET["epochs"], help="supernet epochs")
+    p.add_argument("--epochs", type=int, default=SUPERNET["epochs"],
+                   help="single-path supernet epochs (default: 2,520 steps' worth)")  # fmt: skip
+    p.add_argument("--calibrations", type=int, default=SUPERNET["calibrations"],
+                   help="batch-norm recalibrations a supernet score averages over")  # fmt: skip
     p.add_argument("--search-seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4],
                    help="seeds of each search (none: skip the searches)")  # fmt: skip
     p.add_argument("--fewshot-edges", nargs="+", default=SUPERNET["fewshot_edges"])
@@ -254,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     table = json.loads(args.table.read_text())
-    sn = {"epochs": args.epochs, "fewshot_edges": args.fewshot_edges, "cycles": args.cycles}
+    sn = {"epochs": args.epochs, "fewshot_edges": args.fewshot_edges, "cycles": args.cycles,
+          "calibrations": args.calibrations}  # fmt: skip
     report = run(table, sn, tuple(args.estimators), tuple(args.search_seeds), args.proxy,
                  args.proxy_samples, args.workers)  # fmt: skip
     if args.out is not None:
