@@ -98,9 +98,14 @@ def _given(overrides: dict[str, Any]) -> dict[str, Any]:
     return {k: None if v is NULL else v for k, v in overrides.items() if v is not None}
 
 
-def load_run_file(path: str | Path, **overrides: Any) -> BaseRunner:
+def load_run_file(
+    path: str | Path, *, recorded_kind: str | None = None, **overrides: Any
+) -> BaseRunner:
     """Returns the runner a run file describes, its settings replaced by ``overrides`` (None
     values ignored; :data:`NULL` sets None). Its directory defaults to ``runs/<file stem>``.
+    ``recorded_kind`` (a resume: the kind the record says wrote the run) is tried first for a
+    file that names no kind, so that resuming loads no other family when that kind still
+    claims the file's strategy.
 
     Raises:
         ConfigError: see :func:`read_run_file`; no ``kind`` and a ``strategy`` no runner
@@ -114,7 +119,11 @@ def load_run_file(path: str | Path, **overrides: Any) -> BaseRunner:
     if kind is not None:
         runner = get_runner(kind)
     elif "strategy" in settings:
-        runner = runner_for_strategy(settings["strategy"])
+        recorded = get_runner(recorded_kind) if recorded_kind is not None else None
+        if recorded is not None and recorded.claims(settings["strategy"]):
+            runner = recorded
+        else:
+            runner = runner_for_strategy(settings["strategy"])
     else:
         runner = get_runner("multitrial")  # a file with a space and an evaluator
     settings.setdefault("directory", str(Path("runs") / path.stem))
@@ -146,7 +155,9 @@ def rebuild_runner(directory: str | Path, **overrides: Any) -> BaseRunner:
         raise StoreError(problem)
     source = config.get("source") or {}
     if set(source) == {"file"}:
-        return load_run_file(source["file"], directory=str(directory), **overrides)
+        return load_run_file(
+            source["file"], directory=str(directory), recorded_kind=config.get("kind"), **overrides
+        )
     runner = get_runner(config["kind"])
     overrides = _given(overrides)
     return runner.from_record(config, Path(directory), **overrides)
