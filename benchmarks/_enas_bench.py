@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 from _ranking_common import load_splits, space_of
-from _searches import SUPERNET, config
+from _searches import SUPERNET, config, single_path_epochs
 from ranking import DEFAULT_TABLE, _retrain, _rows, percentile
 
 from nasforge.oneshot import search
@@ -29,7 +29,12 @@ from nasforge.spaces.cell_canon import canonical_arch, competent, function_key
 __all__ = ["enas_search", "enas_percentile"]
 
 log = logging.getLogger("nasforge.benchmarks.enas")
-SEARCH_RESULTS = Path(__file__).resolve().parent / "data" / "ranking_mnist1d_search.json"
+DATA = Path(__file__).resolve().parent / "data"
+#: ground-truth table -> the ranking benchmark's search results on it (SPOS+evolution's figure)
+SEARCH_RESULTS = {
+    "ground_truth_mnist1d_v3.json": DATA / "ranking_mnist1d_search.json",
+    "ground_truth_mnist1d_v4.json": DATA / "ranking_mnist1d_v4_search.json",
+}
 
 
 def enas_search(recipe: dict[str, Any], sn: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -38,7 +43,7 @@ def enas_search(recipe: dict[str, Any], sn: dict[str, Any], seed: int) -> dict[s
     pick) splits."""
     torch.set_num_threads(recipe["threads"])
     train, val, _ = load_splits(recipe)
-    cfg = config(sn, seed)
+    cfg = config({**sn, "epochs": single_path_epochs(sn, len(train[0]))}, seed)
     t0 = time.perf_counter()
     res = search(space_of(recipe), "enas", {"train": train, "val": val}, config=cfg,
                  threads=recipe["threads"], progress="off")  # fmt: skip
@@ -52,12 +57,18 @@ def enas_search(recipe: dict[str, Any], sn: dict[str, Any], seed: int) -> dict[s
 
 
 def enas_percentile(
-    quick: bool, seeds: tuple[int, ...] = (0, 1, 2), workers: int = 3, **settings: Any
+    quick: bool,
+    seeds: tuple[int, ...] = (0, 1, 2),
+    workers: int = 3,
+    table_path: Path = DEFAULT_TABLE,
+    **settings: Any,
 ) -> dict[str, Any]:
     """Returns ``enas_percentile`` (mean over ``seeds``), the per-seed picks and percentiles,
-    and the baselines (SPOS+evolution's recorded figure, random's 50); ``quick`` trains the
-    supernet 8 epochs instead of 40; ``settings`` override SearchConfig fields."""
-    table = json.loads(DEFAULT_TABLE.read_text())
+    and the baselines (SPOS+evolution's recorded figure on the same table, random's 50);
+    ``quick`` trains the supernet 8 epochs instead of the recipe's steps; ``settings``
+    override SearchConfig fields; ``table_path`` is the ground truth (default: the ranking
+    benchmark's)."""
+    table = json.loads(Path(table_path).read_text())
     recipe = table["recipe"]
     rows, _ = _rows(table)
     means = [r["mean"] for r in rows]
@@ -78,12 +89,18 @@ def enas_percentile(
         pct = percentile(mean, means)
         per_seed.append({"seed": s, **f, "competent": competent(f["pick"]), "mean": mean,
                          "percentile": pct, "source": acc["source"]})  # fmt: skip
-    recorded = json.loads(SEARCH_RESULTS.read_text())["search_percentile"]["spos"]
+    results = SEARCH_RESULTS.get(Path(table_path).name)
+    recorded = (
+        json.loads(results.read_text())["search_percentile"]["spos"]
+        if results is not None and results.exists()
+        else None
+    )
     return {
         "enas_percentile": statistics.mean(p["percentile"] for p in per_seed),
         "per_seed": [round(p["percentile"], 2) for p in per_seed],
         "target": 75,
-        "spos_evolution_percentile": round(recorded, 2),
+        "table": Path(table_path).name,
+        "spos_evolution_percentile": None if recorded is None else round(recorded, 2),
         "random_percentile": 50,
         "supernet": sn,
         "detail": per_seed,
