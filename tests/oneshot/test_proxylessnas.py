@@ -244,8 +244,8 @@ def load():
 
 RUN = """
 progress: log
-space: osmod:Net
-data: osmod:load
+space: pxlmod:Net
+data: pxlmod:load
 threads: 1
 strategy:
   name: proxylessnas
@@ -259,7 +259,7 @@ strategy:
 
 
 def _run_file(tmp_path: Path, epochs: int) -> Path:
-    (tmp_path / "osmod.py").write_text(SPACE)
+    (tmp_path / "pxlmod.py").write_text(SPACE)
     f = tmp_path / "run.yaml"
     f.write_text(RUN.replace("EPOCHS", str(epochs)))
     return f

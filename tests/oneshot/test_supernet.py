@@ -125,7 +125,7 @@ def test_concat_input_choice_is_refused() -> None:
 def test_unknown_algorithm() -> None:
     """An unknown algorithm name is a ConfigError listing the known ones."""
     with pytest.raises(nf.errors.ConfigError, match="darts"):
-        supernet(ToySpace(), "enas")
+        supernet(ToySpace(), "no_such_algorithm")
 
 
 @pytest.mark.parametrize("space_name", ["toy", "tiny_cell"])
