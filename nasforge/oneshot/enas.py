@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from nasforge.oneshot.common import Batch, accuracy, batches
+from nasforge.oneshot.common import Batch, accuracy, batches, weight_step
 from nasforge.oneshot.spos import SposInput, SposLayer, SposRepeat, activate, recalibrate_bn
 from nasforge.oneshot.supernet import Algorithm, Supernet, frozen_bn_stats
 from nasforge.space.search_space import Arch, SearchSpace, arch_id
@@ -172,13 +172,7 @@ class Enas(Algorithm):
     ) -> tuple[float, float | None]:
         """Returns (train loss, None) after one weight step of a path the controller drew."""
         activate(net, cls._controller(net).arch(state.rng))
-        x, y = train
-        loss = nn.functional.cross_entropy(net(x), y)
-        loss.backward()
-        nn.utils.clip_grad_norm_(net.weights(), cfg.grad_clip)
-        state.opt_w.step()
-        state.opt_w.zero_grad(set_to_none=True)
-        return float(loss.detach()), None
+        return weight_step(net, state.opt_w, train, cfg), None
 
     @classmethod
     def after_epoch(cls, net: Supernet, state: Any, split: Any, cfg: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from nasforge import weightsharing
-from nasforge.oneshot.common import Batch, accuracy, batches
+from nasforge.oneshot.common import Batch, accuracy, batches, weight_step
 from nasforge.oneshot.supernet import Algorithm, MixedInput, MixedLayer, MixedRepeat, Supernet
 from nasforge.space.search_space import Arch, arch_id
 from nasforge.strategy import RegularizedEvolution
@@ -101,13 +101,7 @@ class Spos(Algorithm):
     ) -> tuple[float, float | None]:
         """Returns (train loss, None) after one weight step of a sampled path."""
         activate(net, net.space.search_space().sample(state.rng))
-        x, y = train
-        loss = nn.functional.cross_entropy(net(x), y)
-        loss.backward()
-        nn.utils.clip_grad_norm_(net.weights(), cfg.grad_clip)
-        state.opt_w.step()
-        state.opt_w.zero_grad(set_to_none=True)
-        return float(loss.detach()), None
+        return weight_step(net, state.opt_w, train, cfg), None
 
     @classmethod
     def current_arch(cls, net: Supernet) -> Arch:
