@@ -30,6 +30,7 @@ slots) and sets ``CUDA_VISIBLE_DEVICES`` in the child before the trial runs; Ray
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import multiprocessing as mp
 import os
@@ -158,15 +159,22 @@ def _child_main(
         _child_trial(conn, space, evaluator, task, threads, setup, placement, visible, tasks)
         conn.close()
         return
+    # A closed task pipe alone cannot end a worker: siblings forked after it hold copies of
+    # the pipe's write end, so its EOF would wait for them. The engine says so in words: a
+    # task without another to follow, or None (retired).
     while True:  # a spare: trial after trial while the engine hands it more (reuse)
         try:
             message = tasks.recv()
-            while not isinstance(message, tuple):  # a snapshot left from the last trial
-                message = tasks.recv()
-        except (EOFError, OSError):  # the pool shut down, or retired this worker
+            while message is not None and not isinstance(message, tuple):  # a snapshot left
+                message = tasks.recv()  # from the last trial
+        except (EOFError, OSError):  # the pool shut down
             return
-        task, placement, visible = message
+        if message is None:  # retired
+            return
+        task, placement, visible, again = message
         _child_trial(conn, space, evaluator, task, threads, setup, placement, visible, tasks)
+        if not again:
+            return
 
 
 def _child_trial(
@@ -371,7 +379,7 @@ class ProcessPoolExecutor(BaseExecutor):
         while self._prefork() and self._spares:
             proc, tasks, recv = self._spares.pop(0)
             try:
-                tasks.send((task, placement, visible))
+                tasks.send((task, placement, visible, self._reuses()))
                 if self._reuses():
                     self._pipes[task.trial] = (tasks, recv)
                 elif task.stopper is None:
@@ -432,6 +440,8 @@ class ProcessPoolExecutor(BaseExecutor):
         """Closes the task pipe of ``trial``'s reusable worker: it exits after this trial."""
         pipes = self._pipes.pop(trial, None)
         if pipes is not None:
+            with contextlib.suppress(OSError):  # a dead worker needs no word
+                pipes[0].send(None)
             pipes[0].close()
 
     def _release(self, tid: int, proc: Any, conn: Any, result: TrialResult, sent: bool) -> None:

@@ -224,7 +224,7 @@ def test_the_token_cookie_reaches_no_other_service_on_the_host(
         def log_message(self, *args: Any) -> None:
             pass
 
-    other = http.server.HTTPServer((OTHER, 0), Other)
+    other = http.server.ThreadingHTTPServer((OTHER, 0), Other)
     thread = threading.Thread(target=other.serve_forever, daemon=True)
     thread.start()
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
+from pathlib import Path
 
 import pytest
 
@@ -303,6 +304,47 @@ def _worker_pids(reuse: bool, where) -> list[tuple[int, int, str]]:
         (t.id, int(trial_log(exp.directory, t.id).read_text().split()[4]), t.status)
         for t in exp.trials()
     ]
+
+
+def _previous_worker_ended(arch, report) -> float:
+    """Returns 1.0 when the worker of the trial before this one (pool x 1) has exited within
+    3 s of this trial's start (dead or a zombie waiting to be reaped), else 0.0; writes this
+    worker's pid to the file the next trial reads."""
+    import os
+    import time
+    from pathlib import Path
+
+    here, x = Path(os.environ["NF_TEST_PIDS"]), arch["x"]
+    (here / f"{x}.pid").write_text(str(os.getpid()))
+    if x == 0:
+        return 1.0
+    stat = Path("/proc", (here / f"{x - 1}.pid").read_text(), "stat")
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        if not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+            return 1.0
+        time.sleep(0.05)
+    return 0.0
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_worker_that_takes_no_further_trial_exits_after_its_trial(tmp_path, monkeypatch):
+    """Without reuse, each worker ends once its trial is done, though spares forked while it
+    ran hold copies of its task pipe (the engine tells it to end rather than wait for EOF)."""
+    from nasforge.engine import Experiment
+
+    monkeypatch.setenv("NF_TEST_PIDS", str(tmp_path))
+    exp = Experiment(
+        SearchSpace([Decision("x", "value", tuple(range(4)))]),
+        _previous_worker_ended,
+        "grid",
+        directory=tmp_path / "run",
+        executor=ProcessPoolExecutor(1, reuse_workers=False),
+        progress="off",
+        crossmodel=False,
+    )
+    exp.run()
+    assert [t.metrics for t in exp.trials()] == [{"default": 1.0}] * 4
 
 
 def test_pool_workers_take_trial_after_trial_and_a_failed_trials_worker_is_replaced(tmp_path):
