@@ -42,6 +42,8 @@ def lazy_names(
     package = namespace["__name__"]
 
     def __getattr__(name: str) -> Any:
+        """Returns the lazy name ``name``, imported now (Python calls this only for names not
+        yet in the package)."""
         target = exports.get(name)
         if target is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
@@ -52,6 +54,7 @@ def lazy_names(
         return value
 
     def __dir__() -> list[str]:
+        """Returns the package's public names."""
         return list(names)
 
     return __getattr__, __dir__
