@@ -9,12 +9,13 @@ Names are imported lazily, so that the pure parts (``nasforge.space.search_space
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from nasforge._lazy import Target, lazy_names
 from nasforge._version import __version__
 
-_EXPORTS = {
+#: name -> the module that defines it (loaded on first use)
+_EXPORTS: dict[str, Target] = {
     "Arch": "nasforge.space.search_space",
     "Decision": "nasforge.space.search_space",
     "SearchSpace": "nasforge.space.search_space",
@@ -41,6 +42,7 @@ _EXPORTS = {
     "load_model": "nasforge.run.export",
     "trial_device": "nasforge.runtime.devices",
     "trial_devices": "nasforge.runtime.devices",
+    "errors": ("nasforge.errors", None),  # the module itself
 }
 
 __all__ = [
@@ -75,20 +77,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    target = _EXPORTS.get(name)
-    if target is None:
-        if name == "errors":
-            return importlib.import_module("nasforge.errors")
-        raise AttributeError(f"module 'nasforge' has no attribute {name!r}")
-    module, attr = target if isinstance(target, tuple) else (target, name)
-    value = getattr(importlib.import_module(module), attr)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_names(globals(), _EXPORTS, __all__)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only

@@ -25,6 +25,7 @@ from nasforge.ofa import cli as ofa_cli
 from nasforge.parallel import cli as parallel_cli
 from nasforge.run import cli as run_cli
 from nasforge.run import control as control_cli
+from nasforge.run.files import RecordedRun, read_recorded
 from nasforge.run.runner import BaseRunner
 
 __all__ = ["main", "build_parser"]
@@ -42,17 +43,17 @@ def _command(argv: Sequence[str] | None) -> str | None:
     return words[0] if words else None
 
 
-def _recorded_kind(argv: Sequence[str] | None) -> str | None:
-    """Returns the kind of the run that ``nasforge resume ... DIR`` names (the first word after
-    ``resume`` that is a run directory), or None when none is found."""
-    from nasforge.run.store import DB_NAME, Store
+def _recorded_run(argv: Sequence[str] | None) -> RecordedRun | None:
+    """Returns what resuming needs from the run that ``nasforge resume ... DIR`` names (the
+    first word after ``resume`` that is a run directory), or None when none is found or it
+    cannot be read (``resume`` then reads it again and reports why)."""
+    from nasforge.run.store import DB_NAME
 
     words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
     for word in words[1:]:
         if (Path(word) / DB_NAME).is_file():
             try:
-                with Store.open(word) as store:
-                    return store.kind
+                return read_recorded(word)
             except NasforgeError:
                 return None
     return None
@@ -63,16 +64,18 @@ def _no_kinds() -> list[type[BaseRunner]]:
     return []
 
 
-def _flag_kinds(argv: Sequence[str] | None) -> Callable[[], list[type[BaseRunner]]]:
+def _flag_kinds(
+    argv: Sequence[str] | None, recorded: RecordedRun | None
+) -> Callable[[], list[type[BaseRunner]]]:
     """Returns what lists the kinds whose flags ``run`` and ``resume`` take, for the command
     ``argv`` names: every built-in kind for ``run``; for ``resume`` the kind that wrote the run
-    (so resuming imports no other family), every kind when the run is not found; else the kinds
-    whose runner modules import no torch."""
+    (``recorded``, so resuming imports no other family), every kind when the run is not found;
+    else the kinds whose runner modules import no torch."""
     command = _command(argv)
-    if command == "resume" and (kind := _recorded_kind(argv)) is not None:
+    if command == "resume" and recorded is not None:
 
         def own_kind() -> list[type[BaseRunner]]:
-            runners.load(kind)
+            runners.load(recorded.kind)
             return runners.flag_kinds()
 
         return own_kind
@@ -97,8 +100,14 @@ def build_parser(
         "--version", action="version", version=f"nasforge {__version__}", help="show the version"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # the record `resume` names is read once, here: its kind picks the flags, and the command
+    # rebuilds the run from what was read
+    recorded = _recorded_run(argv) if kind_flags and _command(argv) == "resume" else None
     run_cli.register(
-        sub, load_runners=runners.load, flag_kinds=_flag_kinds(argv) if kind_flags else _no_kinds
+        sub,
+        load_runners=runners.load,
+        flag_kinds=_flag_kinds(argv, recorded) if kind_flags else _no_kinds,
+        recorded=recorded,
     )
     control_cli.register(sub)
     parallel_cli.register(sub)

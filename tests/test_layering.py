@@ -12,8 +12,9 @@ FAMILIES = {"engine", "oneshot", "ofa", "parallel"}
 #: every floor module (a subpackage or a top module below the families), what each may import
 FLOOR = {
     "_version": set(),
+    "_lazy": set(),  # the packages' lazy names (PEP 562): the standard library only
     "errors": set(),
-    "space": {"errors"},
+    "space": {"_lazy", "errors"},
     "strategy": {"errors", "space"},
     "spaces": {"errors", "space"},
     "proxies": {"errors", "space"},

@@ -4,9 +4,10 @@
 tasks and ``poll``s plain results); :func:`register_executor` puts an executor class in the
 table under its names, which :func:`nasforge.engine.executor.get_executor` (and a run file's
 ``executor:``) looks names up in. Both sit below the executors that register
-(:mod:`nasforge.engine.executor`, :mod:`nasforge.engine.ray_executor`), so that neither of those
-imports the other to be found. Their public home is :mod:`nasforge.engine.executor`, which
-re-exports them; this module is internal.
+(:mod:`nasforge.engine.executor`, :mod:`nasforge.engine.process_pool`,
+:mod:`nasforge.engine.ray_executor`), so that the pool and Ray's executor need not import
+each other to be found. Their public home is :mod:`nasforge.engine.executor`, which imports
+both executors and re-exports these names; this module is internal.
 """
 
 from __future__ import annotations

@@ -10,14 +10,16 @@ features; its latency tables load with ``LatencyTable.from_ofa_yaml``). Torch mo
 :mod:`~nasforge.ofa.measure`, :mod:`~nasforge.ofa.predictor`, :mod:`~nasforge.ofa.pretrained`
 (``load_pretrained``: published supernet checkpoints); :mod:`~nasforge.ofa.record` keeps
 a run in an engine experiment store (config, epochs, checkpoints, searches). Importing this
-package imports nothing else: its names load from the pure modules when first used
-(``nasforge`` itself stays quick to start), and the torch parts are imported from their modules.
+package imports nothing else (but :mod:`nasforge._lazy`): its names load from the pure modules
+when first used (``nasforge`` itself stays quick to start), and the torch parts are imported
+from their modules.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nasforge._lazy import lazy_names
 
 #: name -> the pure module that defines it (loaded on first use)
 _EXPORTS = {
@@ -57,17 +59,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'nasforge.ofa' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_names(globals(), _EXPORTS, __all__)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only

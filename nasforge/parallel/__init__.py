@@ -7,8 +7,7 @@ parts are imported lazily by name so that importing this package stays torch-fre
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from nasforge._lazy import lazy_names
 
 __all__ = ["train_supernet", "ChoiceSupernet", "TrainResult"]
 
@@ -18,8 +17,5 @@ _LAZY = {
     "ChoiceSupernet": "nasforge.parallel.supernet",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'nasforge.parallel' has no attribute {name!r}")
+# only __getattr__: dir() keeps listing the submodules (csp, runtime, ...) as before
+__getattr__ = lazy_names(globals(), _LAZY, __all__)[0]

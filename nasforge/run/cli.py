@@ -14,9 +14,10 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from nasforge.run.files import NULL, load_run_file, rebuild_runner
+from nasforge.run.files import NULL, RecordedRun, load_run_file, read_recorded, rebuild_runner
 from nasforge.run.runner import BaseRunner, get_runner, list_runners
 
 __all__ = ["register", "add_run_commands"]
@@ -67,12 +68,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
-    from nasforge.run.store import Store
-
-    with Store.open(args.dir) as store:
-        kind = store.kind
-    args.load_runners(kind)  # only the family that wrote the run
-    runner = rebuild_runner(args.dir, **_overrides(args))
+    recorded = getattr(args, "recorded", None)  # read while the parser was built
+    if recorded is None or Path(recorded.directory).resolve() != Path(args.dir).resolve():
+        recorded = read_recorded(args.dir)
+    args.load_runners(recorded.kind)  # only the family that wrote the run
+    runner = rebuild_runner(recorded, **_overrides(args))
     runner.resume()
     _report(runner)
     return 0
@@ -159,11 +159,14 @@ def register(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
     load_runners: Callable[[str | None], None] = _registered_already,
     flag_kinds: Callable[[], Sequence[type[BaseRunner]]] = _registered,
+    recorded: RecordedRun | None = None,
 ) -> None:
     """Adds the shared subcommands to the ``nasforge`` parser; ``load_runners(kind)`` registers
     the runner of a kind (all of them for None) before ``run`` and ``resume`` need it, and
     ``flag_kinds()`` returns the kinds whose flags ``run`` and ``resume`` take (default: those
-    registered now)."""
+    registered now). ``recorded`` is the record ``resume`` names, when the caller read it
+    already (to pick the kind's flags): ``resume`` then rebuilds from it without reading it
+    again."""
     kinds = list(flag_kinds())
     p = subparsers.add_parser("run", help="run a run file (.py, .yaml, .toml) of any kind")
     p.add_argument("file", help="run file; see docs/architecture.md and each kind's guide")
@@ -174,7 +177,7 @@ def register(
     p = subparsers.add_parser("resume", help="continue a stopped or crashed run of any kind")
     p.add_argument("dir", help="run directory")
     add_run_commands(p, kinds)
-    p.set_defaults(func=_cmd_resume, load_runners=load_runners)
+    p.set_defaults(func=_cmd_resume, load_runners=load_runners, recorded=recorded)
 
     p = subparsers.add_parser("status", help="state, progress and trials of a run, best first")
     p.add_argument("dir", help="run directory")

@@ -21,6 +21,7 @@ YAML and TOML, objects are ``module:attribute`` references::
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,15 @@ from nasforge.run.refs import load_script
 from nasforge.run.runner import BaseRunner, get_runner, runner_for_strategy
 from nasforge.runtime.devices import check_device
 
-__all__ = ["read_run_file", "load_run_file", "rebuild_runner", "PY_NAMES", "NULL"]
+__all__ = [
+    "read_run_file",
+    "load_run_file",
+    "rebuild_runner",
+    "read_recorded",
+    "RecordedRun",
+    "PY_NAMES",
+    "NULL",
+]
 
 #: Module-level names a Python run file may define (besides ``config``).
 PY_NAMES = ("kind", "space", "evaluator", "evaluate", "strategy", "data", "benchmark")
@@ -136,21 +145,53 @@ def load_run_file(
         raise ConfigError(f"{path}: bad setting for a {runner.kind!r} run: {exc}") from exc
 
 
-def rebuild_runner(directory: str | Path, **overrides: Any) -> BaseRunner:
+@dataclass(frozen=True)
+class RecordedRun:
+    """Returns nothing; what resuming needs from a run's record, read in one visit
+    (:func:`read_recorded`): the command line reads it to load the run's kind, then rebuilds
+    the runner from it (:func:`rebuild_runner`) without opening the record again."""
+
+    #: the run directory as it was given
+    directory: str | Path
+    #: the stored run configuration (``{"kind", "objective", <kind>: section, ...}``)
+    config: dict[str, Any]
+    #: the meta value a ``nasforge migrate`` copy carries (None: not a migrated copy)
+    migrated: str | None
+
+    @property
+    def kind(self) -> str:
+        """Returns the kind of run (the runner that wrote it; "" when the config lacks it)."""
+        return str(self.config.get("kind", ""))
+
+
+def read_recorded(directory: str | Path) -> RecordedRun:
+    """Returns what resuming needs from the record in ``directory``, read with one opening.
+
+    Raises:
+        StoreError: no readable run there (missing, foreign, corrupted, another format).
+    """
+    from nasforge.run.migrate import MIGRATED_KEY
+    from nasforge.run.store import Store
+
+    with Store.open(directory) as store:
+        return RecordedRun(directory, store.config(), store.get_meta(MIGRATED_KEY))
+
+
+def rebuild_runner(directory: str | Path | RecordedRun, **overrides: Any) -> BaseRunner:
     """Returns the runner that wrote the run in ``directory``, rebuilt to resume it: from its
     run file when it was started from one, else from the references its record holds.
+    ``directory`` may be what :func:`read_recorded` read, so the record is not opened again.
 
     Raises:
         StoreError: no readable run there, or a copy of a nasforge 0.1 run (``nasforge
             migrate``), whose evaluator cannot be rebuilt.
         ConfigError: the run cannot be rebuilt (the message says what is missing).
     """
-    from nasforge.run.migrate import MIGRATED_KEY, resume_problem
-    from nasforge.run.store import Store
+    from nasforge.run.migrate import resume_problem
 
-    with Store.open(directory) as store:
-        config = store.config()
-        problem = resume_problem(Path(directory), store.get_meta(MIGRATED_KEY))
+    recorded = directory if isinstance(directory, RecordedRun) else read_recorded(directory)
+    directory, config = recorded.directory, recorded.config
+    problem = resume_problem(Path(directory), recorded.migrated)
     if problem:
         raise StoreError(problem)
     source = config.get("source") or {}

@@ -7,41 +7,43 @@ pure ones import without torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from nasforge._lazy import lazy_names
+
+#: name -> the module that defines it (loaded on first use)
 _EXPORTS = {
-    "Arch": "search_space",
-    "Decision": "search_space",
-    "SearchSpace": "search_space",
-    "arch_id": "search_space",
-    "canonical_json": "search_space",
-    "choice": "expr",
-    "uniform": "expr",
-    "integer": "expr",
-    "hparams": "model_space",
-    "Range": "ranges",
-    "is_choice": "expr",
-    "max_": "expr",
-    "min_": "expr",
-    "BaseSpace": "model_space",
-    "ModelSpace": "model_space",
-    "Mutation": "model_space",
-    "freeze": "model_space",
-    "mutation_history": "model_space",
-    "shared_labels": "model_space",
-    "InputChoice": "modules",
-    "LayerChoice": "modules",
-    "Repeat": "modules",
-    "ModuleChoice": "module_mutator",
-    "ModuleMutator": "module_mutator",
-    "MutableModel": "module_mutator",
-    "InputMutator": "mutator",
-    "InsertMutator": "mutator",
-    "MutableGraph": "mutator",
-    "MutatedSpace": "mutator",
-    "Mutator": "mutator",
-    "OperatorMutator": "mutator",
+    "Arch": "nasforge.space.search_space",
+    "Decision": "nasforge.space.search_space",
+    "SearchSpace": "nasforge.space.search_space",
+    "arch_id": "nasforge.space.search_space",
+    "canonical_json": "nasforge.space.search_space",
+    "choice": "nasforge.space.expr",
+    "uniform": "nasforge.space.expr",
+    "integer": "nasforge.space.expr",
+    "hparams": "nasforge.space.model_space",
+    "Range": "nasforge.space.ranges",
+    "is_choice": "nasforge.space.expr",
+    "max_": "nasforge.space.expr",
+    "min_": "nasforge.space.expr",
+    "BaseSpace": "nasforge.space.model_space",
+    "ModelSpace": "nasforge.space.model_space",
+    "Mutation": "nasforge.space.model_space",
+    "freeze": "nasforge.space.model_space",
+    "mutation_history": "nasforge.space.model_space",
+    "shared_labels": "nasforge.space.model_space",
+    "InputChoice": "nasforge.space.modules",
+    "LayerChoice": "nasforge.space.modules",
+    "Repeat": "nasforge.space.modules",
+    "ModuleChoice": "nasforge.space.module_mutator",
+    "ModuleMutator": "nasforge.space.module_mutator",
+    "MutableModel": "nasforge.space.module_mutator",
+    "InputMutator": "nasforge.space.mutator",
+    "InsertMutator": "nasforge.space.mutator",
+    "MutableGraph": "nasforge.space.mutator",
+    "MutatedSpace": "nasforge.space.mutator",
+    "Mutator": "nasforge.space.mutator",
+    "OperatorMutator": "nasforge.space.mutator",
 }
 
 #: the names of _EXPORTS, spelled out so that type checkers see them exported
@@ -80,17 +82,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'nasforge.space' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"nasforge.space.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_names(globals(), _EXPORTS, __all__)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only

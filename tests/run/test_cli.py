@@ -13,6 +13,7 @@ import pytest
 
 from nasforge.cli import main
 from nasforge.run.store import Store
+from tests.run.test_kind_settings import TINY_RUN_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPE = (
@@ -139,3 +140,36 @@ def test_a_missing_executor_package_leaves_no_record(tmp_path: Path, monkeypatch
     assert main(argv) == 2
     assert "'ray' package" in caplog.text and "nasforge[ray]" in caplog.text
     assert not (tmp_path / "run").exists()
+
+
+def test_resume_reads_the_record_once_before_the_run_opens_it(tmp_path: Path, monkeypatch):
+    """`nasforge resume DIR` reads the record once to pick the kind and rebuild the runner
+    (it was opened three times: for the flags, the kind and the rebuild); the rebuild from
+    what was read opens no store, and the resumed run goes on from the same record."""
+    import nasforge.run.files as files
+
+    f = tmp_path / "exp.py"
+    f.write_text(TINY_RUN_FILE)
+    run = tmp_path / "run"
+    assert main(["run", str(f), "--dir", str(run)]) == 0
+    reads: list[str] = []
+    read = files.read_recorded
+
+    def counted(directory):
+        reads.append(str(directory))
+        return read(directory)
+
+    for module in ("nasforge.cli", "nasforge.run.cli", "nasforge.run.files"):
+        monkeypatch.setattr(f"{module}.read_recorded", counted)
+    rebuild = files.rebuild_runner
+
+    def rebuild_without_the_store(recorded, **overrides):
+        with monkeypatch.context() as m:
+            m.setattr(Store, "open", None)  # any opening here fails
+            return rebuild(recorded, **overrides)
+
+    monkeypatch.setattr("nasforge.run.cli.rebuild_runner", rebuild_without_the_store)
+    assert main(["resume", str(run), "--n-trials", "3"]) == 0
+    assert reads == [str(run)]
+    with Store.open(run) as store:
+        assert len(store.trials()) == 5  # --n-trials on resume adds trials

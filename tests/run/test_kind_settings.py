@@ -24,6 +24,14 @@ from nasforge.run.store import Store
 from nasforge.space.search_space import SearchSpace
 
 SPACE = SearchSpace.from_spec({"x": [1, 2, 3, 4]})
+#: a multi-trial run file that names no kind: two quick in-process trials
+TINY_RUN_FILE = (
+    "from nasforge.space.search_space import Decision, SearchSpace\n"
+    "space = SearchSpace([Decision('x', 'value', (0, 1, 2))])\n"
+    "strategy = 'random'\n"
+    "config = {'n_trials': 2, 'executor': 'inprocess', 'progress': 'off'}\n"
+    "def evaluate(arch, report):\n    return float(arch['x'])\n"
+)
 
 
 def score(arch: dict, report: object) -> float:
@@ -398,13 +406,7 @@ def test_resuming_a_run_file_loads_no_other_family(tmp_path: Path) -> None:
     from nasforge.cli import main
 
     f = tmp_path / "exp.py"
-    f.write_text(
-        "from nasforge.space.search_space import Decision, SearchSpace\n"
-        "space = SearchSpace([Decision('x', 'value', (0, 1, 2))])\n"
-        "strategy = 'random'\n"
-        "config = {'n_trials': 2, 'executor': 'inprocess', 'progress': 'off'}\n"
-        "def evaluate(arch, report):\n    return float(arch['x'])\n"
-    )
+    f.write_text(TINY_RUN_FILE)
     run = tmp_path / "run"
     assert main(["run", str(f), "--dir", str(run)]) == 0
     code = (

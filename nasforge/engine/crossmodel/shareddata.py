@@ -194,7 +194,7 @@ class SharedFeed:
             self.cond.wait(0.05)
 
     def _produce(self) -> None:
-        from nasforge.engine.executor import _die_with_parent
+        from nasforge.engine.process_pool import _die_with_parent
 
         _die_with_parent()  # forked from the engine: never outlive it
         torch.set_num_threads(1)

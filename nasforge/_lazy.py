@@ -1,0 +1,60 @@
+"""Lazy names for a package's ``__init__`` (PEP 562): a name is imported from its module the
+first time it is used, so that importing the package imports nothing else.
+
+A package spells out its table and its ``__all__``, then takes the pair this module returns::
+
+    _EXPORTS = {"SearchSpace": "nasforge.space.search_space"}
+    __all__ = ["SearchSpace"]
+    __getattr__, __dir__ = lazy_names(globals(), _EXPORTS, __all__)
+
+The module paths are literal strings in the table (nothing builds an import path at run
+time); the package's ``if TYPE_CHECKING:`` imports show the same names to type checkers.
+This module imports only the standard library, so every package may use it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["Target", "lazy_names"]
+
+#: where a lazy name comes from: a module path (the attribute of the same name), or a pair
+#: (module path, attribute), whose attribute None means the module itself
+Target = str | tuple[str, str | None]
+
+
+def lazy_names(
+    namespace: dict[str, Any], exports: Mapping[str, Target], names: Sequence[str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """Returns the package's ``(__getattr__, __dir__)``: ``__getattr__`` imports a name of
+    ``exports`` from its module on first use and keeps it in ``namespace`` (the package's
+    ``globals()``), so later uses are plain lookups; ``__dir__`` lists ``names`` (the
+    package's ``__all__``), as autocompletion expects.
+
+    Invariants:
+        A name is imported once; a name outside ``exports`` is never imported.
+
+    Raises:
+        AttributeError: (from ``__getattr__``) a name outside ``exports``, as for any module.
+    """
+    package = namespace["__name__"]
+
+    def __getattr__(name: str) -> Any:
+        """Returns the lazy name ``name``, imported now (Python calls this only for names not
+        yet in the package)."""
+        target = exports.get(name)
+        if target is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module, attr = (target, name) if isinstance(target, str) else target
+        loaded = importlib.import_module(module)
+        value = loaded if attr is None else getattr(loaded, attr)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        """Returns the package's public names."""
+        return list(names)
+
+    return __getattr__, __dir__
