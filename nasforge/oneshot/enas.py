@@ -3,17 +3,29 @@
 An LSTM controller proposes architectures of the space, one decision after another (its choice
 at decision ``d`` is the next input of the LSTM), and the single-path supernet (SPOS's path ops,
 :mod:`nasforge.weightsharing`) computes whatever it proposes. Training alternates two phases
-per epoch, as the paper does::
+per epoch, as the paper does, after a warm-up::
 
+    warm-up      the first ``warmup_epochs`` epochs (default: half of ``epochs``) train uniform
+                 paths (SPOS's rule) and the controller waits; its phase first runs after the
+                 last warm-up epoch
     weights      every training batch: sample arch ~ pi, train its path (momentum SGD)
-    controller   ``controller_steps`` validation batches: sample arch ~ pi, reward R = its
-                 accuracy on the batch (shared weights, batch statistics), then Adam on
-                 -(A * log pi(arch) + entropy_weight * H(pi))
+    controller   ``controller_steps`` validation batches of ``controller_batch`` examples:
+                 sample arch ~ pi, reward R = minus its cross-entropy on the batch
+                 (``controller_reward: loss``; ``accuracy`` is the paper's) with shared weights
+                 and batch statistics, then Adam on -(A * log pi(arch) + entropy_weight * H(pi))
                  A = R's advantage over a moving-average baseline
                  (:class:`~nasforge.strategy.base.RewardBaseline`, the ``rl`` strategy's)
     pick         ``final_samples`` architectures sampled from the trained controller, each
-                 scored once on the validation split with inherited weights (batch norm
-                 recalibrated on training batches, as SPOS's evolution scores); the best wins
+                 scored once on the whole validation split by the same measure (loss or
+                 accuracy) with inherited weights (batch norm recalibrated on training
+                 batches, as SPOS's evolution scores); the best wins
+
+Why the warm-up and the loss: a controller that steers from the first step locks on to cells
+of 1x1 convolutions, pooling and skips, whose paths give a stable accuracy while the shared
+3-wide convolutions are still undertrained (on the ranking benchmark's table v4 its picks sat
+at the 7th percentile); a supernet scored by validation loss ranks the table better than by
+accuracy, and a loss separates cells that one batch's accuracy ties (docs/oneshot.md has the
+figures).
 
 The controller's logits are ``tanh_constant * tanh(l / temperature)`` (2.5 and 5, the paper's
 values), which bounds how sure it can become. Decisions are sampled by inverting each
@@ -168,7 +180,7 @@ def _val_scores(net: Supernet, val: Batch, batch_size: int = 256) -> tuple[float
 
 class Enas(Algorithm):
     """The single-path mixed ops, sampled by an LSTM controller that learns by REINFORCE on
-    validation accuracy (see the module docstring)."""
+    validation loss or accuracy after a warm-up of uniform paths (see the module docstring)."""
 
     name = "enas"
     uses_val = False  # the controller phase reads the validation split itself
