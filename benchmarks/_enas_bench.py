@@ -1,7 +1,8 @@
 """ENAS's pick placed among the ranking ground truth (issue 39, ``benchmarks/solutions.py``'s
 ``enas`` part): one ENAS search per seed with the supernet recipe of ``benchmarks/ranking.py``
 (:data:`_searches.SUPERNET`: the same weight steps as SPOS's supernet; ENAS's controller
-settings are the shipped defaults of :class:`~nasforge.oneshot.SearchConfig`), its pick
+settings, warm-up and reward included, are the shipped defaults of
+:class:`~nasforge.oneshot.SearchConfig`), its pick
 retrained by the truth's recipe on the truth's seeds (or read from the table when its function
 is a row), and the percentile of its mean test accuracy among the competent rows
 (:func:`ranking.percentile`, as ``search_percentile`` is computed).
@@ -30,6 +31,9 @@ __all__ = ["enas_search", "enas_percentile"]
 
 log = logging.getLogger("nasforge.benchmarks.enas")
 DATA = Path(__file__).resolve().parent / "data"
+#: SearchConfig's ENAS fields, reported beside the figure
+CONTROLLER_FIELDS = ("warmup_epochs", "controller_reward", "controller_batch", "controller_steps",
+                     "controller_lr", "entropy_weight", "final_samples")  # fmt: skip
 #: ground-truth table -> the ranking benchmark's search results on it (SPOS+evolution's figure)
 SEARCH_RESULTS = {
     "ground_truth_mnist1d_v3.json": DATA / "ranking_mnist1d_search.json",
@@ -103,5 +107,8 @@ def enas_percentile(
         "spos_evolution_percentile": None if recorded is None else round(recorded, 2),
         "random_percentile": 50,
         "supernet": sn,
+        # the ENAS settings every search ran with (SearchConfig's shipped defaults unless
+        # ``settings`` overrode them); warmup_epochs None is half the epochs
+        "controller": {k: getattr(config(sn, 0), k) for k in CONTROLLER_FIELDS},
         "detail": per_seed,
     }

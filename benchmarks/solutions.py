@@ -25,12 +25,13 @@ JSON object with a key per part run:
                ``p`` that the search is better; target p < 0.05
     enas       ``enas_percentile``: the mean over search seeds (>= 3) of the percentile of
                ENAS's pick among the competent architectures of the ranking ground truth
-               (benchmarks/data/ground_truth_mnist1d_v3.json), with the supernet budget and
-               the pick-retraining/percentile machinery of benchmarks/ranking.py
-               (``_searches.SUPERNET``: 40 epochs of weight steps; ENAS's shipped controller
-               defaults); per seed beside it, and SPOS+evolution's figure of
-               benchmarks/data/ranking_mnist1d_search.json and random's (50) as baselines;
-               target >= 75
+               (benchmarks/ranking.py's default table, ground_truth_mnist1d_v4.json), with
+               the supernet budget and the pick-retraining/percentile machinery of
+               benchmarks/ranking.py (``_searches.SUPERNET``: 2,520 weight steps; ENAS's
+               shipped defaults: half the epochs a uniform warm-up, rewards by validation
+               loss); per seed beside it, and SPOS+evolution's figure on the same table
+               (benchmarks/data/ranking_mnist1d_v4_search.json) and random's (50) as
+               baselines; target >= 75
 """
 
 from __future__ import annotations

@@ -62,6 +62,10 @@ class SearchConfig:
     controller_lr: float = 3.5e-3  # Adam on the LSTM controller
     entropy_weight: float = 1e-3  # bonus for the entropy of the controller's distribution
     final_samples: int = 20  # architectures drawn from the trained controller for the pick
+    # epochs of uniform (SPOS) paths before the controller steers; None: half of ``epochs``
+    warmup_epochs: int | None = None
+    controller_reward: str = "loss"  # "loss": minus validation cross-entropy; "accuracy"
+    controller_batch: int | None = None  # validation examples per reward; None: batch_size
     # where the supernet and the data live during the search: "cpu", "cuda" or "cuda:N"
     device: str = "cpu"
     # ProxylessNAS's expected-latency term (nasforge/oneshot/proxyless.py); latencies in ms of
@@ -96,10 +100,30 @@ class SearchConfig:
                 f"ENAS needs controller_steps >= 0 and final_samples >= 1, got "
                 f"{self.controller_steps} and {self.final_samples}"
             )
+        self._check_controller()
         if not (self.controller_lr > 0 and self.entropy_weight >= 0):
             raise ConfigError(
                 f"ENAS needs controller_lr > 0 and entropy_weight >= 0, got "
                 f"{self.controller_lr} and {self.entropy_weight}"
+            )
+
+    def _check_controller(self) -> None:
+        """Raises ConfigError on a bad ENAS warm-up, reward or reward batch."""
+        w, b = self.warmup_epochs, self.controller_batch
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0):
+            raise ConfigError(
+                f"warmup_epochs must be an int >= 0 (epochs of uniform paths before ENAS's "
+                f"controller steers) or null for half of epochs, got {w!r}"
+            )
+        if self.controller_reward not in ("loss", "accuracy"):
+            raise ConfigError(
+                f"controller_reward must be 'loss' (minus the validation cross-entropy) or "
+                f"'accuracy', got {self.controller_reward!r}"
+            )
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
+            raise ConfigError(
+                f"controller_batch must be an int >= 1 (validation examples per reward) or null "
+                f"for batch_size, got {b!r}"
             )
 
     def _check_latency(self) -> None:

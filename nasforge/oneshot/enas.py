@@ -3,17 +3,29 @@
 An LSTM controller proposes architectures of the space, one decision after another (its choice
 at decision ``d`` is the next input of the LSTM), and the single-path supernet (SPOS's path ops,
 :mod:`nasforge.weightsharing`) computes whatever it proposes. Training alternates two phases
-per epoch, as the paper does::
+per epoch, as the paper does, after a warm-up::
 
+    warm-up      the first ``warmup_epochs`` epochs (default: half of ``epochs``) train uniform
+                 paths (SPOS's rule) and the controller waits; its phase first runs after the
+                 last warm-up epoch
     weights      every training batch: sample arch ~ pi, train its path (momentum SGD)
-    controller   ``controller_steps`` validation batches: sample arch ~ pi, reward R = its
-                 accuracy on the batch (shared weights, batch statistics), then Adam on
-                 -(A * log pi(arch) + entropy_weight * H(pi))
+    controller   ``controller_steps`` validation batches of ``controller_batch`` examples:
+                 sample arch ~ pi, reward R = minus its cross-entropy on the batch
+                 (``controller_reward: loss``; ``accuracy`` is the paper's) with shared weights
+                 and batch statistics, then Adam on -(A * log pi(arch) + entropy_weight * H(pi))
                  A = R's advantage over a moving-average baseline
                  (:class:`~nasforge.strategy.base.RewardBaseline`, the ``rl`` strategy's)
     pick         ``final_samples`` architectures sampled from the trained controller, each
-                 scored once on the validation split with inherited weights (batch norm
-                 recalibrated on training batches, as SPOS's evolution scores); the best wins
+                 scored once on the whole validation split by the same measure (loss or
+                 accuracy) with inherited weights (batch norm recalibrated on training
+                 batches, as SPOS's evolution scores); the best wins
+
+Why the warm-up and the loss: a controller that steers from the first step locks on to cells
+of 1x1 convolutions, pooling and skips, whose paths give a stable accuracy while the shared
+3-wide convolutions are still undertrained (on the ranking benchmark's table v4 its picks sat
+at the 7th percentile); a supernet scored by validation loss ranks the table better than by
+accuracy, and a loss separates cells that one batch's accuracy ties (docs/oneshot.md has the
+figures).
 
 The controller's logits are ``tanh_constant * tanh(l / temperature)`` (2.5 and 5, the paper's
 values), which bounds how sure it can become. Decisions are sampled by inverting each
@@ -30,13 +42,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from nasforge.oneshot.common import Batch, accuracy, batches, weight_step
+from nasforge.oneshot.common import Batch, batches, weight_step
 from nasforge.oneshot.spos import SposInput, SposLayer, SposRepeat, activate, recalibrate_bn
 from nasforge.oneshot.supernet import Algorithm, Supernet, frozen_bn_stats
 from nasforge.space.search_space import Arch, SearchSpace, arch_id
 from nasforge.strategy.base import RewardBaseline
 
-__all__ = ["Enas", "Controller"]
+__all__ = ["Enas", "Controller", "warmup_epochs"]
 
 logger = logging.getLogger(__name__)
 
@@ -131,18 +143,44 @@ def _draw(probs: list[float], u: float) -> int:
     return len(probs) - 1
 
 
-def _batch_accuracy(net: Supernet, batch: Batch) -> float:
-    """Returns the supernet's accuracy on ``batch`` along the active path, batch norm by batch
-    statistics (train mode) and its running statistics untouched (the paper's reward)."""
+def warmup_epochs(cfg: Any) -> int:
+    """Returns the epochs of uniform paths before the controller steers: ``cfg.warmup_epochs``,
+    or half of ``cfg.epochs`` (rounded down) when it is None."""
+    return cfg.epochs // 2 if cfg.warmup_epochs is None else int(cfg.warmup_epochs)
+
+
+def _reward(net: Supernet, batch: Batch, kind: str) -> float:
+    """Returns the reward of the active path on ``batch``: its accuracy (``kind`` "accuracy",
+    the paper's) or minus its mean cross-entropy ("loss"), batch norm by batch statistics
+    (train mode) and its running statistics untouched."""
     x, y = batch
     net.train()
     with torch.no_grad(), frozen_bn_stats(net):
-        return float((net(x).argmax(-1) == y).float().mean())
+        out = net(x)
+        if kind == "accuracy":
+            return float((out.argmax(-1) == y).float().mean())
+        return -float(nn.functional.cross_entropy(out, y))
+
+
+def _val_scores(net: Supernet, val: Batch, batch_size: int = 256) -> tuple[float, float]:
+    """Returns (accuracy, minus mean cross-entropy) of the active path on ``val`` in eval mode."""
+    was = net.training
+    net.eval()
+    correct, loss = 0, 0.0
+    with torch.no_grad():
+        for i in range(0, len(val[0]), batch_size):
+            x, y = val[0][i : i + batch_size], val[1][i : i + batch_size]
+            out = net(x)
+            correct += int((out.argmax(-1) == y).sum())
+            loss += float(nn.functional.cross_entropy(out, y, reduction="sum"))
+    net.train(was)
+    n = max(1, len(val[0]))
+    return correct / n, -loss / n
 
 
 class Enas(Algorithm):
     """The single-path mixed ops, sampled by an LSTM controller that learns by REINFORCE on
-    validation accuracy (see the module docstring)."""
+    validation loss or accuracy after a warm-up of uniform paths (see the module docstring)."""
 
     name = "enas"
     uses_val = False  # the controller phase reads the validation split itself
@@ -170,26 +208,35 @@ class Enas(Algorithm):
     def step(
         cls, net: Supernet, state: Any, train: Batch, val: Any, cfg: Any
     ) -> tuple[float, float | None]:
-        """Returns (train loss, None) after one weight step of a path the controller drew."""
-        activate(net, cls._controller(net).arch(state.rng))
+        """Returns (train loss, None) after one weight step of a path the controller drew (a
+        uniform one during the warm-up epochs)."""
+        if state.epoch < warmup_epochs(cfg):
+            activate(net, net.space.search_space().sample(state.rng))
+        else:
+            activate(net, cls._controller(net).arch(state.rng))
         return weight_step(net, state.opt_w, train, cfg), None
 
     @classmethod
     def after_epoch(cls, net: Supernet, state: Any, split: Any, cfg: Any) -> dict[str, Any]:
         """Returns the controller phase's mean reward and entropy, after ``controller_steps``
-        REINFORCE steps on validation batches."""
+        REINFORCE steps on validation batches (none before the warm-up's last epoch ends:
+        reward None, the untrained controller's entropy)."""
         ctrl = cls._controller(net)
+        if state.epoch + 1 < warmup_epochs(cfg):
+            with torch.no_grad():
+                return {"reward": None, "entropy": float(ctrl.sample(None)[2])}
         rewards: list[float] = []
         entropies: list[float] = []
-        val_iter = batches(split.val, cfg.batch_size, state.g)
+        size = cfg.controller_batch or cfg.batch_size
+        val_iter = batches(split.val, size, state.g)
         for _ in range(cfg.controller_steps):
             batch = next(val_iter, None)
             if batch is None:
-                val_iter = batches(split.val, cfg.batch_size, state.g)
+                val_iter = batches(split.val, size, state.g)
                 batch = next(val_iter)
             positions, log_p, entropy = ctrl.sample(state.rng)
             activate(net, ctrl.space.from_index(positions))
-            reward = _batch_accuracy(net, batch)
+            reward = _reward(net, batch, cfg.controller_reward)
             advantage = ctrl.baseline.advantage(reward)
             loss = -(advantage * log_p + cfg.entropy_weight * entropy)
             loss.backward()
@@ -209,27 +256,31 @@ class Enas(Algorithm):
 
     @classmethod
     def finish(cls, net: Supernet, split: Any, cfg: Any) -> tuple[Arch, list[tuple[Arch, float]]]:
-        """Returns the best of ``final_samples`` architectures drawn from the controller
-        (validation accuracy, inherited weights, recalibrated batch norm) and every one
-        scored."""
+        """Returns the best of ``final_samples`` architectures drawn from the controller (by the
+        ``controller_reward`` on the whole validation split: inherited weights, recalibrated
+        batch norm) and every one scored with its validation accuracy."""
         ctrl = cls._controller(net)
         rng = random.Random(cfg.seed)
-        seen: dict[str, float] = {}
+        seen: set[str] = set()
         history: list[tuple[Arch, float]] = []
+        scores: list[float] = []
         for _ in range(cfg.final_samples):
             arch = ctrl.arch(rng)
             key = arch_id(arch)
             if key in seen:
                 continue
+            seen.add(key)
             activate(net, arch)
             recalibrate_bn(net, split.train, cfg.batch_size, cfg.bn_batches, cfg.seed)
-            seen[key] = accuracy(net, split.val)
-            history.append((arch, seen[key]))
-        best, score = max(history, key=lambda h: h[1])
+            acc, neg_loss = _val_scores(net, split.val)
+            history.append((arch, acc))
+            scores.append(acc if cfg.controller_reward == "accuracy" else neg_loss)
+        i = max(range(len(history)), key=lambda j: scores[j])
         logger.info(
-            "enas: %d distinct of %d samples scored, best val acc %.4f",
+            "enas: %d distinct of %d samples scored, best by %s: val acc %.4f",
             len(history),
             cfg.final_samples,
-            score,
+            cfg.controller_reward,
+            history[i][1],
         )
-        return best, history
+        return history[i][0], history

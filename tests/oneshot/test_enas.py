@@ -15,8 +15,10 @@ from nasforge.cli import main
 from nasforge.errors import ConfigError
 from nasforge.oneshot import search, supernet
 from nasforge.oneshot.cmp import check_parallel
-from nasforge.oneshot.enas import Controller
+from nasforge.oneshot.common import SearchConfig
+from nasforge.oneshot.enas import Controller, Enas, warmup_epochs
 from nasforge.oneshot.runner import OneShot
+from nasforge.oneshot.search import initial_state
 from nasforge.run.export import load_model
 from nasforge.run.store import Store
 from tests.runwait import wait_for_run
@@ -68,8 +70,9 @@ def test_controller_samples_inside_the_space_and_repeats_with_the_seed() -> None
 
 
 def test_enas_learns_to_prefer_the_useful_op() -> None:
-    """After a short search the controller gives the useful op clearly more probability than
-    the op that throws the input away (it starts near one half), and picks it."""
+    """After a short search (the default warm-up: two uniform epochs of four) the controller
+    gives the useful op clearly more probability than the op that throws the input away (it
+    starts near one half), and picks it; its reward grows."""
     start = supernet(TwoOps(), "enas").arch_weights()["op"]
     assert abs(start[1] - 0.5) < 0.1
     res = search(
@@ -79,7 +82,30 @@ def test_enas_learns_to_prefer_the_useful_op() -> None:
     p_linear = res.history[-1]["arch_weights"]["op"][1]
     assert p_linear > 0.75, res.history[-1]
     assert res.arch["op"] == "linear"
-    assert res.history[-1]["reward"] > res.history[0]["reward"]
+    rewards = [r["reward"] for r in res.history]
+    assert rewards[0] is None  # the first of the two warm-up epochs trains uniform paths only
+    assert rewards[-1] > rewards[1], rewards
+
+
+def test_enas_warmup_trains_uniform_paths_and_leaves_the_controller_alone() -> None:
+    """During the warm-up the controller takes no step (its weights stay bitwise, rows carry
+    no reward); by default the warm-up is half the epochs; an accuracy reward lies in [0, 1],
+    a loss reward (minus a cross-entropy) below 0."""
+    data = _data()
+    kw = {"batch_size": 32, "progress": "off", "controller_steps": 5, "final_samples": 3}
+    cfg = SearchConfig(epochs=2, warmup_epochs=3, batch_size=32, controller_steps=5)
+    policy = initial_state(TwoOps(), Enas, data, cfg)[1].net.policy
+    start = {k: v.clone() for k, v in policy.state_dict().items()}
+    res = search(TwoOps(), "enas", data, epochs=2, warmup_epochs=3, **kw)
+    after = res.supernet.policy.state_dict()
+    assert all(torch.equal(start[k], after[k]) for k in start if torch.is_tensor(start[k]))
+    assert [r["reward"] for r in res.history] == [None, None]
+    assert TwoOps().search_space().validate(res.arch) == res.arch
+    assert warmup_epochs(SearchConfig(epochs=5)) == 2
+    assert warmup_epochs(SearchConfig(epochs=5, warmup_epochs=0)) == 0
+    acc = search(TwoOps(), "enas", data, epochs=1, controller_reward="accuracy", **kw)
+    loss = search(TwoOps(), "enas", data, epochs=1, controller_batch=64, **kw)
+    assert 0 <= acc.history[0]["reward"] <= 1 and loss.history[0]["reward"] < 0
 
 
 def test_enas_settings_are_checked() -> None:
@@ -89,6 +115,12 @@ def test_enas_settings_are_checked() -> None:
         OneShot("enas", final_samples=0)
     with pytest.raises(ConfigError, match="controller_lr"):
         OneShot("enas", controller_lr=0.0)
+    with pytest.raises(ConfigError, match="warmup_epochs must be an int >= 0"):
+        OneShot("enas", warmup_epochs=-1)
+    with pytest.raises(ConfigError, match="controller_reward must be 'loss'"):
+        OneShot("enas", controller_reward="acc")
+    with pytest.raises(ConfigError, match="controller_batch must be an int >= 1"):
+        OneShot("enas", controller_batch=0)
     with pytest.raises(ConfigError, match="did you mean 'enas'"):
         OneShot("enass")
     with pytest.raises(ConfigError, match="architecture gradients"):  # no model-parallel ENAS
