@@ -188,8 +188,11 @@ def supernet_job(
     sn = {**sn, "epochs": algorithm_epochs(sn, len(train[0]), algorithm)}
     cfg = config(sn, seed)
     t0 = time.perf_counter()
-    space = space_of(recipe)
+    # the space module initialises the candidates' weights, which the supernet inherits: seed
+    # first (seeded after it, the initial weights came from whatever state the worker's global
+    # generator was left in, and SPOS's and few-shot's scores differed between identical runs)
     torch.manual_seed(seed)
+    space = space_of(recipe)
     out: dict[str, Any] = {"pick": None, "pick_constrained": None}
     steps = _steps(sn, len(train[0]))
     allowed = lambda a: param_count(recipe, a, base) <= budget  # noqa: E731
