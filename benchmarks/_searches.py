@@ -43,6 +43,8 @@ from nasforge.oneshot.fewshot import (
     train_single_path,
     uniform_paths,
 )
+from nasforge.oneshot.spos import activate
+from nasforge.oneshot.spos import recalibrate_bn as spos_recalibrate
 from nasforge.parallel.fair_sampler import FairSampler
 from nasforge.proxies import list_proxies, score_arch
 from nasforge.space.search_space import Arch
@@ -56,6 +58,7 @@ __all__ = [
     "algorithm_epochs",
     "ALGORITHMS",
     "RANK_ONLY",
+    "HYBRID_REFERENCE",
     "supernet_job",
     "proxy_job",
     "retrain_job",
@@ -90,6 +93,8 @@ EPOCH_COST = {"darts": 2.4, "nasb": 1.3, "sandwich": 4.0}
 #: searches (each with >= 5 seeds) and the estimators that only rank
 ALGORITHMS = ("spos", "fewshot", "darts", "nasb", "proxy")
 RANK_ONLY = ("fairnas", "sandwich")
+#: uniform architectures whose scores set hybrid+evolution's scale
+HYBRID_REFERENCE = 50
 
 
 def config(sn: dict[str, Any], seed: int) -> SearchConfig:
@@ -171,6 +176,49 @@ def _strength_pick(net: Any, recipe: dict, budget: int, base: int) -> Arch:
     return max(ok, key=logp)
 
 
+def _hybrid_fitness(few: FewShot, space: Any, train: tuple, val: tuple, cfg: SearchConfig) -> Any:
+    """Returns ``fitness(arch, score)`` of hybrid+evolution: the mean of the shares of a
+    reference sample (``HYBRID_REFERENCE`` uniform architectures) that the architecture beats by
+    its supernet score (minus the validation loss) and by synflow at initialisation (first 64
+    training examples, weights seeded with the search seed): a rank aggregation on a fixed
+    scale."""
+    rng = random.Random(cfg.seed)
+    x, y = train[0][:64], train[1][:64]
+    ref = [space.search_space().sample(rng) for _ in range(HYBRID_REFERENCE)]
+
+    def supernet_score(arch: Arch) -> float:
+        net = few.net_for(arch)
+        activate(net, arch)
+        spos_recalibrate(net, train, cfg.batch_size, cfg.bn_batches, cfg.seed)
+        return -_val_loss(net, val)
+
+    ref_sup = [supernet_score(a) for a in ref]
+    ref_syn = [score_arch(space, a, "synflow", x, y, cfg.seed) for a in ref]
+
+    def fitness(arch: Arch, score: float) -> float:
+        syn = score_arch(space, arch, "synflow", x, y, cfg.seed)
+        beats = sum(r < score for r in ref_sup) + sum(r < syn for r in ref_syn)
+        return beats / (2 * len(ref))
+
+    return fitness
+
+
+def _variant_picks(
+    few: FewShot, space: Any, train: tuple, val: tuple, cfg: SearchConfig, allowed: Any, algo: str
+) -> dict[str, list[Arch]]:
+    """Returns name -> [pick, constrained pick] of the selection remedies on the same supernet:
+    ``<algo>_loss`` (evolution on minus the validation loss) and ``hybrid_<algo>`` (evolution on
+    :func:`_hybrid_fitness`)."""
+    out = {}
+    fit = _hybrid_fitness(few, space, train, val, cfg)
+    for name, kw in ((f"{algo}_loss", {}), (f"hybrid_{algo}", {"fitness": fit})):
+        out[name] = [
+            canonical_arch(evolve_fewshot(few, train, val, cfg, ok, "loss", **kw)[0])
+            for ok in (None, allowed)
+        ]
+    return out
+
+
 def supernet_job(
     recipe: dict[str, Any],
     sn: dict[str, Any],
@@ -188,8 +236,11 @@ def supernet_job(
     sn = {**sn, "epochs": algorithm_epochs(sn, len(train[0]), algorithm)}
     cfg = config(sn, seed)
     t0 = time.perf_counter()
-    space = space_of(recipe)
+    # the space module initialises the candidates' weights, which the supernet inherits: seed
+    # first (seeded after it, the initial weights came from whatever state the worker's global
+    # generator was left in, and SPOS's and few-shot's scores differed between identical runs)
     torch.manual_seed(seed)
+    space = space_of(recipe)
     out: dict[str, Any] = {"pick": None, "pick_constrained": None}
     steps = _steps(sn, len(train[0]))
     allowed = lambda a: param_count(recipe, a, base) <= budget  # noqa: E731
@@ -219,6 +270,7 @@ def supernet_job(
             out["pick_constrained"] = canonical_arch(
                 evolve_fewshot(few, train, val, cfg, allowed)[0]
             )
+            out["extra_picks"] = _variant_picks(few, space, train, val, cfg, allowed, algorithm)
     if archs is not None:
         per_cal, neg_loss = _score(extract, archs, train, val, cfg, sn.get("calibrations", 1))
         out["scores"] = [sum(v) / len(v) for v in zip(*per_cal)]

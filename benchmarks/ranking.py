@@ -202,6 +202,10 @@ def run(
         picks = {(a, s, c): done[(a, s)]["pick_constrained" if c else "pick"]
                  for (a, s) in done if a in ALGORITHMS and s in search_seeds
                  for c in (False, True)}  # fmt: skip
+        for (_, s), d in done.items():
+            for name, (free, con) in d.get("extra_picks", {}).items():
+                if s in search_seeds:  # selection remedies on the same supernet
+                    picks.update({(name, s, False): free, (name, s, True): con})
         if search_seeds:
             picks.update({("proxy", s, False): prox["picks"][s] for s in search_seeds})
             picks.update({("proxy", s, True): prox["constrained"][s] for s in search_seeds})

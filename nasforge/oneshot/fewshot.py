@@ -46,6 +46,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+#: what evolution is told of an architecture ``allowed`` rejects (finite, below any score)
+_REJECTED = -1e9
 
 
 @dataclass
@@ -146,11 +148,22 @@ def evolve_fewshot(
     val: Batch,
     cfg: SearchConfig,
     allowed: Callable[[Arch], bool] | None = None,
+    metric: str = "accuracy",
+    fitness: Callable[[Arch, float], float] | None = None,
 ) -> tuple[Arch, list[tuple[Arch, float]]]:
     """Returns the best architecture of a regularized evolution (``cfg``'s population, cycles,
-    tournament and seed) scored by validation accuracy in its own sub-supernet (batch norm
-    recalibrated on ``cfg.bn_batches`` training batches), and every evaluation. Architectures
-    ``allowed`` rejects score -1."""
+    tournament and seed) scored on validation data in its own sub-supernet (batch norm
+    recalibrated on ``cfg.bn_batches`` training batches), and every evaluation. The score is
+    the ``metric``: ``"accuracy"`` or ``"loss"`` (minus the cross-entropy, a finer score of the
+    same weights); ``fitness(arch, score)``, when given, turns it into what evolution ranks
+    (e.g. a rank aggregation with a zero-cost proxy). Architectures ``allowed`` rejects score
+    ``-1e9``, below any score.
+
+    Raises:
+        ConfigError: an unknown ``metric``.
+    """
+    if metric not in ("accuracy", "loss"):
+        raise ConfigError(f"metric must be 'accuracy' or 'loss', got {metric!r}")
     space = next(iter(few.subnets.values())).space.search_space()
     strategy = RegularizedEvolution(cfg.population, min(cfg.sample_size, cfg.population),
                                     cfg.seed)  # fmt: skip
@@ -163,13 +176,27 @@ def evolve_fewshot(
         key = arch_id(arch)
         if key not in seen:
             if allowed is not None and not allowed(arch):
-                seen[key] = -1.0
+                seen[key] = _REJECTED
             else:
                 net = few.net_for(arch)
                 activate(net, arch)
                 recalibrate_bn(net, train, cfg.batch_size, cfg.bn_batches, cfg.seed)
-                seen[key] = accuracy(net, val)
+                score = accuracy(net, val) if metric == "accuracy" else -_loss(net, val)
+                seen[key] = score if fitness is None else fitness(arch, score)
                 history.append((arch, seen[key]))
         strategy.tell(arch, seen[key])
     best = max(history, key=lambda h: h[1])[0] if history else space.default()
     return best, history
+
+
+@torch.no_grad()
+def _loss(net: nn.Module, val: Batch, batch_size: int = 1024) -> float:
+    """Returns the mean cross-entropy of ``net`` in eval mode on ``val`` (mode restored)."""
+    was = net.training
+    net.eval()
+    total = 0.0
+    for i in range(0, len(val[0]), batch_size):
+        x, y = val[0][i : i + batch_size], val[1][i : i + batch_size]
+        total += float(nn.functional.cross_entropy(net(x), y, reduction="sum"))
+    net.train(was)
+    return total / len(val[0])
