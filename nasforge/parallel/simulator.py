@@ -126,6 +126,9 @@ class _Stage:
     cache: LayerCache[Layer] | None = None
     ready_at: dict[Layer, float] = field(default_factory=dict)  # when a copy lands
     copy_free: float = 0.0
+    #: a task started and its end not yet taken: at the same instant another event may come
+    #: first, and the stage must not start the next task before it releases this one's layers
+    running: bool = False
 
 
 def _check(policy: str, n_stages: int, subnets: Sequence[Subnet], window: int) -> None:
@@ -317,7 +320,7 @@ class _Simulation:
 
     def try_start(self, k: int, now: float) -> None:
         st = self.stages[k]
-        if st.free_at > now:
+        if st.running or st.free_at > now:
             return
         seq, backward, tasks = self.next_task(k)
         if seq < 0:
@@ -334,7 +337,7 @@ class _Simulation:
         dur = self.cost_b[seq][k] if backward else self.cost_f[seq][k]
         end = begin + dur
         self.res.busy[k] += dur
-        st.free_at = end
+        st.free_at, st.running = end, True
         if self.record_trace and not backward:
             self.res.trace.extend((layer, seq, "R") for layer in sorted(task_layers))
         self.push(end, k, "bdone" if backward else "fdone", seq)
@@ -382,7 +385,9 @@ class _Simulation:
                 st.fwd_queue.append(seq)
             elif kind == "bwd":
                 st.bwd_ready.append(seq)
-            elif kind == "fdone":
+            if kind in ("fdone", "bdone"):
+                st.running = False
+            if kind == "fdone":
                 st.forwarded.append(seq)
                 if k + 1 < self.n_stages:
                     self.push(now + self.comm, k + 1, "fwd", seq)

@@ -134,3 +134,31 @@ def test_floor_is_tight_without_sharing_and_binding_with_it() -> None:
     same = [(0, 0)] * 8  # every subnet waits for the previous one's backward: no overlap
     assert abs(bubble_floor(same, part, fwd, bwd) - 0.5) < 1e-9
     assert simulate(same, part, fwd, bwd, "csp").bubble_ratio >= 0.5 - 1e-9
+
+
+def test_a_stage_starts_its_next_task_only_after_releasing_the_last_ones_layers() -> None:
+    """A task ending at the same instant as another event: the stage must take its end (and
+    unpin its layers) before starting the next, or a mirrored stage's cache of 3 layers holds
+    two tasks' pins and refuses a budget that fits (found by the property test above)."""
+    p = {
+        "subnets": [
+            (0, 2, 2, 2),
+            (2, 0, 2, 2),
+            (0, 0, 2, 1),
+            (1, 1, 0, 0),
+            (1, 0, 1, 1),
+            (0, 0, 1, 1),
+        ],  # fmt: skip
+        "partition": (range(0, 2), range(2, 3), range(3, 4)),
+        "fwd": [[1, 3, 4], [2, 4, 1], [2, 4, 3], [1, 2, 4]],
+        "bwd": [[5, 3, 4], [1, 3, 5], [2, 1, 3], [1, 3, 5]],
+        "swap": [[2, 3, 3], [1, 4, 2], [1, 3, 4], [1, 5, 1]],
+        "window": 6,
+        "comm": 2,
+    }
+    a = (range(0, 1), range(1, 3), range(3, 4))
+    b = (range(0, 1), range(1, 2), range(2, 4))
+    c = (range(0, 2), range(2, 3), range(3, 4))
+    per_subnet = [a, b, c, b, b, c]
+    res = simulate(policy="csp", record_trace=True, per_subnet=per_subnet, **p)
+    assert layer_orders(res.trace) == layer_orders(sequential_trace(p["subnets"]))
