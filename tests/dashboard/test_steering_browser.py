@@ -48,7 +48,9 @@ def test_a_failed_trial_s_log_shows_beside_its_architecture(browser: Any, tmp_pa
             "the failed trial's log",
         )
         assert "trial of case broken says hello" in _text(log, "#trial-log")
-        assert "case" in _text(browser, "#decision-view")  # the architecture beside it
+        # the architecture beside it (read through wait_for: the view may still re-render,
+        # which makes an element read a moment earlier stale)
+        wait_for(browser, lambda b: "case" in _text(b, "#decision-view"), "the decisions")
         assert not browser.find_elements(By.ID, "nf-control-panel")
     finally:
         server.stop()
