@@ -19,7 +19,7 @@ choices, and :class:`SinglePath` is the plain supernet built from them.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -33,6 +33,7 @@ __all__ = [
     "WeightSharing",
     "recalibrate_bn",
     "accuracy",
+    "accuracy_and_loss",
     "SinglePath",
     "PathLayer",
     "PathInput",
@@ -83,6 +84,22 @@ def recalibrate_bn(
         bn.momentum = m
 
 
+def _batched(
+    data: tuple[torch.Tensor, torch.Tensor] | Iterable[tuple[torch.Tensor, torch.Tensor]],
+    batch_size: int,
+    device: str | torch.device | None,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Returns the batches of ``data`` (an ``(x, y)`` pair of tensors, cut into batches of
+    ``batch_size``, or an iterable of batches), moved to ``device`` when one is given."""
+    if isinstance(data, tuple) and len(data) == 2 and isinstance(data[0], torch.Tensor):
+        xs, ys = data
+        data = (
+            (xs[i : i + batch_size], ys[i : i + batch_size]) for i in range(0, len(xs), batch_size)
+        )
+    for x, y in data:
+        yield (x, y) if device is None else (x.to(device), y.to(device))
+
+
 @torch.no_grad()
 def accuracy(
     model: nn.Module,
@@ -95,19 +112,36 @@ def accuracy(
     mode is restored afterwards."""
     was = model.training
     model.eval()
-    if isinstance(data, tuple) and len(data) == 2 and isinstance(data[0], torch.Tensor):
-        xs, ys = data  # names of their own: the loop below rebinds x and y as it reads batches
-        data = (
-            (xs[i : i + batch_size], ys[i : i + batch_size]) for i in range(0, len(xs), batch_size)
-        )
     correct = total = 0
-    for x, y in data:
-        if device is not None:
-            x, y = x.to(device), y.to(device)
+    for x, y in _batched(data, batch_size, device):
         correct += int((model(x).argmax(-1) == y).sum())
         total += len(y)
     model.train(was)
     return correct / max(1, total)
+
+
+@torch.no_grad()
+def accuracy_and_loss(
+    model: nn.Module,
+    data: tuple[torch.Tensor, torch.Tensor] | Iterable[tuple[torch.Tensor, torch.Tensor]],
+    batch_size: int = 256,
+    device: str | torch.device | None = None,
+) -> tuple[float, float]:
+    """Returns (top-1 accuracy, mean cross-entropy) of a classifier ``model`` in eval mode on
+    ``data``, from one pass (as :func:`accuracy` reads it); the module's mode is restored
+    afterwards."""
+    was = model.training
+    model.eval()
+    correct = total = 0
+    loss = 0.0
+    for x, y in _batched(data, batch_size, device):
+        out = model(x)
+        correct += int((out.argmax(-1) == y).sum())
+        loss += float(nn.functional.cross_entropy(out, y, reduction="sum"))
+        total += len(y)
+    model.train(was)
+    n = max(1, total)
+    return correct / n, loss / n
 
 
 # -- the single-path supernet ------------------------------------------------------------------

@@ -47,6 +47,7 @@ from nasforge.oneshot.spos import SposInput, SposLayer, SposRepeat, activate, re
 from nasforge.oneshot.supernet import Algorithm, Supernet, frozen_bn_stats
 from nasforge.space.search_space import Arch, SearchSpace, arch_id
 from nasforge.strategy.base import RewardBaseline
+from nasforge.weightsharing import accuracy_and_loss
 
 __all__ = ["Enas", "Controller", "warmup_epochs"]
 
@@ -162,22 +163,6 @@ def _reward(net: Supernet, batch: Batch, kind: str) -> float:
         return -float(nn.functional.cross_entropy(out, y))
 
 
-def _val_scores(net: Supernet, val: Batch, batch_size: int = 256) -> tuple[float, float]:
-    """Returns (accuracy, minus mean cross-entropy) of the active path on ``val`` in eval mode."""
-    was = net.training
-    net.eval()
-    correct, loss = 0, 0.0
-    with torch.no_grad():
-        for i in range(0, len(val[0]), batch_size):
-            x, y = val[0][i : i + batch_size], val[1][i : i + batch_size]
-            out = net(x)
-            correct += int((out.argmax(-1) == y).sum())
-            loss += float(nn.functional.cross_entropy(out, y, reduction="sum"))
-    net.train(was)
-    n = max(1, len(val[0]))
-    return correct / n, -loss / n
-
-
 class Enas(Algorithm):
     """The single-path mixed ops, sampled by an LSTM controller that learns by REINFORCE on
     validation loss or accuracy after a warm-up of uniform paths (see the module docstring)."""
@@ -272,9 +257,9 @@ class Enas(Algorithm):
             seen.add(key)
             activate(net, arch)
             recalibrate_bn(net, split.train, cfg.batch_size, cfg.bn_batches, cfg.seed)
-            acc, neg_loss = _val_scores(net, split.val)
+            acc, loss = accuracy_and_loss(net, split.val)
             history.append((arch, acc))
-            scores.append(acc if cfg.controller_reward == "accuracy" else neg_loss)
+            scores.append(acc if cfg.controller_reward == "accuracy" else -loss)
         i = max(range(len(history)), key=lambda j: scores[j])
         logger.info(
             "enas: %d distinct of %d samples scored, best by %s: val acc %.4f",

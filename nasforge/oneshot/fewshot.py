@@ -35,6 +35,7 @@ from nasforge.oneshot.spos import activate, recalibrate_bn
 from nasforge.oneshot.supernet import Supernet
 from nasforge.space.search_space import Arch, arch_id
 from nasforge.strategy import RegularizedEvolution
+from nasforge.weightsharing import accuracy_and_loss
 
 __all__ = [
     "FewShot",
@@ -181,22 +182,10 @@ def evolve_fewshot(
                 net = few.net_for(arch)
                 activate(net, arch)
                 recalibrate_bn(net, train, cfg.batch_size, cfg.bn_batches, cfg.seed)
-                score = accuracy(net, val) if metric == "accuracy" else -_loss(net, val)
+                score = (accuracy(net, val) if metric == "accuracy"
+                         else -accuracy_and_loss(net, val, 1024)[1])  # fmt: skip
                 seen[key] = score if fitness is None else fitness(arch, score)
                 history.append((arch, seen[key]))
         strategy.tell(arch, seen[key])
     best = max(history, key=lambda h: h[1])[0] if history else space.default()
     return best, history
-
-
-@torch.no_grad()
-def _loss(net: nn.Module, val: Batch, batch_size: int = 1024) -> float:
-    """Returns the mean cross-entropy of ``net`` in eval mode on ``val`` (mode restored)."""
-    was = net.training
-    net.eval()
-    total = 0.0
-    for i in range(0, len(val[0]), batch_size):
-        x, y = val[0][i : i + batch_size], val[1][i : i + batch_size]
-        total += float(nn.functional.cross_entropy(net(x), y, reduction="sum"))
-    net.train(was)
-    return total / len(val[0])
