@@ -119,15 +119,16 @@ def layer_orders(trace: Sequence[Access]) -> dict[Layer, list[tuple[int, str]]]:
 class _Stage:
     fwd_queue: list[int] = field(default_factory=list)  # arrived forwards, arrival order
     bwd_ready: list[int] = field(default_factory=list)  # arrived backwards, arrival order
-    free_at: float = 0.0
     finished: FinishedList = field(default_factory=FinishedList)
     forwarded: list[int] = field(default_factory=list)  # forwarded here, backward pending
     bulk_done: list[int] = field(default_factory=list)  # bsp: backwards done in this bulk
     cache: LayerCache[Layer] | None = None
     ready_at: dict[Layer, float] = field(default_factory=dict)  # when a copy lands
     copy_free: float = 0.0
-    #: a task started and its end not yet taken: at the same instant another event may come
-    #: first, and the stage must not start the next task before it releases this one's layers
+    #: a task started and its end event not yet taken. Events come in time order, so once it
+    #: is False the last task has ended; and at the instant it ends another event may come
+    #: first, before which the stage must not start its next task (the last one's layers are
+    #: still pinned)
     running: bool = False
 
 
@@ -320,7 +321,7 @@ class _Simulation:
 
     def try_start(self, k: int, now: float) -> None:
         st = self.stages[k]
-        if st.running or st.free_at > now:
+        if st.running:
             return
         seq, backward, tasks = self.next_task(k)
         if seq < 0:
@@ -337,7 +338,7 @@ class _Simulation:
         dur = self.cost_b[seq][k] if backward else self.cost_f[seq][k]
         end = begin + dur
         self.res.busy[k] += dur
-        st.free_at, st.running = end, True
+        st.running = True
         if self.record_trace and not backward:
             self.res.trace.extend((layer, seq, "R") for layer in sorted(task_layers))
         self.push(end, k, "bdone" if backward else "fdone", seq)
