@@ -11,7 +11,7 @@ partitions (model parallel, CMP) and replicas (``model_parallel=M, schedule="cmp
 """
 
 from nasforge.oneshot.cmp import cmp_search
-from nasforge.oneshot.common import SearchConfig, SearchResult
+from nasforge.oneshot.common import SearchConfig, SearchResult, activate, recalibrate_bn
 from nasforge.oneshot.dartsformer import RevSearchConfig, RevSearchResult, rev_search
 from nasforge.oneshot.peak_memory import peak_saved_bytes
 from nasforge.oneshot.reversible import (
@@ -22,7 +22,6 @@ from nasforge.oneshot.reversible import (
 )
 from nasforge.oneshot.runner import OneShot, OneShotExperiment, OneShotSearch
 from nasforge.oneshot.search import ALGORITHMS, SearchState, get_algorithm, search, supernet
-from nasforge.oneshot.spos import activate, recalibrate_bn
 from nasforge.oneshot.supernet import Algorithm, Supernet, inherit_weights
 
 __all__ = [

@@ -16,9 +16,11 @@ import torch
 from torch import nn
 
 from nasforge.errors import ConfigError
+from nasforge.proxies import get_proxy
 from nasforge.runtime.devices import check_device
 from nasforge.space.search_space import Arch
-from nasforge.weightsharing import accuracy
+from nasforge.weightsharing import accuracy, follow_path
+from nasforge.weightsharing import recalibrate_bn as ws_recalibrate_bn
 
 __all__ = [
     "SearchConfig",
@@ -31,9 +33,13 @@ __all__ = [
     "arch_step",
     "weight_step",
     "accuracy",
+    "activate",
+    "recalibrate_bn",
 ]
 
 Batch = tuple[torch.Tensor, torch.Tensor]
+#: what ``SearchConfig.selection`` may name (nasforge/oneshot/selection.py)
+SELECTIONS = ("hybrid", "loss", "accuracy")
 
 
 @dataclass
@@ -66,6 +72,12 @@ class SearchConfig:
     warmup_epochs: int | None = None
     controller_reward: str = "loss"  # "loss": minus validation cross-entropy; "accuracy"
     controller_batch: int | None = None  # validation examples per reward; None: batch_size
+    # how SPOS's and few-shot's evolution and ENAS's pick compare candidates with inherited
+    # weights (nasforge/oneshot/selection.py): "hybrid" (supernet loss + zero-cost proxy),
+    # "loss" or "accuracy" (the SPOS paper's)
+    selection: str = "hybrid"
+    selection_proxy: str = "synflow"  # the hybrid's zero-cost proxy (nasforge.proxies)
+    selection_reference: int = 50  # uniform architectures that set the hybrid's scale
     # where the supernet and the data live during the search: "cpu", "cuda" or "cuda:N"
     device: str = "cpu"
     # ProxylessNAS's expected-latency term (nasforge/oneshot/proxyless.py); latencies in ms of
@@ -101,6 +113,7 @@ class SearchConfig:
                 f"{self.controller_steps} and {self.final_samples}"
             )
         self._check_controller()
+        self._check_selection()
         if not (self.controller_lr > 0 and self.entropy_weight >= 0):
             raise ConfigError(
                 f"ENAS needs controller_lr > 0 and entropy_weight >= 0, got "
@@ -125,6 +138,18 @@ class SearchConfig:
                 f"controller_batch must be an int >= 1 (validation examples per reward) or null "
                 f"for batch_size, got {b!r}"
             )
+
+    def _check_selection(self) -> None:
+        """Raises ConfigError on a bad selection, proxy or reference size."""
+        if self.selection not in SELECTIONS:
+            raise ConfigError(
+                f"selection must be one of {list(SELECTIONS)} (how candidates with inherited "
+                f"weights are compared), got {self.selection!r}"
+            )
+        get_proxy(self.selection_proxy)
+        r = self.selection_reference
+        if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+            raise ConfigError(f"selection_reference must be an int >= 1, got {r!r}")
 
     def _check_latency(self) -> None:
         """Raises ConfigError on a bad setting of the latency term."""
@@ -295,3 +320,18 @@ def weight_step(net: Any, opt: torch.optim.Optimizer, batch: Batch, cfg: SearchC
 def n_steps(split: Split, cfg: SearchConfig) -> int:
     """Returns the number of weight steps of the whole search."""
     return cfg.epochs * math.ceil(len(split.train[0]) / cfg.batch_size)
+
+
+def activate(net: Any, arch: Mapping[str, Any]) -> None:
+    """Makes the single-path supernet ``net`` compute the path of ``arch`` (the one walk of
+    :func:`nasforge.weightsharing.follow_path`)."""
+    follow_path(net.model, arch)
+
+
+def recalibrate_bn(net: nn.Module, data: Batch, batch_size: int, n_batches: int, seed: int) -> None:
+    """Re-estimates every batch norm's statistics of ``net`` (through the active path) from
+    the first ``n_batches`` of ``data`` shuffled with ``seed`` (see
+    :func:`nasforge.weightsharing.recalibrate_bn`)."""
+    g = torch.Generator().manual_seed(seed)
+    images = (x for i, (x, _) in zip(range(n_batches), batches(data, batch_size, g)))
+    ws_recalibrate_bn(net, images)

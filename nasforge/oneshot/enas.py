@@ -16,9 +16,10 @@ per epoch, as the paper does, after a warm-up::
                  A = R's advantage over a moving-average baseline
                  (:class:`~nasforge.strategy.base.RewardBaseline`, the ``rl`` strategy's)
     pick         ``final_samples`` architectures sampled from the trained controller, each
-                 scored once on the whole validation split by the same measure (loss or
-                 accuracy) with inherited weights (batch norm recalibrated on training
-                 batches, as SPOS's evolution scores); the best wins
+                 scored once on the whole validation split with inherited weights (batch norm
+                 recalibrated on training batches) and compared by ``selection``, as SPOS's
+                 evolution compares them (:mod:`nasforge.oneshot.selection`: by default the
+                 hybrid of supernet loss and a zero-cost proxy); the best wins
 
 Why the warm-up and the loss: a controller that steers from the first step locks on to cells
 of 1x1 convolutions, pooling and skips, whose paths give a stable accuracy while the shared
@@ -42,12 +43,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from nasforge.oneshot.common import Batch, batches, weight_step
-from nasforge.oneshot.spos import SposInput, SposLayer, SposRepeat, activate, recalibrate_bn
+from nasforge.oneshot.common import Batch, activate, batches, weight_step
+from nasforge.oneshot.selection import Selection, pick
+from nasforge.oneshot.selection import check as check_selection
+from nasforge.oneshot.spos import SposInput, SposLayer, SposRepeat
 from nasforge.oneshot.supernet import Algorithm, Supernet, frozen_bn_stats
-from nasforge.space.search_space import Arch, SearchSpace, arch_id
+from nasforge.space.search_space import Arch, SearchSpace
 from nasforge.strategy.base import RewardBaseline
-from nasforge.weightsharing import accuracy_and_loss
 
 __all__ = ["Enas", "Controller", "warmup_epochs"]
 
@@ -233,6 +235,11 @@ class Enas(Algorithm):
         return {"reward": sum(rewards) / n, "entropy": sum(entropies) / n}
 
     @classmethod
+    def prepare(cls, net: Supernet, split: Any, cfg: Any) -> None:
+        """Checks, before training, that the final pick's selection can score the space."""
+        check_selection(net.space, split.train, cfg)
+
+    @classmethod
     def current_arch(cls, net: Supernet) -> Arch:
         """Returns the controller's most likely architecture, activated."""
         arch = cls._controller(net).arch(None)
@@ -241,31 +248,16 @@ class Enas(Algorithm):
 
     @classmethod
     def finish(cls, net: Supernet, split: Any, cfg: Any) -> tuple[Arch, list[tuple[Arch, float]]]:
-        """Returns the best of ``final_samples`` architectures drawn from the controller (by the
-        ``controller_reward`` on the whole validation split: inherited weights, recalibrated
-        batch norm) and every one scored with its validation accuracy."""
+        """Returns the best of ``final_samples`` architectures drawn from the controller,
+        compared by ``cfg.selection`` (:mod:`nasforge.oneshot.selection`: inherited weights,
+        recalibrated batch norm, the whole validation split), and every distinct sample with
+        its validation accuracy."""
         ctrl = cls._controller(net)
         rng = random.Random(cfg.seed)
-        seen: set[str] = set()
-        history: list[tuple[Arch, float]] = []
-        scores: list[float] = []
-        for _ in range(cfg.final_samples):
-            arch = ctrl.arch(rng)
-            key = arch_id(arch)
-            if key in seen:
-                continue
-            seen.add(key)
-            activate(net, arch)
-            recalibrate_bn(net, split.train, cfg.batch_size, cfg.bn_batches, cfg.seed)
-            acc, loss = accuracy_and_loss(net, split.val)
-            history.append((arch, acc))
-            scores.append(acc if cfg.controller_reward == "accuracy" else -loss)
-        i = max(range(len(history)), key=lambda j: scores[j])
-        logger.info(
-            "enas: %d distinct of %d samples scored, best by %s: val acc %.4f",
-            len(history),
-            cfg.final_samples,
-            cfg.controller_reward,
-            history[i][1],
-        )
-        return history[i][0], history
+        samples = [ctrl.arch(rng) for _ in range(cfg.final_samples)]
+        sel = Selection(net.space, lambda arch: net, split.train, split.val, cfg)
+        best, history = pick(sel, samples)
+        n, acc = len(history), sel.inherited(best)[0]
+        logger.info("enas: %d distinct of %d samples scored, best by %s: val acc %.4f",
+                    n, cfg.final_samples, cfg.selection, acc)  # fmt: skip
+        return best, history

@@ -30,12 +30,11 @@ import torch
 from torch import nn
 
 from nasforge.errors import ConfigError
-from nasforge.oneshot.common import Batch, SearchConfig, accuracy, batches, weight_optimizer
-from nasforge.oneshot.spos import activate, recalibrate_bn
+from nasforge.oneshot import selection
+from nasforge.oneshot.common import Batch, SearchConfig, activate, batches, weight_optimizer
+from nasforge.oneshot.selection import Selection
 from nasforge.oneshot.supernet import Supernet
-from nasforge.space.search_space import Arch, arch_id
-from nasforge.strategy import RegularizedEvolution
-from nasforge.weightsharing import accuracy_and_loss
+from nasforge.space.search_space import Arch
 
 __all__ = [
     "FewShot",
@@ -47,8 +46,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-#: what evolution is told of an architecture ``allowed`` rejects (finite, below any score)
-_REJECTED = -1e9
 
 
 @dataclass
@@ -149,43 +146,12 @@ def evolve_fewshot(
     val: Batch,
     cfg: SearchConfig,
     allowed: Callable[[Arch], bool] | None = None,
-    metric: str = "accuracy",
-    fitness: Callable[[Arch, float], float] | None = None,
 ) -> tuple[Arch, list[tuple[Arch, float]]]:
     """Returns the best architecture of a regularized evolution (``cfg``'s population, cycles,
-    tournament and seed) scored on validation data in its own sub-supernet (batch norm
-    recalibrated on ``cfg.bn_batches`` training batches), and every evaluation. The score is
-    the ``metric``: ``"accuracy"`` or ``"loss"`` (minus the cross-entropy, a finer score of the
-    same weights); ``fitness(arch, score)``, when given, turns it into what evolution ranks
-    (e.g. a rank aggregation with a zero-cost proxy). Architectures ``allowed`` rejects score
-    ``-1e9``, below any score.
-
-    Raises:
-        ConfigError: an unknown ``metric``.
+    tournament and seed) and every evaluation with its validation accuracy: SPOS's evolution
+    (:func:`nasforge.oneshot.selection.evolve`, compared by ``cfg.selection``), each
+    architecture scored in its own sub-supernet. Architectures ``allowed`` rejects are not
+    scored and lose every tournament.
     """
-    if metric not in ("accuracy", "loss"):
-        raise ConfigError(f"metric must be 'accuracy' or 'loss', got {metric!r}")
-    space = next(iter(few.subnets.values())).space.search_space()
-    strategy = RegularizedEvolution(cfg.population, min(cfg.sample_size, cfg.population),
-                                    cfg.seed)  # fmt: skip
-    strategy.setup(space)
-    seen: dict[str, float] = {}
-    history: list[tuple[Arch, float]] = []
-    for _ in range(cfg.cycles):
-        arch = strategy.ask()
-        assert arch is not None  # regularized evolution is never exhausted
-        key = arch_id(arch)
-        if key not in seen:
-            if allowed is not None and not allowed(arch):
-                seen[key] = _REJECTED
-            else:
-                net = few.net_for(arch)
-                activate(net, arch)
-                recalibrate_bn(net, train, cfg.batch_size, cfg.bn_batches, cfg.seed)
-                score = (accuracy(net, val) if metric == "accuracy"
-                         else -accuracy_and_loss(net, val, 1024)[1])  # fmt: skip
-                seen[key] = score if fitness is None else fitness(arch, score)
-                history.append((arch, seen[key]))
-        strategy.tell(arch, seen[key])
-    best = max(history, key=lambda h: h[1])[0] if history else space.default()
-    return best, history
+    space = next(iter(few.subnets.values())).space
+    return selection.evolve(Selection(space, few.net_for, train, val, cfg), cfg, allowed)

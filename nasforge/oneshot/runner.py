@@ -46,10 +46,9 @@ import torch
 from nasforge.data import to_tensors
 from nasforge.errors import ConfigError, StoreError
 from nasforge.oneshot.cmp import DEFAULT_WORKERS, CMPSettings, check_parallel, cmp_search
-from nasforge.oneshot.common import Batch, SearchConfig, Split, accuracy, split_data
+from nasforge.oneshot.common import Batch, SearchConfig, Split, accuracy, recalibrate_bn, split_data
 from nasforge.oneshot.search import ALGORITHMS, SearchState, search
 from nasforge.oneshot.search import supernet as make_supernet
-from nasforge.oneshot.spos import recalibrate_bn
 from nasforge.oneshot.supernet import inherit_weights
 from nasforge.run.progress import Progress, fmt_time
 from nasforge.run.refs import materialize

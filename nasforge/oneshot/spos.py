@@ -4,26 +4,27 @@ Training: every step samples one architecture uniformly from the space and train
 (the sampled candidate of each LayerChoice, the sampled inputs of each InputChoice, the sampled
 number of blocks of each Repeat; a node's unchosen edges are not computed at all).
 
-Search: regularized evolution over the trained supernet; each candidate is scored by validation
-accuracy with inherited weights after its batch-norm statistics are recalibrated on training
-batches. The evolution is the engine's :class:`~nasforge.strategy.RegularizedEvolution`, driven
+Search: regularized evolution over the trained supernet; each candidate is scored with inherited
+weights on validation data after its batch-norm statistics are recalibrated on training
+batches, and compared by ``selection`` (:mod:`nasforge.oneshot.selection`: by default a hybrid
+of the supernet's loss and a zero-cost proxy; ``accuracy`` is the paper's). The evolution is
+the engine's :class:`~nasforge.strategy.RegularizedEvolution`, driven
 by ask/tell on arch dicts exactly as an experiment drives it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-from torch import nn
 
-from nasforge import weightsharing
-from nasforge.oneshot.common import Batch, accuracy, batches, weight_step
+from nasforge.oneshot import selection
+from nasforge.oneshot.common import Batch, activate, recalibrate_bn, weight_step
+from nasforge.oneshot.selection import Selection
 from nasforge.oneshot.supernet import Algorithm, MixedInput, MixedLayer, MixedRepeat, Supernet
-from nasforge.space.search_space import Arch, arch_id
-from nasforge.strategy import RegularizedEvolution
+from nasforge.space.search_space import Arch
 from nasforge.weightsharing import PathInput, PathLayer, PathRepeat
 
 __all__ = [
@@ -104,6 +105,11 @@ class Spos(Algorithm):
         return weight_step(net, state.opt_w, train, cfg), None
 
     @classmethod
+    def prepare(cls, net: Supernet, split: Any, cfg: Any) -> None:
+        """Checks, before training, that the selection can score the space."""
+        selection.check(net.space, split.train, cfg)
+
+    @classmethod
     def current_arch(cls, net: Supernet) -> Arch:
         """Returns the space's default architecture, activated (SPOS has no argmax)."""
         arch = net.space.search_space().default()
@@ -114,68 +120,24 @@ class Spos(Algorithm):
     def finish(cls, net: Supernet, split: Any, cfg: Any) -> tuple[Arch, list[tuple[Arch, float]]]:
         """Returns the best architecture of an evolution over the trained supernet, and every
         architecture it scored."""
-        arch, _, history = evolve(
-            net,
-            split.train,
-            split.val,
-            population=cfg.population,
-            cycles=cfg.cycles,
-            sample_size=cfg.sample_size,
-            batch_size=cfg.batch_size,
-            bn_batches=cfg.bn_batches,
-            seed=cfg.seed,
-        )
+        arch, _, history = evolve(net, split.train, split.val, cfg)
         return arch, history
-
-
-def activate(net: Supernet, arch: Mapping[str, Any]) -> None:
-    """Makes the supernet compute the single path of ``arch`` (the one walk of
-    :func:`nasforge.weightsharing.follow_path`)."""
-    weightsharing.follow_path(net.model, arch)
-
-
-def recalibrate_bn(net: nn.Module, data: Batch, batch_size: int, n_batches: int, seed: int) -> None:
-    """Re-estimates every batch norm's statistics of ``net`` (through the active path) from
-    the first ``n_batches`` of ``data`` shuffled with ``seed`` (see
-    :func:`nasforge.weightsharing.recalibrate_bn`)."""
-    g = torch.Generator().manual_seed(seed)
-    images = (x for i, (x, _) in zip(range(n_batches), batches(data, batch_size, g)))
-    weightsharing.recalibrate_bn(net, images)
 
 
 def evolve(
     net: Supernet,
     train: Batch,
     val: Batch,
-    *,
-    population: int,
-    cycles: int,
-    sample_size: int,
-    batch_size: int,
-    bn_batches: int,
-    seed: int,
+    cfg: Any,
+    allowed: Callable[[Arch], bool] | None = None,
 ) -> tuple[Arch, float, list[tuple[Arch, float]]]:
-    """Returns the best architecture found by evolution over the trained supernet, its
-    validation accuracy (inherited weights, recalibrated batch norm) and every evaluation.
+    """Returns the best architecture found by evolution over the trained supernet (compared by
+    ``cfg.selection``, :mod:`nasforge.oneshot.selection`), its validation accuracy (inherited
+    weights, recalibrated batch norm) and every evaluation with its validation accuracy.
 
-    Invariants: ``cycles`` asks and tells of a seeded regularized evolution (a tournament of
-    ``min(sample_size, population)``); an architecture asked again is scored once.
+    Invariants: ``cfg.cycles`` asks and tells of a seeded regularized evolution (a tournament
+    of ``min(sample_size, population)``); an architecture asked again is scored once.
     """
-    space = net.space.search_space()
-    strategy = RegularizedEvolution(population, min(sample_size, population), seed)
-    strategy.setup(space)
-    seen: dict[str, float] = {}
-    history: list[tuple[Arch, float]] = []
-    for _ in range(cycles):
-        arch = strategy.ask()
-        assert arch is not None  # regularized evolution is never exhausted
-        key = arch_id(arch)
-        if key not in seen:
-            activate(net, arch)
-            recalibrate_bn(net, train, batch_size, bn_batches, seed)
-            seen[key] = accuracy(net, val)
-            history.append((arch, seen[key]))
-        strategy.tell(arch, seen[key])
-    best, score = max(history, key=lambda h: h[1])
-    logger.info("spos evolution: %d evaluations, best val acc %.4f", len(history), score)
-    return best, score, history
+    sel = Selection(net.space, lambda arch: net, train, val, cfg)
+    best, history = selection.evolve(sel, cfg, allowed)
+    return best, sel.inherited(best)[0], history

@@ -18,6 +18,7 @@ import random
 from typing import Any
 
 import torch
+from torch.nn.parameter import is_lazy
 
 from nasforge.errors import ConfigError
 from nasforge.proxies.scores import Proxy, get_proxy
@@ -36,7 +37,8 @@ def score_arch(
     seed: int = 0,
 ) -> float:
     """Returns ``proxy`` of ``arch`` frozen from ``space`` with its weights initialised from
-    ``seed`` (the global random state is restored afterwards).
+    ``seed`` (the global random state is restored afterwards; lazy modules are shaped by one
+    eval-mode pass of the first input).
 
     Raises:
         ArchitectureError: ``arch`` is not in ``space``.
@@ -46,6 +48,10 @@ def score_arch(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = freeze(space, arch)
+        if any(is_lazy(p) for p in model.parameters()):  # lazy modules: shaped by one pass
+            with torch.no_grad():
+                model.eval()(inputs[:1])
+            model.train()
     return float(fn(model, inputs, targets))
 
 

@@ -123,3 +123,24 @@ def test_score_arch_is_seeded_and_keeps_the_global_random_state() -> None:
     assert torch.equal(state, torch.random.get_rng_state())
     assert a == score_arch(space, arch, "snip", x, y, seed=0)
     assert a != score_arch(space, arch, "snip", x, y, seed=1)
+
+
+class _LazyHead(nf.ModelSpace):
+    def __init__(self) -> None:
+        super().__init__()
+        self.op = nf.LayerChoice({"a": lambda: nn.Linear(6, 8), "b": lambda: nn.Linear(6, 3)},
+                                 label="op")  # fmt: skip
+        self.fc = nn.LazyLinear(2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.relu(self.op(x)))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_score_arch_shapes_lazy_modules_first(name: str) -> None:
+    """A frozen model with a lazy layer is scored like any other, seeded the same way."""
+    x, y = torch.randn(8, 6), torch.randint(0, 2, (8,))
+    for op in ("a", "b"):
+        a = score_arch(_LazyHead(), {"op": op}, name, x, y, seed=0)
+        assert a == score_arch(_LazyHead(), {"op": op}, name, x, y, seed=0)
+        assert not math.isnan(a)
