@@ -33,7 +33,8 @@ log = logging.getLogger("nasforge.benchmarks.enas")
 DATA = Path(__file__).resolve().parent / "data"
 #: SearchConfig's ENAS fields, reported beside the figure
 CONTROLLER_FIELDS = ("warmup_epochs", "controller_reward", "controller_batch", "controller_steps",
-                     "controller_lr", "entropy_weight", "final_samples")  # fmt: skip
+                     "controller_lr", "entropy_weight", "final_samples", "selection",
+                     "selection_proxy", "selection_reference")  # fmt: skip
 #: ground-truth table -> the ranking benchmark's search results on it (SPOS+evolution's figure)
 SEARCH_RESULTS = {
     "ground_truth_mnist1d_v3.json": DATA / "ranking_mnist1d_search.json",

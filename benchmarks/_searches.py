@@ -8,22 +8,28 @@ supernet on the training split; every score and every search choice uses the val
 truth's alone. A job of seed 0 both scores the table's architectures (the ranking) and searches;
 seeds 1.. only search. Algorithms:
 
-    spos        single path, uniform (Guo et al.), then regularized evolution on validation
+    spos        single path, uniform (Guo et al.), then regularized evolution on validation,
+                compared by the shipped ``selection`` (the hybrid of supernet loss and SynFlow,
+                ``nasforge.oneshot.selection``); ``spos_accuracy``: the same supernet and
+                evolution by validation accuracy (the SPOS paper's selection; with
+                ``--paper-selection``)
     fewshot     the SPOS supernet trained half the steps, split on ``fewshot_edges`` into 5 (one
                 edge) or 25 (two) sub-supernets, which share the other half of the steps
                 (``nasforge.oneshot.fewshot``); evolution scores each architecture in its own
+                (``fewshot_accuracy`` as ``spos_accuracy``)
     fairnas     strict fairness (``FairSampler``), ranking only
     sandwich    largest + smallest + two uniform paths per step, ranking only
     darts, nasb ``nasforge.oneshot.search`` on {train, val}; pick: the exported argmax
     proxy       the filter: best-``proxy`` of ``proxy_samples`` uniform architectures
 
-Constrained picks (parameters <= ``budget``): evolution scores an architecture over budget -1;
+Constrained picks (parameters <= ``budget``): evolution tells an architecture over budget -1e9;
 DARTS and NASB take the within-budget function their architecture weights like most (sum of log
 strengths); the proxy filter keeps the within-budget samples.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import random
@@ -37,14 +43,12 @@ from nasforge.oneshot import search, supernet
 from nasforge.oneshot.common import SearchConfig
 from nasforge.oneshot.fewshot import (
     FewShot,
-    evolve_fewshot,
     split_supernet,
     train_fewshot,
     train_single_path,
     uniform_paths,
 )
-from nasforge.oneshot.spos import activate
-from nasforge.oneshot.spos import recalibrate_bn as spos_recalibrate
+from nasforge.oneshot.selection import Selection, evolve
 from nasforge.parallel.fair_sampler import FairSampler
 from nasforge.proxies import list_proxies, score_arch
 from nasforge.space.search_space import Arch
@@ -58,7 +62,6 @@ __all__ = [
     "algorithm_epochs",
     "ALGORITHMS",
     "RANK_ONLY",
-    "HYBRID_REFERENCE",
     "supernet_job",
     "proxy_job",
     "retrain_job",
@@ -84,6 +87,8 @@ SUPERNET: dict[str, Any] = {
     "cycles": 100,
     "sample_size": 5,
     "fewshot_edges": ["e3_0"],
+    # also evolve by validation accuracy (the SPOS paper's selection): ``<algo>_accuracy``
+    "paper_selection": False,
 }
 #: CPU seconds of one supernet epoch relative to a single-path one (measured on the 2-core
 #: machine at one thread: SPOS 2.4 s, DARTS 5.7 s with both steps of its bilevel update, NASB
@@ -93,13 +98,11 @@ EPOCH_COST = {"darts": 2.4, "nasb": 1.3, "sandwich": 4.0}
 #: searches (each with >= 5 seeds) and the estimators that only rank
 ALGORITHMS = ("spos", "fewshot", "darts", "nasb", "proxy")
 RANK_ONLY = ("fairnas", "sandwich")
-#: uniform architectures whose scores set hybrid+evolution's scale
-HYBRID_REFERENCE = 50
 
 
 def config(sn: dict[str, Any], seed: int) -> SearchConfig:
     """Returns the recipe's SearchConfig for ``seed`` (``sn["epochs"]`` resolved)."""
-    skip = ("fewshot_edges", "steps", "calibrations")
+    skip = ("fewshot_edges", "steps", "calibrations", "paper_selection")
     return SearchConfig(**{k: v for k, v in sn.items() if k not in skip}, seed=seed)
 
 
@@ -176,46 +179,20 @@ def _strength_pick(net: Any, recipe: dict, budget: int, base: int) -> Arch:
     return max(ok, key=logp)
 
 
-def _hybrid_fitness(few: FewShot, space: Any, train: tuple, val: tuple, cfg: SearchConfig) -> Any:
-    """Returns ``fitness(arch, score)`` of hybrid+evolution: the mean of the shares of a
-    reference sample (``HYBRID_REFERENCE`` uniform architectures) that the architecture beats by
-    its supernet score (minus the validation loss) and by synflow at initialisation (first 64
-    training examples, weights seeded with the search seed): a rank aggregation on a fixed
-    scale."""
-    rng = random.Random(cfg.seed)
-    x, y = train[0][:64], train[1][:64]
-    ref = [space.search_space().sample(rng) for _ in range(HYBRID_REFERENCE)]
-
-    def supernet_score(arch: Arch) -> float:
-        net = few.net_for(arch)
-        activate(net, arch)
-        spos_recalibrate(net, train, cfg.batch_size, cfg.bn_batches, cfg.seed)
-        return -_val_loss(net, val)
-
-    ref_sup = [supernet_score(a) for a in ref]
-    ref_syn = [score_arch(space, a, "synflow", x, y, cfg.seed) for a in ref]
-
-    def fitness(arch: Arch, score: float) -> float:
-        syn = score_arch(space, arch, "synflow", x, y, cfg.seed)
-        beats = sum(r < score for r in ref_sup) + sum(r < syn for r in ref_syn)
-        return beats / (2 * len(ref))
-
-    return fitness
-
-
-def _variant_picks(
-    few: FewShot, space: Any, train: tuple, val: tuple, cfg: SearchConfig, allowed: Any, algo: str
+def _evolutions(
+    few: FewShot, space: Any, data: tuple, cfg: SearchConfig, allowed: Any, algo: str, paper: bool
 ) -> dict[str, list[Arch]]:
-    """Returns name -> [pick, constrained pick] of the selection remedies on the same supernet:
-    ``<algo>_loss`` (evolution on minus the validation loss) and ``hybrid_<algo>`` (evolution on
-    :func:`_hybrid_fitness`)."""
+    """Returns name -> [pick, constrained pick] of the evolution on the supernet(s): ``algo``
+    with the shipped selection (``cfg.selection``) and, when ``paper``, ``<algo>_accuracy`` with
+    the SPOS paper's (validation accuracy); a selection scores an architecture once for both
+    picks."""
+    train, val = data
     out = {}
-    fit = _hybrid_fitness(few, space, train, val, cfg)
-    for name, kw in ((f"{algo}_loss", {}), (f"hybrid_{algo}", {"fitness": fit})):
-        out[name] = [
-            canonical_arch(evolve_fewshot(few, train, val, cfg, ok, "loss", **kw)[0])
-            for ok in (None, allowed)
-        ]
+    ways = [(algo, cfg.selection)] + ([(f"{algo}_accuracy", "accuracy")] if paper else [])
+    for name, how in ways:
+        c = dataclasses.replace(cfg, selection=how)
+        sel = Selection(space, few.net_for, train, val, c)
+        out[name] = [canonical_arch(evolve(sel, c, ok)[0]) for ok in (None, allowed)]
     return out
 
 
@@ -266,11 +243,10 @@ def supernet_job(
             train_fewshot(few, train, cfg, per_sub, seed)
         extract = few.extract
         if algorithm not in RANK_ONLY:
-            out["pick"] = canonical_arch(evolve_fewshot(few, train, val, cfg)[0])
-            out["pick_constrained"] = canonical_arch(
-                evolve_fewshot(few, train, val, cfg, allowed)[0]
-            )
-            out["extra_picks"] = _variant_picks(few, space, train, val, cfg, allowed, algorithm)
+            picks = _evolutions(few, space, (train, val), cfg, allowed, algorithm,
+                                sn.get("paper_selection", False))  # fmt: skip
+            out["pick"], out["pick_constrained"] = picks.pop(algorithm)
+            out["extra_picks"] = picks
     if archs is not None:
         per_cal, neg_loss = _score(extract, archs, train, val, cfg, sn.get("calibrations", 1))
         out["scores"] = [sum(v) / len(v) for v in zip(*per_cal)]

@@ -41,7 +41,7 @@ import multiprocessing
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -127,20 +127,48 @@ def _rows(table: dict[str, Any]) -> tuple[list[dict], int]:
     return rows, len(table["rows"]) - len(rows)
 
 
+class _Retrainer:
+    """Retrains picks by the truth's recipe on the table's seeds as soon as a search returns
+    them (in ``pool``, beside the searches still running); a pick whose function is a row of
+    the table is looked up instead."""
+
+    def __init__(self, pool: Any, recipe: dict, table: dict, rows: list) -> None:
+        self.pool, self.recipe, self.seeds = pool, recipe, table["seeds"]
+        self.known = {r["function"]: r["accuracies"] for r in rows}
+        self.todo: dict[str, list[Any]] = {}
+
+    def add(self, archs: Any) -> None:
+        """Submits the retraining of each of ``archs`` not known or submitted yet."""
+        for arch in archs:
+            key = function_key(arch)
+            if key not in self.known and key not in self.todo:
+                self.todo[key] = [self.pool.submit(retrain_job, self.recipe, arch, s)
+                                  for s in self.seeds]  # fmt: skip
+
+    def results(self) -> dict[str, Any]:
+        """Returns function -> {"accuracies", "source"} of every pick added."""
+        out = {k: {"accuracies": v, "source": "table"} for k, v in self.known.items()}
+        for key, futs in self.todo.items():
+            out[key] = {"accuracies": [f.result() for f in futs], "source": "retrained"}
+        return out
+
+
 def _retrain(pool: Any, recipe: dict, table: dict, rows: list, picks: dict) -> dict:
-    """Returns function -> {"accuracies", "source"}: a row's when the pick's function is in the
-    table, else the truth's recipe retrained on the table's seeds (in ``pool``)."""
-    known = {r["function"]: r["accuracies"] for r in rows}
-    out: dict[str, Any] = {}
-    todo = {}
-    for arch in picks.values():
-        key = function_key(arch)
-        if key in known:
-            out[key] = {"accuracies": known[key], "source": "table"}
-        elif key not in todo:
-            todo[key] = [pool.submit(retrain_job, recipe, arch, s) for s in table["seeds"]]
-    for key, futs in todo.items():
-        out[key] = {"accuracies": [f.result() for f in futs], "source": "retrained"}
+    """Returns function -> {"accuracies", "source"} of ``picks``' values (see
+    :class:`_Retrainer`)."""
+    r = _Retrainer(pool, recipe, table, rows)
+    r.add(picks.values())
+    return r.results()
+
+
+def _job_picks(key: tuple[str, int], d: dict, search_seeds: tuple[int, ...]) -> dict:
+    """Returns (search, seed, constrained) -> pick of one supernet job's result."""
+    algo, s = key
+    if algo not in ALGORITHMS or s not in search_seeds:
+        return {}
+    out = {(algo, s, False): d["pick"], (algo, s, True): d["pick_constrained"]}
+    for name, (free, con) in d.get("extra_picks", {}).items():  # other selections, same net
+        out.update({(name, s, False): free, (name, s, True): con})
     return out
 
 
@@ -149,8 +177,9 @@ def _search_report(picks: dict, accs: dict, rows: list, budget: int, recipe: dic
     under = [r["mean"] for r in rows if r["params"] <= budget]
     pct, cpct, pval, detail = {}, {}, {}, {}
     for algo in sorted({a for a, _, _ in picks}):
-        free = [(s, picks[(algo, s, False)]) for _, s, c in picks if _ == algo and not c]
-        con = [(s, picks[(algo, s, True)]) for _, s, c in picks if _ == algo and c]
+        seeds = sorted(s for a, s, c in picks if a == algo and not c)
+        free = [(s, picks[(algo, s, False)]) for s in seeds]
+        con = [(s, picks[(algo, s, True)]) for s in seeds]
         mean = lambda a: statistics.mean(accs[function_key(a)]["accuracies"])  # noqa: E731
         pick_means = [mean(a) for _, a in free]
         pct[algo] = statistics.mean(percentile(m, means) for m in pick_means)
@@ -188,28 +217,32 @@ def run(
     base = param_count(recipe, dict.fromkeys(archs[0], "none"))
     bands = quartile_bands([r["params"] for r in rows])
     ctx = multiprocessing.get_context("spawn")  # no fork of a process torch has run in
+    # the longest jobs first (DARTS and NASB train every candidate), retraining each search's
+    # picks as soon as it returns them: the two workers stay busy to the end
+    keys = [(a, s) for a in estimators
+            for s in (sorted({0, *search_seeds}) if a in ALGORITHMS else [0])]  # fmt: skip
+    keys.sort(key=lambda k: k[0] not in ("darts", "nasb"))
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        jobs = {}
-        for algo in estimators:
-            seeds = sorted({0, *search_seeds}) if algo in ALGORITHMS else [0]
-            for s in seeds:
-                jobs[(algo, s)] = pool.submit(supernet_job, recipe, sn, algo, s,
-                                              archs if s == 0 else None, budget, base)  # fmt: skip
+        jobs = {pool.submit(supernet_job, recipe, sn, a, s, archs if s == 0 else None, budget,
+                            base): (a, s) for a, s in keys}  # fmt: skip
         pj = pool.submit(proxy_job, recipe, archs, list(search_seeds), proxy, proxy_samples,
                          budget, base)  # fmt: skip
-        done = {k: f.result() for k, f in jobs.items()}
-        prox = pj.result()
-        picks = {(a, s, c): done[(a, s)]["pick_constrained" if c else "pick"]
-                 for (a, s) in done if a in ALGORITHMS and s in search_seeds
-                 for c in (False, True)}  # fmt: skip
-        for (_, s), d in done.items():
-            for name, (free, con) in d.get("extra_picks", {}).items():
-                if s in search_seeds:  # selection remedies on the same supernet
-                    picks.update({(name, s, False): free, (name, s, True): con})
-        if search_seeds:
-            picks.update({("proxy", s, False): prox["picks"][s] for s in search_seeds})
-            picks.update({("proxy", s, True): prox["constrained"][s] for s in search_seeds})
-        accs = _retrain(pool, recipe, table, rows, picks) if search_seeds else {}
+        retrain = _Retrainer(pool, recipe, table, rows)
+        done, picks = {}, {}
+        for fut in as_completed([*jobs, pj]):
+            if fut is pj:
+                prox = pj.result()
+                for s in search_seeds:
+                    picks[("proxy", s, False)] = prox["picks"][s]
+                    picks[("proxy", s, True)] = prox["constrained"][s]
+                new = {k: v for k, v in picks.items() if k[0] == "proxy"}
+            else:
+                done[jobs[fut]] = fut.result()
+                new = _job_picks(jobs[fut], done[jobs[fut]], search_seeds)
+                picks.update(new)
+            if search_seeds:
+                retrain.add(new.values())
+        accs = retrain.results() if search_seeds else {}
     scores = {a: done[(a, 0)]["scores"] for a in estimators}
     val_truth = [r.get("val_mean", r["mean"]) for r in rows]
     best_proxy = max(prox["scores"], key=lambda n: kendall(val_truth, prox["scores"][n]) or -1)
@@ -268,6 +301,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="seeds of each search (none: skip the searches)")  # fmt: skip
     p.add_argument("--fewshot-edges", nargs="+", default=SUPERNET["fewshot_edges"])
     p.add_argument("--cycles", type=int, default=SUPERNET["cycles"], help="evolution cycles")
+    p.add_argument(
+        "--paper-selection",
+        action="store_true",
+        help="also evolve SPOS and few-shot by validation accuracy (<algo>_accuracy)",
+    )
     p.add_argument("--proxy", default="synflow", help="the proxy filter's proxy")
     p.add_argument("--proxy-samples", type=int, default=100, help="K of the proxy filter")
     p.add_argument("--workers", type=int, default=2)
@@ -276,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     table = json.loads(args.table.read_text())
     sn = {"epochs": args.epochs, "fewshot_edges": args.fewshot_edges, "cycles": args.cycles,
-          "calibrations": args.calibrations}  # fmt: skip
+          "calibrations": args.calibrations, "paper_selection": args.paper_selection}  # fmt: skip
     report = run(table, sn, tuple(args.estimators), tuple(args.search_seeds), args.proxy,
                  args.proxy_samples, args.workers)  # fmt: skip
     if args.out is not None:
