@@ -238,6 +238,8 @@ def run(
                 new = {k: v for k, v in picks.items() if k[0] == "proxy"}
             else:
                 done[jobs[fut]] = fut.result()
+                log.info("%s seed %d: %.0f s (%.0f s since the start)", *jobs[fut],
+                         done[jobs[fut]]["seconds"], time.perf_counter() - t0)  # fmt: skip
                 new = _job_picks(jobs[fut], done[jobs[fut]], search_seeds)
                 picks.update(new)
             if search_seeds:

@@ -56,6 +56,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 #: what evolution is told of an architecture ``allowed`` rejects (finite, below any score)
 REJECTED = -1e9
+#: rejected asks an evolution may make, per cycle, before it gives up
+REJECTED_ASKS = 100
 
 
 def share_below(value: float, reference: Sequence[float]) -> float:
@@ -148,10 +150,14 @@ def evolve(
     """Returns the architecture of the best ``selection`` value found by a regularized evolution
     (``cfg``'s population, cycles, tournament size and seed, driven by ask/tell as an
     experiment drives it) and every architecture it scored, with its validation accuracy.
-    Architectures ``allowed`` rejects are told ``-1e9`` and not scored.
 
-    Invariants: an architecture asked again is scored once; the same supernet, data and
-    ``cfg`` give the same result.
+    A cycle is one ask of an architecture ``allowed`` accepts (asked again, it is scored
+    once). One it rejects is told ``-1e9``, never scored and not counted, so a constrained
+    search spends all ``cfg.cycles`` on architectures within its constraint; at most
+    ``REJECTED_ASKS`` times ``cfg.cycles`` rejected asks are made.
+
+    Raises:
+        ConfigError: ``allowed`` rejected every architecture asked.
     """
     space = selection.space.search_space()
     strategy = RegularizedEvolution(cfg.population, min(cfg.sample_size, cfg.population),
@@ -160,7 +166,8 @@ def evolve(
     told: dict[str, float] = {}
     history: list[tuple[Arch, float]] = []
     best: tuple[float, Arch] | None = None
-    for _ in range(cfg.cycles):
+    cycles = rejected = 0
+    while cycles < cfg.cycles and rejected < REJECTED_ASKS * cfg.cycles:
         arch = strategy.ask()
         assert arch is not None  # regularized evolution is never exhausted
         key = arch_id(arch)
@@ -172,10 +179,16 @@ def evolve(
                 history.append((arch, selection.inherited(arch)[0]))
                 if best is None or told[key] > best[0]:
                     best = (told[key], arch)
+        if told[key] == REJECTED:
+            rejected += 1
+        else:
+            cycles += 1
         strategy.tell(arch, told[key])
-    shown = "none" if best is None else f"{best[0]:.4f}"
-    logger.info("evolution by %s: %d evaluations, best %s", cfg.selection, len(history), shown)
-    return (space.default() if best is None else best[1]), history
+    if best is None:
+        raise ConfigError(f"the constraint rejected all {rejected} architectures evolution asked")
+    logger.info("evolution by %s: %d evaluations (%d rejected asks), best %.4f",
+                cfg.selection, len(history), rejected, best[0])  # fmt: skip
+    return best[1], history
 
 
 def pick(selection: Selection, candidates: Sequence[Arch]) -> tuple[Arch, list[tuple[Arch, float]]]:

@@ -135,3 +135,25 @@ def test_bad_selection_settings_are_refused() -> None:
                        ({"selection_reference": 0}, "selection_reference")):  # fmt: skip
         with pytest.raises(ConfigError, match=match):
             SearchConfig(**bad).check()
+
+
+def test_a_constrained_evolution_spends_every_cycle_within_the_constraint() -> None:
+    """Rejected asks are not cycles: all ``cycles`` asks that count are allowed ones; a
+    constraint nothing meets is an error, not a default architecture."""
+    space, net = _net()
+    data = _data()
+    cfg = SearchConfig(population=3, cycles=5, sample_size=2, batch_size=16, bn_batches=1,
+                       selection="accuracy")  # fmt: skip
+    sel = Selection(space, lambda a: net, data, data, cfg)
+    asked: list[dict] = []
+
+    def allowed(arch: dict) -> bool:
+        asked.append(arch)
+        return arch["e0"] == "pool" and arch["e1"] == "conv1"
+
+    best, history = evolve(sel, cfg, allowed)
+    assert best["e0"] == "pool" and best["e1"] == "conv1"
+    assert history and all(a["e0"] == "pool" and a["e1"] == "conv1" for a, _ in history)
+    assert len(asked) > cfg.cycles  # rejected asks did not use up the cycles
+    with pytest.raises(ConfigError, match="rejected all"):
+        evolve(sel, cfg, lambda a: False)
