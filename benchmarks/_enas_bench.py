@@ -38,7 +38,7 @@ CONTROLLER_FIELDS = ("warmup_epochs", "controller_reward", "controller_batch", "
 #: ground-truth table -> the ranking benchmark's search results on it (SPOS+evolution's figure)
 SEARCH_RESULTS = {
     "ground_truth_mnist1d_v3.json": DATA / "ranking_mnist1d_search.json",
-    "ground_truth_mnist1d_v4.json": DATA / "ranking_mnist1d_v4_search.json",
+    "ground_truth_mnist1d_v4.json": DATA / "ranking_mnist1d_v4.json",
 }
 
 

@@ -29,9 +29,9 @@ JSON object with a key per part run:
                the supernet budget and the pick-retraining/percentile machinery of
                benchmarks/ranking.py (``_searches.SUPERNET``: 2,520 weight steps; ENAS's
                shipped defaults: half the epochs a uniform warm-up, rewards by validation
-               loss); per seed beside it, and SPOS+evolution's figure on the same table
-               (benchmarks/data/ranking_mnist1d_v4_search.json) and random's (50) as
-               baselines; target >= 75
+               loss, the pick by the hybrid selection); per seed beside it, and SPOS +
+               evolution's figure on the same table (benchmarks/data/ranking_mnist1d_v4.json)
+               and random's (50) as baselines; target >= 75
 """
 
 from __future__ import annotations
