@@ -18,7 +18,8 @@ Why the hybrid is the default: shared weights favour the cells they train best, 
 the ones that train best alone, and a zero-cost proxy's preference for capacity corrects that
 where the supernet's loss is already a good tie-breaker. On the ranking benchmark's MNIST-1D
 table (``benchmarks/ranking.py``, docs/oneshot.md) SPOS + evolution picked at the 27th
-percentile by accuracy and at the 88th by the hybrid.
+percentile by accuracy and at the 95th by the hybrid (88th with a reference of 50, whose
+resolution left the best candidates tied).
 
 The recorded figure of every candidate stays its validation accuracy (what a trial reports);
 only the choice uses ``selection``.

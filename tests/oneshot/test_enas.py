@@ -70,14 +70,14 @@ def test_controller_samples_inside_the_space_and_repeats_with_the_seed() -> None
 
 
 def test_enas_learns_to_prefer_the_useful_op() -> None:
-    """After a short search (the default warm-up: two uniform epochs of four) the controller
+    """After a short search (a warm-up of two uniform epochs of four) the controller
     gives the useful op clearly more probability than the op that throws the input away (it
     starts near one half), and picks it; its reward grows."""
     start = supernet(TwoOps(), "enas").arch_weights()["op"]
     assert abs(start[1] - 0.5) < 0.1
     res = search(
-        TwoOps(), "enas", _data(), epochs=4, batch_size=32, progress="off", w_lr=0.05,
-        controller_steps=30, final_samples=8,
+        TwoOps(), "enas", _data(), epochs=4, warmup_epochs=2, batch_size=32, progress="off",
+        w_lr=0.05, controller_steps=30, final_samples=8,
     )  # fmt: skip
     p_linear = res.history[-1]["arch_weights"]["op"][1]
     assert p_linear > 0.75, res.history[-1]
@@ -89,7 +89,7 @@ def test_enas_learns_to_prefer_the_useful_op() -> None:
 
 def test_enas_warmup_trains_uniform_paths_and_leaves_the_controller_alone() -> None:
     """During the warm-up the controller takes no step (its weights stay bitwise, rows carry
-    no reward); by default the warm-up is half the epochs; an accuracy reward lies in [0, 1],
+    no reward); by default the warm-up is 3/4 of the epochs; an accuracy reward lies in [0, 1],
     a loss reward (minus a cross-entropy) below 0."""
     data = _data()
     kw = {"batch_size": 32, "progress": "off", "controller_steps": 5, "final_samples": 3}
@@ -101,7 +101,8 @@ def test_enas_warmup_trains_uniform_paths_and_leaves_the_controller_alone() -> N
     assert all(torch.equal(start[k], after[k]) for k in start if torch.is_tensor(start[k]))
     assert [r["reward"] for r in res.history] == [None, None]
     assert TwoOps().search_space().validate(res.arch) == res.arch
-    assert warmup_epochs(SearchConfig(epochs=5)) == 2
+    assert warmup_epochs(SearchConfig(epochs=5)) == 3
+    assert warmup_epochs(SearchConfig(epochs=158)) == 118
     assert warmup_epochs(SearchConfig(epochs=5, warmup_epochs=0)) == 0
     acc = search(TwoOps(), "enas", data, epochs=1, controller_reward="accuracy", **kw)
     loss = search(TwoOps(), "enas", data, epochs=1, controller_batch=64, **kw)
