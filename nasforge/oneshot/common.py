@@ -116,7 +116,7 @@ class SearchConfig:
                 f"{self.controller_steps} and {self.final_samples}"
             )
         self._check_controller()
-        self._check_selection()
+        self.check_selection()
         if not (self.controller_lr > 0 and self.entropy_weight >= 0):
             raise ConfigError(
                 f"ENAS needs controller_lr > 0 and entropy_weight >= 0, got "
@@ -142,8 +142,9 @@ class SearchConfig:
                 f"for batch_size, got {b!r}"
             )
 
-    def _check_selection(self) -> None:
-        """Raises ConfigError on a bad selection, proxy or reference size."""
+    def check_selection(self) -> None:
+        """Raises ConfigError on a bad selection, proxy or reference size (also checked by
+        :class:`nasforge.oneshot.selection.Selection`, which may get an unchecked config)."""
         if self.selection not in SELECTIONS:
             raise ConfigError(
                 f"selection must be one of {list(SELECTIONS)} (how candidates with inherited "

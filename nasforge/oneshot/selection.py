@@ -80,17 +80,17 @@ class Selection:
     per selection.
 
     Raises:
-        ConfigError: an unknown ``cfg.selection`` or proxy.
+        ConfigError: a bad selection setting of ``cfg`` (:meth:`SearchConfig.check_selection`).
     """
 
     def __init__(
         self, space: Any, net_for: Callable[[Arch], Supernet], train: Batch, val: Batch, cfg: Any
     ) -> None:
-        if cfg.selection not in SELECTIONS:
-            raise ConfigError(f"selection must be one of {list(SELECTIONS)}, got {cfg.selection!r}")
+        cfg.check_selection()
         self.space, self.net_for, self.cfg = space, net_for, cfg
         self.train, self.val = train, val
         self._inherited: dict[str, tuple[float, float]] = {}
+        self._proxy: dict[str, float] = {}
         self._reference: tuple[list[float], list[float]] | None = None
 
     def inherited(self, arch: Arch) -> tuple[float, float]:
@@ -105,8 +105,11 @@ class Selection:
         return self._inherited[key]
 
     def proxy(self, arch: Arch) -> float:
-        """Returns :func:`proxy_score` of ``arch``."""
-        return proxy_score(self.space, arch, self.train, self.cfg)
+        """Returns :func:`proxy_score` of ``arch`` (computed once per selection)."""
+        key = arch_id(arch)
+        if key not in self._proxy:
+            self._proxy[key] = proxy_score(self.space, arch, self.train, self.cfg)
+        return self._proxy[key]
 
     def reference(self) -> tuple[list[float], list[float]]:
         """Returns the reference sample's minus losses and proxy scores (drawn once, seeded)."""
