@@ -93,8 +93,13 @@ def cookie_value(header: str, name: str) -> str | None:
 
 
 def make_token() -> str:
-    """Returns a new random token (URL-safe, 256 bits)."""
-    return secrets.token_urlsafe(32)
+    """Returns a new random token (URL-safe, 256 bits) that starts with a letter or digit,
+    so that it can be given back as ``--token TOKEN`` (one starting with ``-`` reads as a
+    flag there)."""
+    while True:
+        token = secrets.token_urlsafe(32)
+        if token[0].isalnum():
+            return token
 
 
 def check_token(token: str) -> str:

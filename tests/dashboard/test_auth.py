@@ -42,6 +42,8 @@ def test_a_short_or_unquotable_token_is_refused() -> None:
         check_token("a" * 20 + "&b")
     token = make_token()
     assert check_token(token) == token and len(token) >= 40
+    # 1 in 64 of secrets.token_urlsafe starts with '-', which `--token TOKEN` reads as a flag
+    assert all(make_token()[0].isalnum() for _ in range(2000))
 
 
 def _call(gate: TokenGate, query: str = "", **headers: str) -> tuple[str, dict, bytes]:
