@@ -332,8 +332,10 @@ class PartitionWorker:
 
     def step(self, train: Any, val: Any) -> tuple[float, float]:
         """Returns (train loss, val loss) (NaN on partitions that hold no loss) after one
-        consecutive step in this partition's schedule order."""
-        self.algo.draw_gates(self.net)
+        consecutive step in this partition's schedule order (in a warm-up epoch: uniform
+        gates drawn from the search's generator, as one device draws them, and A kept)."""
+        warm = self.epoch < self.algo.warmup_epochs(self.job.cfg)
+        self.algo.draw_gates(self.net, self.g if warm else None)
         for phase in self.order:
             if phase.startswith("F"):
                 self.forward(phase, val if phase == "F_A" else train)
@@ -346,15 +348,15 @@ class PartitionWorker:
                 ranks = [j * self.m + self.k for j in range(self.R)]
                 pair = self._allreduce(("part", self.k), ranks, self.rank, pair)
             losses = [float(v) for v in pair]
-        self._update()
+        self._update(keep_arch=warm)
         t0 = time.perf_counter()
         self.t.flush()
         self.waited += time.perf_counter() - t0
         return losses[0], losses[1]
 
-    def _update(self) -> None:
-        """Applies Algorithm 1's two updates: A with the whole batch's gradient, w clipped by
-        the global norm."""
+    def _update(self, keep_arch: bool = False) -> None:
+        """Applies Algorithm 1's two updates: A with the whole batch's gradient (unless
+        ``keep_arch``: a warm-up step), w clipped by the global norm."""
         m, R = self.m, self.R
         # architecture gradient: partition 0 holds the total; average replicas; share it
         if self.k == 0:
@@ -365,7 +367,8 @@ class PartitionWorker:
                 self.t.send(self.rank, self._peer(k), _TAGS["total"], g)
         else:
             g = self._recv(self.rank, self._peer(0), _TAGS["total"])
-        apply_arch(self.net, self.opt_a, g)
+        if not keep_arch:
+            apply_arch(self.net, self.opt_a, g)
         # weight gradients: sum over replicas (each loss is already a share of the mean)
         present = [p for p in self.params if p.grad is not None]
         if R > 1 and present:

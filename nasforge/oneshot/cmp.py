@@ -231,6 +231,7 @@ def _prepare(
     except TypeError as exc:
         raise ConfigError(f"unknown search setting: {exc}; see SearchConfig") from exc
     cfg.check(allow_no_epochs=weights is not None)
+    algo.warmup_epochs(cfg)  # ConfigError: warmup_epochs set for an algorithm without one
     check_parallel(model_parallel, replicas, schedule, workers, cfg, algorithm)
     split, state = initial_state(space, algo, data, cfg, weights, resume_from)  # the CPU's
     net = state.net

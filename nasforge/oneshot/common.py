@@ -68,7 +68,8 @@ class SearchConfig:
     controller_lr: float = 3.5e-3  # Adam on the LSTM controller
     entropy_weight: float = 1e-3  # bonus for the entropy of the controller's distribution
     final_samples: int = 20  # architectures drawn from the trained controller for the pick
-    # epochs of uniform (SPOS) paths before the controller steers; None: 3/4 of ``epochs``
+    # epochs of uniform paths before the architecture moves (ENAS's controller, NASB's A);
+    # None: the algorithm's share of ``epochs`` (ENAS 3/4, NASB 1/2; ``Algorithm.warmup``)
     warmup_epochs: int | None = None
     controller_reward: str = "loss"  # "loss": minus validation cross-entropy; "accuracy"
     controller_batch: int | None = None  # validation examples per reward; None: batch_size
@@ -128,8 +129,8 @@ class SearchConfig:
         w, b = self.warmup_epochs, self.controller_batch
         if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0):
             raise ConfigError(
-                f"warmup_epochs must be an int >= 0 (epochs of uniform paths before ENAS's "
-                f"controller steers) or null for 3/4 of epochs, got {w!r}"
+                f"warmup_epochs must be an int >= 0 (epochs of uniform paths before the "
+                f"architecture moves: ENAS, NASB) or null for the algorithm's default, got {w!r}"
             )
         if self.controller_reward not in ("loss", "accuracy"):
             raise ConfigError(

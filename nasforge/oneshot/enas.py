@@ -150,8 +150,8 @@ def _draw(probs: list[float], u: float) -> int:
 
 def warmup_epochs(cfg: Any) -> int:
     """Returns the epochs of uniform paths before the controller steers: ``cfg.warmup_epochs``,
-    or 3/4 of ``cfg.epochs`` (rounded down) when it is None."""
-    return 3 * cfg.epochs // 4 if cfg.warmup_epochs is None else int(cfg.warmup_epochs)
+    or 3/4 of ``cfg.epochs`` (rounded down) when it is None (:meth:`Enas.warmup_epochs`)."""
+    return Enas.warmup_epochs(cfg)
 
 
 def _reward(net: Supernet, batch: Batch, kind: str) -> float:
@@ -173,6 +173,7 @@ class Enas(Algorithm):
 
     name = "enas"
     uses_val = False  # the controller phase reads the validation split itself
+    warmup = 0.75  # of the epochs (see the module docstring)
     learns_arch = True
     layer = SposLayer
     input = SposInput

@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch import nn
 
 from nasforge.oneshot.common import (
     SearchConfig,
@@ -84,19 +85,22 @@ class _ArchGrad(torch.autograd.Function):
         return (grad_alpha, g, None, *([None] * len(saved)))
 
 
-def _topk_mask(a: torch.Tensor, k: int) -> list[int]:
-    return sorted(torch.topk(a.detach(), min(k, a.numel())).indices.tolist())
+def _topk_mask(a: torch.Tensor, k: int, uniform: torch.Generator | None = None) -> list[int]:
+    scores = a.detach() if uniform is None else torch.rand(a.shape, generator=uniform)
+    return sorted(torch.topk(scores, min(k, a.numel())).indices.tolist())
 
 
-def binarize(net: Supernet) -> None:
+def binarize(net: Supernet, uniform: torch.Generator | None = None) -> None:
     """Sets G from A on every binary mixed op: per node the ``k`` largest entries over its edges'
-    candidates, per lone layer the largest, per input/depth choice its ``n_chosen``/1 largest."""
+    candidates, per lone layer the largest, per input/depth choice its ``n_chosen``/1 largest.
+    With ``uniform`` (a warm-up step), random scores drawn from it take A's place: every op is
+    as likely to be active, whatever A holds."""
     for m in net.mixed():
         if isinstance(m, NasbInput):
             if m.edges:
                 sizes = [len(e.names) for e in m.edges]
                 flat = torch.cat([e.arch().detach() for e in m.edges])
-                top = _topk_mask(flat, m.n_chosen)
+                top = _topk_mask(flat, m.n_chosen, uniform)
                 start = 0
                 for e, n in zip(m.edges, sizes):
                     # the supernet was built by a NASB/NASP algorithm: its edges are binary ops
@@ -104,11 +108,11 @@ def binarize(net: Supernet) -> None:
                     e.active = [i - start for i in top if start <= i < start + n]
                     start += n
             else:
-                m.active = _topk_mask(m.arch(), m.n_chosen)
+                m.active = _topk_mask(m.arch(), m.n_chosen, uniform)
         elif isinstance(m, (NasbLayer, NaspLayer)) and m.node is None:
-            m.active = _topk_mask(m.arch(), 1)
+            m.active = _topk_mask(m.arch(), 1, uniform)
         elif isinstance(m, NasbRepeat):
-            m.active = _topk_mask(m.arch(), 1)
+            m.active = _topk_mask(m.arch(), 1, uniform)
     net._binarized = True
 
 
@@ -265,11 +269,16 @@ class Nasb(Algorithm):
     repeat = NasbRepeat
     draws_gates = True
     defers_arch_grads = True
+    # half the epochs train uniform binary paths while A waits: without it, only the ops A's
+    # initial argmax activates are trained, and A learns from the others' untrained outputs
+    # (on the ranking benchmark's table v4 its pick sat at the 58th percentile; after a warm-up
+    # of half the epochs at the 89th, of a quarter or three quarters lower; docs/oneshot.md)
+    warmup = 0.5
 
     @classmethod
-    def draw_gates(cls, net: Supernet) -> None:
-        """Draws the binary gates G from A (:func:`binarize`)."""
-        binarize(net)
+    def draw_gates(cls, net: Supernet, uniform: torch.Generator | None = None) -> None:
+        """Draws the binary gates G from A, or uniformly from ``uniform`` (:func:`binarize`)."""
+        binarize(net, uniform)
 
     @staticmethod
     def strength(a: torch.Tensor) -> torch.Tensor:
@@ -280,8 +289,10 @@ class Nasb(Algorithm):
     def step(
         cls, net: Supernet, state: Any, train: Any, val: Any, cfg: SearchConfig
     ) -> tuple[float, float | None]:
-        """Returns (train loss, val loss) of one NASB step."""
-        return nasb_step(net, state.opt_w, state.opt_a, train, val, cfg)
+        """Returns (train loss, val loss) of one NASB step (a warm-up step in the first
+        :meth:`warmup_epochs`: uniform gates drawn from the search's generator, A kept)."""
+        warm = state.g if state.epoch < cls.warmup_epochs(cfg) else None
+        return nasb_step(net, state.opt_w, state.opt_a, train, val, cfg, warm)
 
     @classmethod
     def current_arch(cls, net: Supernet) -> Any:
@@ -307,14 +318,24 @@ def nasb_step(
     train_batch: tuple[torch.Tensor, torch.Tensor],
     val_batch: tuple[torch.Tensor, torch.Tensor],
     cfg: SearchConfig,
+    uniform: torch.Generator | None = None,
 ) -> tuple[float, float]:
     """Returns (train loss, val loss) of one NASB step in ``cfg.order``.
 
     consecutive (Algorithm 1): G_t; F_A, B_A on val; F_w, B_w on train; then update A and w.
     alternate (Algorithm 2): G_t; update A on val; G_{t+1}; update w on train.
+
+    With ``uniform`` (a warm-up step) G is drawn uniformly from it and A is not updated: the
+    validation pass runs without gradients (its batch-norm statistics still move, as they do
+    in model-parallel search, which stays bitwise equal), then the weight step.
     """
-    binarize(net)
-    if cfg.order == "consecutive":
+    binarize(net, uniform)
+    if uniform is not None:
+        with torch.no_grad():
+            val_loss = float(nn.functional.cross_entropy(net(val_batch[0]), val_batch[1]))
+        train_loss = weight_grads(net, train_batch)
+        apply_weights(net, opt_w, cfg)
+    elif cfg.order == "consecutive":
         val_loss, grads = arch_grads(net, val_batch)
         train_loss = weight_grads(net, train_batch)
         apply_arch(net, opt_a, grads)

@@ -108,6 +108,7 @@ class OneShot:
                 f"settings are {fields}"
             ) from exc
         self.config.check(allow_no_epochs=True)  # OneShotSearch checks epochs=0 against weights
+        ALGORITHMS[name].warmup_epochs(self.config)  # a warm-up the algorithm has not: say so
         self.name = name
 
     def settings(self) -> dict[str, Any]:

@@ -208,6 +208,7 @@ def _search(
             f"unknown search setting: {exc}; see nasforge.oneshot.SearchConfig"
         ) from exc
     cfg.check(allow_no_epochs=weights is not None)
+    algo.warmup_epochs(cfg)  # ConfigError: warmup_epochs set for an algorithm without one
     split, state = initial_state(space, algo, data, cfg, weights, resume_from, cfg.device)
     if resume_from is not None:
         logger.info("%s: resuming after epoch %d of %d", algo.name, state.epoch, cfg.epochs)

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from nasforge.errors import ArchitectureError, SpaceError
+from nasforge.errors import ArchitectureError, ConfigError, SpaceError
 from nasforge.oneshot.common import arch_optimizer
 from nasforge.space import InputChoice, LayerChoice, ModelSpace, Repeat, freeze
 from nasforge.space.search_space import Arch
@@ -247,11 +247,35 @@ class Algorithm:
     #: architecture/weight pass pair there (DARTS, NASB, NASP); ProxylessNAS samples its own
     #: paths per pass and says no
     model_parallel: bool = True
+    #: the share of ``epochs`` whose steps train uniformly drawn paths while the architecture
+    #: waits, when ``SearchConfig.warmup_epochs`` is None (ENAS 3/4, NASB 1/2); None: the
+    #: algorithm has no warm-up
+    warmup: float | None = None
 
     @classmethod
-    def draw_gates(cls, net: Supernet) -> None:  # noqa: B027 - optional hook
-        """Draws the mixed ops' gates from the architecture parameters before a pass (only
-        where :attr:`draws_gates`; by default nothing)."""
+    def warmup_epochs(cls, cfg: Any) -> int:
+        """Returns the epochs of uniform paths before the architecture moves:
+        ``cfg.warmup_epochs``, or :attr:`warmup` of ``cfg.epochs`` (rounded down) when it is
+        None; 0 for an algorithm without a warm-up.
+
+        Raises:
+            ConfigError: ``cfg.warmup_epochs`` is set for an algorithm without a warm-up.
+        """
+        given = getattr(cfg, "warmup_epochs", None)
+        if cls.warmup is None:
+            if given:
+                raise ConfigError(
+                    f"{cls.name} has no warm-up (warmup_epochs applies to enas and nasb); "
+                    f"leave warmup_epochs unset, got {given!r}"
+                )
+            return 0
+        return int(cls.warmup * cfg.epochs) if given is None else int(given)
+
+    @classmethod
+    def draw_gates(cls, net: Supernet, uniform: torch.Generator | None = None) -> None:  # noqa: B027
+        """Draws the mixed ops' gates before a pass (only where :attr:`draws_gates`; by default
+        nothing): from the architecture parameters, or uniformly at random from ``uniform``
+        (a warm-up step)."""
 
     @classmethod
     def prepare(cls, net: Supernet, split: Any, cfg: Any) -> None:  # noqa: B027 - optional hook

@@ -153,3 +153,70 @@ def test_nasb_saves_less_than_dense() -> None:
     nasb = supernet(space, "nasb", example=x[:2])
     nasp = supernet(space, "nasp", example=x[:2])
     assert saved_bytes(nasb, x, y) < 0.6 * saved_bytes(nasp, x, y)
+
+
+def test_a_warm_up_step_draws_uniform_gates_and_keeps_a() -> None:
+    """A warm-up step (gates from a generator) activates every candidate of an edge over a
+    few draws whatever A prefers, trains the weights, and leaves A as it was; the same
+    generator state draws the same gates."""
+    x = torch.randn(8, 1, 8, 8)
+    y = torch.randint(0, 3, (8,))
+    net = supernet(ToySpace(), "nasb", example=x[:2])
+    cfg = SearchConfig()
+    opt_w, _ = weight_optimizer(net.weights(), cfg, 10)
+    layers = [m for m in net.mixed() if isinstance(m, NasbLayer) and m.node is None]
+    with torch.no_grad():
+        for m in layers:
+            m.arch().copy_(torch.arange(len(m.names), dtype=m.arch().dtype))  # A wants the last
+    a0 = [a.detach().clone() for a in net.arch_parameters()]
+    w0 = [p.detach().clone() for p in net.weights()]
+    g = torch.Generator().manual_seed(0)
+    seen: set[int] = set()
+    for _ in range(40):
+        nasb_step(net, opt_w, _Flip(net.arch_parameters()), (x, y), (x, y), cfg, uniform=g)
+        seen.update(layers[0].active)
+    assert seen == set(range(len(layers[0].names)))
+    assert all(torch.equal(a, b) for a, b in zip(a0, net.arch_parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(w0, net.weights()))
+    binarize(net)  # without a generator: A's argmax again
+    assert all(m.active == [len(m.names) - 1] for m in layers)
+    state = g.get_state()
+    binarize(net, g)
+    first = [list(m.active) for m in layers]
+    g.set_state(state)
+    binarize(net, g)
+    assert first == [list(m.active) for m in layers]
+
+
+def test_nasb_warms_up_half_the_epochs_by_default_and_only_enas_and_nasb_warm_up() -> None:
+    """NASB's default warm-up is half the epochs (ENAS's 3/4); warmup_epochs overrides it; an
+    algorithm without a warm-up refuses the setting before any training."""
+    from nasforge.errors import ConfigError
+    from nasforge.oneshot import search
+    from nasforge.oneshot.search import get_algorithm
+
+    nasb, enas = get_algorithm("nasb"), get_algorithm("enas")
+    assert nasb.warmup_epochs(SearchConfig(epochs=10)) == 5
+    assert nasb.warmup_epochs(SearchConfig(epochs=10, warmup_epochs=0)) == 0
+    assert enas.warmup_epochs(SearchConfig(epochs=10)) == 7
+    assert get_algorithm("darts").warmup_epochs(SearchConfig(epochs=10)) == 0
+    x, y = torch.randn(16, 1, 8, 8), torch.randint(0, 3, (16,))
+    with pytest.raises(ConfigError, match="darts has no warm-up"):
+        search(tiny_cell_space(), "darts", (x, y), epochs=1, warmup_epochs=1, progress="off")
+
+
+def test_a_search_keeps_a_through_its_warm_up_epochs() -> None:
+    """With warmup_epochs equal to epochs, A ends where the search started it; with one
+    warm-up epoch of two, it moves in the second."""
+    from nasforge.oneshot import search
+    from nasforge.oneshot.search import get_algorithm, initial_state
+
+    x, y = torch.randn(32, 1, 8, 8), torch.randint(0, 3, (32,))
+    kw = {"epochs": 2, "batch_size": 16, "seed": 1}
+    cfg = SearchConfig(**kw)
+    _, state = initial_state(tiny_cell_space(), get_algorithm("nasb"), (x, y), cfg, None, None)
+    start = [a.detach().clone() for a in state.net.arch_parameters()]
+    for warm, kept in [(2, True), (1, False)]:
+        res = search(tiny_cell_space(), "nasb", (x, y), warmup_epochs=warm, progress="off", **kw)
+        same = [torch.equal(a, b) for a, b in zip(start, res.supernet.arch_parameters())]
+        assert all(same) if kept else not any(same), warm
