@@ -69,7 +69,7 @@ class SearchConfig:
     entropy_weight: float = 1e-3  # bonus for the entropy of the controller's distribution
     final_samples: int = 20  # architectures drawn from the trained controller for the pick
     # epochs of uniform paths before the architecture moves (ENAS's controller, NASB's A);
-    # None: the algorithm's share of ``epochs`` (ENAS 3/4, NASB 1/2; ``Algorithm.warmup``)
+    # None: the algorithm's share of ``epochs`` (ENAS 3/4, NASB and NASP 1/2; ``Algorithm.warmup``)
     warmup_epochs: int | None = None
     controller_reward: str = "loss"  # "loss": minus validation cross-entropy; "accuracy"
     controller_batch: int | None = None  # validation examples per reward; None: batch_size

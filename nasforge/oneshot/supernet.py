@@ -265,7 +265,7 @@ class Algorithm:
         if cls.warmup is None:
             if given:
                 raise ConfigError(
-                    f"{cls.name} has no warm-up (warmup_epochs applies to enas and nasb); "
+                    f"{cls.name} has no warm-up (warmup_epochs applies to enas, nasb and nasp); "
                     f"leave warmup_epochs unset, got {given!r}"
                 )
             return 0
