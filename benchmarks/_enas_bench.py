@@ -109,7 +109,7 @@ def enas_percentile(
         "random_percentile": 50,
         "supernet": sn,
         # the ENAS settings every search ran with (SearchConfig's shipped defaults unless
-        # ``settings`` overrode them); warmup_epochs None is half the epochs
+        # ``settings`` overrode them); warmup_epochs None is 3/4 of the epochs
         "controller": {k: getattr(config(sn, 0), k) for k in CONTROLLER_FIELDS},
         "detail": per_seed,
     }

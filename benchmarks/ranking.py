@@ -24,7 +24,7 @@ accuracies above the table's, the table being uniform random competent picks) an
 ``constrained_percentile`` (parameters <= the competent median; the percentile within the
 rows under that budget).
 
-    python benchmarks/ranking.py                      # every search: ~23 min on 2 quiet cores
+    python benchmarks/ranking.py                      # every search: ~20 min on 2 quiet cores
     python benchmarks/ranking.py --search-seeds       # the ranking only: ~6 min
 
 Last line: JSON with ``tau``, ``ceiling``, ``baseline_tau``, ``proxy_tau``,

@@ -28,7 +28,7 @@ JSON object with a key per part run:
                (benchmarks/ranking.py's default table, ground_truth_mnist1d_v4.json), with
                the supernet budget and the pick-retraining/percentile machinery of
                benchmarks/ranking.py (``_searches.SUPERNET``: 2,520 weight steps; ENAS's
-               shipped defaults: half the epochs a uniform warm-up, rewards by validation
+               shipped defaults: 3/4 of the epochs a uniform warm-up, rewards by validation
                loss, the pick by the hybrid selection); per seed beside it, and SPOS +
                evolution's figure on the same table (benchmarks/data/ranking_mnist1d_v4.json)
                and random's (50) as baselines; target >= 75

@@ -200,7 +200,7 @@ class Enas(Algorithm):
     ) -> tuple[float, float | None]:
         """Returns (train loss, None) after one weight step of a path the controller drew (a
         uniform one during the warm-up epochs)."""
-        if state.epoch < warmup_epochs(cfg):
+        if state.epoch < cls.warmup_epochs(cfg):
             activate(net, net.space.search_space().sample(state.rng))
         else:
             activate(net, cls._controller(net).arch(state.rng))
@@ -212,7 +212,7 @@ class Enas(Algorithm):
         REINFORCE steps on validation batches (none before the warm-up's last epoch ends:
         reward None, the untrained controller's entropy)."""
         ctrl = cls._controller(net)
-        if state.epoch + 1 < warmup_epochs(cfg):
+        if state.epoch + 1 < cls.warmup_epochs(cfg):
             with torch.no_grad():
                 return {"reward": None, "entropy": float(ctrl.sample(None)[2])}
         rewards: list[float] = []

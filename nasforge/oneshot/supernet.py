@@ -261,7 +261,7 @@ class Algorithm:
         Raises:
             ConfigError: ``cfg.warmup_epochs`` is set for an algorithm without a warm-up.
         """
-        given = getattr(cfg, "warmup_epochs", None)
+        given = cfg.warmup_epochs
         if cls.warmup is None:
             if given:
                 raise ConfigError(

@@ -6,10 +6,12 @@ import pytest
 import torch
 from torch import nn
 
-from nasforge.oneshot import supernet
+from nasforge.errors import ConfigError
+from nasforge.oneshot import search, supernet
 from nasforge.oneshot.common import SearchConfig, weight_optimizer
 from nasforge.oneshot.memory import saved_bytes
 from nasforge.oneshot.nasb import NasbLayer, binarize, nasb_step
+from nasforge.oneshot.search import get_algorithm, initial_state
 
 from ._spaces import ToySpace, tiny_cell_space
 
@@ -191,9 +193,6 @@ def test_a_warm_up_step_draws_uniform_gates_and_keeps_a() -> None:
 def test_nasb_warms_up_half_the_epochs_by_default_and_only_enas_and_nasb_warm_up() -> None:
     """NASB's default warm-up is half the epochs (ENAS's 3/4); warmup_epochs overrides it; an
     algorithm without a warm-up refuses the setting before any training."""
-    from nasforge.errors import ConfigError
-    from nasforge.oneshot import search
-    from nasforge.oneshot.search import get_algorithm
 
     nasb, enas = get_algorithm("nasb"), get_algorithm("enas")
     assert nasb.warmup_epochs(SearchConfig(epochs=10)) == 5
@@ -208,9 +207,6 @@ def test_nasb_warms_up_half_the_epochs_by_default_and_only_enas_and_nasb_warm_up
 def test_a_search_keeps_a_through_its_warm_up_epochs() -> None:
     """With warmup_epochs equal to epochs, A ends where the search started it; with one
     warm-up epoch of two, it moves in the second."""
-    from nasforge.oneshot import search
-    from nasforge.oneshot.search import get_algorithm, initial_state
-
     x, y = torch.randn(32, 1, 8, 8), torch.randint(0, 3, (32,))
     kw = {"epochs": 2, "batch_size": 16, "seed": 1}
     cfg = SearchConfig(**kw)
