@@ -333,11 +333,18 @@ class PartitionWorker:
     def step(self, train: Any, val: Any) -> tuple[float, float]:
         """Returns (train loss, val loss) (NaN on partitions that hold no loss) after one
         consecutive step in this partition's schedule order (in a warm-up epoch: uniform
-        gates drawn from the search's generator, as one device draws them, and A kept)."""
+        gates drawn from the search's generator, as one device draws them, and A kept: F_A
+        runs without gradients, for its loss and batch-norm statistics, and B_A not at all)."""
         warm = self.epoch < self.algo.warmup_epochs(self.job.cfg)
         self.algo.draw_gates(self.net, self.g if warm else None)
         for phase in self.order:
-            if phase.startswith("F"):
+            if warm and phase == "F_A":
+                with torch.no_grad():
+                    self.forward(phase, val)
+                del self.saved[phase]
+            elif warm and phase == "B_A":
+                continue  # every partition skips it alike: no message of it is awaited
+            elif phase.startswith("F"):
                 self.forward(phase, val if phase == "F_A" else train)
             else:
                 self.backward(phase)
@@ -356,18 +363,18 @@ class PartitionWorker:
 
     def _update(self, keep_arch: bool = False) -> None:
         """Applies Algorithm 1's two updates: A with the whole batch's gradient (unless
-        ``keep_arch``: a warm-up step), w clipped by the global norm."""
+        ``keep_arch``: a warm-up step, which computed none), w clipped by the global norm."""
         m, R = self.m, self.R
         # architecture gradient: partition 0 holds the total; average replicas; share it
-        if self.k == 0:
-            g = self.arch_grads
-            if R > 1:
-                g = self._allreduce(("part", 0), [j * m for j in range(R)], self.rank, g)
-            for k in range(1, m):
-                self.t.send(self.rank, self._peer(k), _TAGS["total"], g)
-        else:
-            g = self._recv(self.rank, self._peer(0), _TAGS["total"])
         if not keep_arch:
+            if self.k == 0:
+                g = self.arch_grads
+                if R > 1:
+                    g = self._allreduce(("part", 0), [j * m for j in range(R)], self.rank, g)
+                for k in range(1, m):
+                    self.t.send(self.rank, self._peer(k), _TAGS["total"], g)
+            else:
+                g = self._recv(self.rank, self._peer(0), _TAGS["total"])
             apply_arch(self.net, self.opt_a, g)
         # weight gradients: sum over replicas (each loss is already a share of the mean)
         present = [p for p in self.params if p.grad is not None]
