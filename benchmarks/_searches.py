@@ -8,7 +8,8 @@ supernet on the training split; every score and every search choice uses the val
 truth's alone. A job of seed 0 both scores the table's architectures (the ranking) and searches;
 seeds 1.. only search. Algorithms:
 
-    spos        single path, uniform (Guo et al.), then regularized evolution on validation,
+    spos        single path, uniform (Guo et al.; ``sampler: "fair"``: FairNAS's strict
+                fairness), then regularized evolution on validation,
                 compared by the shipped ``selection`` (the hybrid of supernet loss and SynFlow,
                 ``nasforge.oneshot.selection``); ``spos_accuracy``: the same supernet and
                 evolution by validation accuracy (the SPOS paper's selection; with
@@ -89,6 +90,9 @@ SUPERNET: dict[str, Any] = {
     "fewshot_edges": ["e3_0"],
     # also evolve by validation accuracy (the SPOS paper's selection): ``<algo>_accuracy``
     "paper_selection": False,
+    # the SPOS search supernet's paths: "uniform" (SPOS's) or "fair" (FairNAS's strict
+    # fairness, the ranking's best plain supernet); "fair" was tried for the constrained pick
+    "sampler": "uniform",
 }
 #: CPU seconds of one supernet epoch relative to a single-path one (measured on the 2-core
 #: machine at one thread: SPOS 2.4 s, DARTS 5.7 s with both steps of its bilevel update, NASB
@@ -102,7 +106,7 @@ RANK_ONLY = ("fairnas", "sandwich")
 
 def config(sn: dict[str, Any], seed: int) -> SearchConfig:
     """Returns the recipe's SearchConfig for ``seed`` (``sn["epochs"]`` resolved)."""
-    skip = ("fewshot_edges", "steps", "calibrations", "paper_selection")
+    skip = ("fewshot_edges", "steps", "calibrations", "paper_selection", "sampler")
     return SearchConfig(**{k: v for k, v in sn.items() if k not in skip}, seed=seed)
 
 
@@ -234,7 +238,9 @@ def supernet_job(
             train_single_path(net, _rank_paths(net, algorithm, seed), train, cfg, steps, seed)
             few = FewShot((), {(): net})
         elif algorithm == "spos":
-            train_single_path(net, uniform_paths(net, seed), train, cfg, steps, seed)
+            fair = sn.get("sampler", "uniform") == "fair"
+            paths = _rank_paths(net, "fairnas", seed) if fair else uniform_paths(net, seed)
+            train_single_path(net, paths, train, cfg, steps, seed)
             few = FewShot((), {(): net})
         else:  # few-shot: half the steps one-shot, the other half shared by the sub-supernets
             train_single_path(net, uniform_paths(net, seed), train, cfg, steps // 2, seed)

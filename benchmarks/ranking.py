@@ -303,6 +303,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="seeds of each search (none: skip the searches)")  # fmt: skip
     p.add_argument("--fewshot-edges", nargs="+", default=SUPERNET["fewshot_edges"])
     p.add_argument("--cycles", type=int, default=SUPERNET["cycles"], help="evolution cycles")
+    p.add_argument("--steps", type=int, default=SUPERNET["steps"],
+                   help="single-path supernet steps (when --epochs is not given)")  # fmt: skip
+    p.add_argument("--sampler", choices=("uniform", "fair"), default=SUPERNET["sampler"],
+                   help="paths of the SPOS search supernet: uniform or FairNAS's")  # fmt: skip
     p.add_argument(
         "--paper-selection",
         action="store_true",
@@ -316,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     table = json.loads(args.table.read_text())
     sn = {"epochs": args.epochs, "fewshot_edges": args.fewshot_edges, "cycles": args.cycles,
-          "calibrations": args.calibrations, "paper_selection": args.paper_selection}  # fmt: skip
+          "calibrations": args.calibrations, "paper_selection": args.paper_selection,
+          "steps": args.steps, "sampler": args.sampler}  # fmt: skip
     report = run(table, sn, tuple(args.estimators), tuple(args.search_seeds), args.proxy,
                  args.proxy_samples, args.workers)  # fmt: skip
     if args.out is not None:
