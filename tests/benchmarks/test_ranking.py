@@ -121,3 +121,17 @@ def test_a_supernet_job_repeats_whatever_the_global_generator_holds(algorithm: s
         out = searches.supernet_job(MINI, sn, algorithm, 0, archs, 10**9, 0)
         runs.append((out["scores"], out["scores_loss"], out["pick"]))
     assert runs[0] == runs[1]
+
+
+def test_the_fair_sampler_trains_the_search_supernet_on_fairnas_paths() -> None:
+    """``sampler: "fair"`` (``--sampler fair``) trains SPOS's search supernet on FairNAS's
+    paths: it scores as the FairNAS ranking job of the same seed does, not as uniform paths."""
+    archs = [dict.fromkeys(("e1_0", "e2_0", "e2_1", "e3_0", "e3_1", "e3_2"), op)
+             for op in ("conv", "conv1x1", "pool")]  # fmt: skip
+    sn = {**searches.SUPERNET, "epochs": 1, "cycles": 3, "population": 2, "bn_batches": 2}
+    fair = searches.supernet_job(MINI, {**sn, "sampler": "fair"}, "spos", 0, archs, 10**9, 0)
+    ref = searches.supernet_job(MINI, sn, "fairnas", 0, archs, 10**9, 0)
+    uniform = searches.supernet_job(MINI, sn, "spos", 0, archs, 10**9, 0)
+    assert fair["scores_loss"] == ref["scores_loss"]
+    assert fair["scores_loss"] != uniform["scores_loss"]
+    assert fair["pick"] is not None and fair["pick_constrained"] is not None
