@@ -53,7 +53,7 @@ from nasforge.oneshot.supernet import Algorithm, Supernet, frozen_bn_stats
 from nasforge.space.search_space import Arch, SearchSpace
 from nasforge.strategy.base import RewardBaseline
 
-__all__ = ["Enas", "Controller", "warmup_epochs"]
+__all__ = ["Enas", "Controller"]
 
 logger = logging.getLogger(__name__)
 
@@ -146,12 +146,6 @@ def _draw(probs: list[float], u: float) -> int:
         if u < acc:
             return k
     return len(probs) - 1
-
-
-def warmup_epochs(cfg: Any) -> int:
-    """Returns the epochs of uniform paths before the controller steers: ``cfg.warmup_epochs``,
-    or 3/4 of ``cfg.epochs`` (rounded down) when it is None (:meth:`Enas.warmup_epochs`)."""
-    return Enas.warmup_epochs(cfg)
 
 
 def _reward(net: Supernet, batch: Batch, kind: str) -> float:

@@ -16,7 +16,7 @@ from nasforge.errors import ConfigError
 from nasforge.oneshot import search, supernet
 from nasforge.oneshot.cmp import check_parallel
 from nasforge.oneshot.common import SearchConfig
-from nasforge.oneshot.enas import Controller, Enas, warmup_epochs
+from nasforge.oneshot.enas import Controller, Enas
 from nasforge.oneshot.runner import OneShot
 from nasforge.oneshot.search import initial_state
 from nasforge.run.export import load_model
@@ -101,9 +101,9 @@ def test_enas_warmup_trains_uniform_paths_and_leaves_the_controller_alone() -> N
     assert all(torch.equal(start[k], after[k]) for k in start if torch.is_tensor(start[k]))
     assert [r["reward"] for r in res.history] == [None, None]
     assert TwoOps().search_space().validate(res.arch) == res.arch
-    assert warmup_epochs(SearchConfig(epochs=5)) == 3
-    assert warmup_epochs(SearchConfig(epochs=158)) == 118
-    assert warmup_epochs(SearchConfig(epochs=5, warmup_epochs=0)) == 0
+    assert Enas.warmup_epochs(SearchConfig(epochs=5)) == 3
+    assert Enas.warmup_epochs(SearchConfig(epochs=158)) == 118
+    assert Enas.warmup_epochs(SearchConfig(epochs=5, warmup_epochs=0)) == 0
     acc = search(TwoOps(), "enas", data, epochs=1, controller_reward="accuracy", **kw)
     loss = search(TwoOps(), "enas", data, epochs=1, controller_batch=64, **kw)
     assert 0 <= acc.history[0]["reward"] <= 1 and loss.history[0]["reward"] < 0
