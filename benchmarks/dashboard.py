@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from nasforge.dashboard import data  # noqa: E402
+from nasforge.run.records import TrialOutcome  # noqa: E402
 from nasforge.run.store import Store  # noqa: E402
 from tests.dashboard.conftest import Server, _chromium  # noqa: E402
 
@@ -63,10 +64,12 @@ def make_run(directory: Path, n_trials: int, seed: int = 0) -> float:
             tid = store.add_trial(f"{i:016x}", arch)
             store.finish_trial(
                 tid,
-                "done",
-                {"accuracy": acc, "params": rng.uniform(1e3, 1e6)},
-                inter,
-                duration=rng.uniform(1, 60),
+                TrialOutcome(
+                    "done",
+                    {"accuracy": acc, "params": rng.uniform(1e3, 1e6)},
+                    inter,
+                    duration=rng.uniform(1, 60),
+                ),
             )
         store.finish()
     return best

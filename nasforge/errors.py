@@ -17,6 +17,7 @@ __all__ = [
     "WorkerError",
     "DivergenceError",
     "LockError",
+    "StopRequested",
 ]
 
 
@@ -65,3 +66,10 @@ class DivergenceError(NasforgeError, FloatingPointError):
 
 class LockError(NasforgeError, RuntimeError):
     """A run directory is being written by another process (one writer per run directory)."""
+
+
+class StopRequested(NasforgeError):
+    """A run was asked to stop (``nasforge stop``, the dashboard) and has reached a boundary
+    where everything it did is saved. Raised inside a run's loop; its runner records the run
+    ``stopped`` (resumable) and returns, so it reaches a caller only from the loop functions
+    themselves (``nasforge.oneshot.search(..., boundary=...)`` and the like)."""

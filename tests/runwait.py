@@ -36,11 +36,11 @@ def wait_for_run(
 
 _MIDWAY = """
 import sys, time
-from nasforge.run.store import Store
+from nasforge.run.store import Store, TrialOutcome
 objective = {"metric": "acc", "mode": "max", "constraints": {}, "second": None}
 s = Store.create(sys.argv[1], {"kind": "multitrial", "objective": objective})
 s.set_plan("trials", 4)
-s.finish_trial(s.add_trial("a" * 16, {"w": 1}), "done", {"acc": 0.5})
+s.finish_trial(s.add_trial("a" * 16, {"w": 1}), TrialOutcome("done", {"acc": 0.5}))
 s.add_trial("b" * 16, {"w": 2})
 s.add_trial("c" * 16, {"w": 3})
 s.set_meta("midway", "yes")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nasforge.run.store import Store
+from nasforge.run.store import Store, TrialOutcome
 
 ROOT = Path(__file__).resolve().parents[1]
 OBJECTIVE = {"metric": "acc", "mode": "max", "constraints": {}, "second": None}
@@ -26,7 +26,11 @@ def test_a_closed_stdout_ends_quietly(tmp_path: Path) -> None:
     the status of a process a closed pipe stopped (141, as `ls` or `git` under pipefail)."""
     with Store.create(tmp_path / "run", {"kind": "x", "objective": OBJECTIVE}) as s:
         for i in range(3000):
-            s.record_trial(f"{i:016x}", {"op": "conv" * 8, "i": i}, {"acc": i / 3000}, "trained")
+            s.record_trial(
+                f"{i:016x}",
+                {"op": "conv" * 8, "i": i},
+                TrialOutcome("done", {"acc": i / 3000}, evaluation="trained"),
+            )
         s.finish()
     proc = _cli("status", str(tmp_path / "run"), "--limit", "3000",
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip

@@ -78,6 +78,24 @@ class BaseExecutor(abc.ABC):
     def shutdown(self) -> None:  # noqa: B027 - optional hook
         """Stops every running trial and frees resources."""
 
+    def set_concurrency(self, n: int) -> int:
+        """Returns the number of trials this executor runs at once from now on, after being
+        asked for ``n`` while it runs (``nasforge set DIR concurrency=N``): ``n`` bounded by
+        what the executor has (:meth:`concurrency_limit` says what bounds it). Running trials
+        are never stopped: a lower concurrency takes effect as they finish.
+
+        Raises:
+            ConfigError: ``n`` is not a positive int.
+        """
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"concurrency must be an int >= 1, got {n!r}")
+        self.concurrency = n
+        return self.concurrency
+
+    def concurrency_limit(self) -> str:
+        """Returns what bounds this executor's concurrency, for a message (empty: nothing)."""
+        return ""
+
     def cancel(self, trial: int) -> bool:
         """Returns whether the running ``trial`` was stopped now (its ``cancelled`` result
         comes from the next poll); False leaves it to the trial's cancel marker, read at its

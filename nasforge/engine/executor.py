@@ -65,6 +65,20 @@ class InProcessExecutor(BaseExecutor):
         self._done.clear()
         return out
 
+    def set_concurrency(self, n: int) -> int:
+        """Returns 1: this executor runs one trial at a time, whatever ``n``.
+
+        Raises:
+            ConfigError: ``n`` is not a positive int.
+        """
+        super().set_concurrency(n)
+        self.concurrency = 1
+        return 1
+
+    def concurrency_limit(self) -> str:
+        """Returns why the concurrency stays 1."""
+        return "the in-process executor runs one trial at a time (use the pool or Ray)"
+
 
 def get_executor(
     name_or_obj: str | Mapping[str, Any] | BaseExecutor, concurrency: int = 2

@@ -9,8 +9,8 @@ store, tell the strategy; resume after a crash by replaying the recorded history
     dedup    an architecture (by arch id) already evaluated is not trained again: its trial is
              recorded as ``cached`` with the earlier metrics (unless ``retrain_duplicates``);
              one still running makes the duplicate wait for it.
-    budget   ``n_trials`` counts trained trials (not cached ones); ``time_budget`` counts
-             seconds across resumes; in-flight trials always finish.
+    budget   ``n_trials`` counts trained trials (not cached or cancelled ones);
+             ``time_budget`` counts seconds across resumes; in-flight trials always finish.
     names    the metric, constraints and second objective are checked against the metrics the
              evaluator declares (``metric_names``) before anything is written; an evaluator
              that declares none is checked on each finished trial, and the first trial without
@@ -21,6 +21,11 @@ store, tell the strategy; resume after a crash by replaying the recorded history
     merge    before the first trial, the cross-model plan (``nasforge.engine.crossmodel``)
              may put the trials on an executor that merges what they share; it records what
              it did in the run (``crossmodel=False`` turns it off).
+
+    steer    ``nasforge stop``/``set`` and the dashboard reach the loop between its polls
+             (:meth:`Experiment.apply_request`): stop (letting the running trials finish, or
+             cancelling them), cancel one trial, change ``n_trials`` or ``concurrency``; each
+             is a run note, and a changed setting is written into the run's config.
 
 Building an experiment from a run file (or a stored section) and recording its evaluator live
 in ``nasforge.engine._experiment_section``; this module is the loop.
@@ -34,10 +39,10 @@ import logging
 import math
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nasforge.engine._control import apply_requests, cancel_marker, discard_requests
 from nasforge.engine._experiment_section import (
     add_arguments,
     check_budget,
@@ -57,16 +62,16 @@ from nasforge.engine.evaluator import (
 )
 from nasforge.engine.executor import BaseExecutor, get_executor
 from nasforge.engine.settings import ExperimentSettings
-from nasforge.engine.trial import TrialResult, TrialTask
+from nasforge.engine.trial import TrialResult, TrialTask, cancel_marker
 from nasforge.errors import ConfigError, StoreError, TrialError
 from nasforge.run.preflight import require
 from nasforge.run.progress import Progress
+from nasforge.run.requests import Request
 from nasforge.run.results import pareto_front, score
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.status import failure_summary
-from nasforge.run.store import Store, TrialRecord
-from nasforge.run.tracking import get_callbacks
-from nasforge.run.trial_logs import RunLog, finish_log, trial_log
+from nasforge.run.store import Store, TrialOutcome, TrialRecord
+from nasforge.run.trial_logs import finish_log, trial_log
 from nasforge.runtime.threads import set_threads
 from nasforge.strategy import (
     BaseStrategy,
@@ -78,6 +83,33 @@ from nasforge.strategy import (
 __all__ = ["Experiment"]
 
 log = logging.getLogger("nasforge.engine")
+
+#: trial statuses that do not count toward ``n_trials``: a duplicate resolved from an earlier
+#: trial, and a trial cancelled before it finished training
+_UNCOUNTED = ("cached", "cancelled")
+
+
+@dataclass
+class _Loop:
+    """Returns nothing; the state of one run (or resume) of the loop, rebuilt by replay."""
+
+    records: dict[int, TrialRecord] = field(default_factory=dict)
+    known: dict[str, int] = field(default_factory=dict)  # arch id -> trial that evaluated it
+    running: dict[str, int] = field(default_factory=dict)  # arch id -> trial running it now
+    waiting: dict[str, list[int]] = field(default_factory=dict)  # arch id -> duplicates waiting
+    n_trained: int = 0  # trials that count toward n_trials (see _UNCOUNTED)
+    n_cached: int = 0
+    n_failed: int = 0
+    dups_in_row: int = 0  # duplicates proposed in a row (max_duplicates ends the search)
+    exhausted: bool = False  # the strategy has nothing more to propose
+    best: tuple[float, float] | None = None  # (score, metric) of the best trial so far
+    failure: str | None = None  # why the run must stop now (a metric it names is missing)
+    elapsed0: float = 0.0  # seconds spent before this session (a resume)
+    t0: float = field(default_factory=time.monotonic)
+
+    def elapsed(self) -> float:
+        """Returns the seconds the run has spent, across resumes."""
+        return self.elapsed0 + time.monotonic() - self.t0
 
 
 @register_runner
@@ -115,6 +147,8 @@ class Experiment(BaseRunner):
     """
 
     kind = "multitrial"
+    controls = frozenset({"stop", "stop:cancel", "cancel", "set:n_trials", "set:concurrency"})
+    boundary = "trial"
 
     def __init__(
         self,
@@ -150,26 +184,36 @@ class Experiment(BaseRunner):
         objective = Objective(metric, s.mode, s.constraints, s.second_objective)
         self._wanted = named_metrics(objective)
         check_metric_names(self.evaluator, self._wanted)
-        #: the settings it was built with (the objective resolved), as a resume reads them back
+        #: the settings it was built with (the objective resolved), as a resume reads them back;
+        #: the loop reads them here (``nasforge set`` replaces ``n_trials`` while it runs)
         self.settings = dataclasses.replace(s, metric=metric, constraints=objective.constraints,
                                             second_objective=objective.second)  # fmt: skip
-        self.second_objective = objective.second
-        self.n_trials, self.time_budget = s.n_trials, s.time_budget
         self.executor = get_executor(s.executor, s.concurrency)
         self.executor.use_gpus(s.gpus_per_trial, s.devices)  # ConfigError now, before the record
-        self.gpus_per_trial, self.devices = s.gpus_per_trial, s.devices
-        self.trial_timeout = s.trial_timeout
         self.stopper = get_stopper(s.stopper)
-        self.retrain_duplicates = s.retrain_duplicates
-        self.save_weights = s.save_weights
-        self.keep_checkpoints = s.keep_checkpoints
-        self.max_duplicates = s.max_duplicates
-        self.progress_mode = s.progress
-        self.threads = s.threads
-        self.crossmodel = s.crossmodel
         self._plan = CrossModelPlan(s.crossmodel)
-        self.callbacks = get_callbacks(s.callbacks)  # a missing tracker package: ConfigError now
-        super().__init__(objective, directory, source, space)
+        #: trial id -> wall-clock times: submitted, entered/returned (the evaluator), recorded
+        self.timings: dict[int, dict[str, float]] = {}
+        self._loop = _Loop()
+        self._progress: Progress | None = None
+        # a missing tracker package: ConfigError now, before the record
+        super().__init__(objective, directory, source, space, s.callbacks)
+
+    @property
+    def n_trials(self) -> int | None:
+        """Returns the trial budget (trained trials; None: only ``time_budget`` bounds it)."""
+        return self.settings.n_trials
+
+    @n_trials.setter
+    def n_trials(self, n: int | None) -> None:
+        settings = dataclasses.replace(self.settings, n_trials=n)
+        settings.check()
+        self.settings = settings
+
+    @property
+    def second_objective(self) -> tuple[str, str] | None:
+        """Returns the second objective ``(metric, mode)`` of a Pareto front, or None."""
+        return self.settings.second_objective
 
     @classmethod
     def add_arguments(cls, parser: argparse._ActionsContainer) -> None:
@@ -222,31 +266,28 @@ class Experiment(BaseRunner):
             self.executor.check_cluster()
 
     def section(self) -> dict[str, Any]:
-        """Returns the experiment's settings as JSON-able data (stored with it)."""
+        """Returns the experiment's settings as JSON-able data (stored with it; the trackers
+        are in the run's config, beside the section, for every kind)."""
+        s = self.settings
         return {
             "search_space": self.search_space.to_dict(),
             "strategy": {"name": self.strategy.name, "config": self.strategy.config()},
             "evaluator": evaluator_ref(self.evaluator),
-            "n_trials": self.n_trials,
-            "time_budget": self.time_budget,
+            "n_trials": s.n_trials,
+            "time_budget": s.time_budget,
             "executor": self.executor.spec(),
             "concurrency": self.executor.concurrency,
-            "trial_timeout": self.trial_timeout,
+            "trial_timeout": s.trial_timeout,
             "stopper": None if self.stopper is None else self.stopper.config(),
-            "retrain_duplicates": self.retrain_duplicates,
-            "save_weights": self.save_weights,
-            "keep_checkpoints": self.keep_checkpoints,
-            "max_duplicates": self.max_duplicates,
-            "threads": self.threads,
-            "crossmodel": self.crossmodel,
-            "gpus_per_trial": self.gpus_per_trial,
-            "devices": self.devices,
-            # trackers that can be rebuilt, so that a resume from the record tracks too
-            **({"callbacks": specs} if (specs := self._callback_specs()) else {}),
+            "retrain_duplicates": s.retrain_duplicates,
+            "save_weights": s.save_weights,
+            "keep_checkpoints": s.keep_checkpoints,
+            "max_duplicates": s.max_duplicates,
+            "threads": s.threads,
+            "crossmodel": s.crossmodel,
+            "gpus_per_trial": s.gpus_per_trial,
+            "devices": s.devices,
         }
-
-    def _callback_specs(self) -> list[dict[str, Any]]:
-        return [spec for c in self.callbacks if (spec := c.spec()) is not None]
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self, resume: bool = False) -> Experiment:
@@ -265,43 +306,27 @@ class Experiment(BaseRunner):
         return self
 
     def _execute(self, store: Store, resume: bool) -> None:
-        """Runs trials until the budget is spent (or the strategy is exhausted), after
-        replaying the recorded history when resuming.
+        """Runs trials until the budget is spent (or the strategy is exhausted, or a stop is
+        asked), after replaying the recorded history when resuming.
 
         Raises:
             TrialError: every trial trained in this run failed (the message groups the errors).
         """
+        s = self.settings
         if "torch" in sys.modules:  # a space of plain data trains nothing: keep torch unloaded
-            set_threads(self.threads if self.threads is not None else 1)
+            set_threads(s.threads if s.threads is not None else 1)
         self.strategy.setup(self.search_space)  # replay needs the freshly seeded state
         if self.stopper is not None:
             self.stopper.reset()
-        store.set_plan("trials", self.n_trials)
-        self._records: dict[int, TrialRecord] = {}
-        self._known: dict[str, int] = {}  # arch id -> trial that evaluated it
-        self._running: dict[str, int] = {}  # arch id -> trial now running it
-        self._waiting: dict[str, list[int]] = {}  # arch id -> duplicate trials waiting on it
-        self._n_trained = 0
-        self._dups_in_row = 0
-        self._exhausted = False
-        self._n_cached = self._n_failed = 0
-        self._best: tuple[float, float] | None = None
-        self._stop: str | None = None  # why the run must stop now (a metric it names is missing)
-        self._stopping: str | None = None  # "finish" or "cancel": stopped on request
-        #: trial id -> wall-clock times: submitted, entered/returned (the evaluator), recorded
-        self.timings: dict[int, dict[str, float]] = {}
-        self._keeper = CheckpointKeeper(self.keep_checkpoints, store, self._score)
+        store.set_plan("trials", s.n_trials)
+        self.timings = {}
+        self._keeper = CheckpointKeeper(s.keep_checkpoints, store, self._score)
+        self._loop = loop = _Loop()
         inflight = self._replay(store)
-        info = {"directory": str(self.directory.resolve()), "name": self.directory.resolve().name,
-                "metric": self.metric, "mode": self.mode, "kind": self.kind,
-                "strategy": self.strategy.name}  # fmt: skip
-        for callback in self.callbacks:
-            callback.on_run_start(info)
         if resume:
-            self._keeper.sweep(list(self._records.values()))
-        self._elapsed0 = float(store.get_meta("elapsed", "0") or 0)
-        self._t0 = time.monotonic()
-        self._progress = Progress(self.n_trials, self.time_budget, self.progress_mode)
+            self._keeper.sweep(list(loop.records.values()))
+        loop.elapsed0, loop.t0 = float(store.get_meta("elapsed", "0") or 0), time.monotonic()
+        self._progress = self.progress(s.n_trials, s.time_budget, s.progress)
         own = self.executor
         self.executor = self._plan.prepare(self.space, self.evaluator, own, store, self.stopper)
         if self.executor is not own:  # a merging executor runs on the same GPUs
@@ -309,24 +334,18 @@ class Experiment(BaseRunner):
         self.executor.live_stopper = self.stopper  # rung values of running trials (pool)
         self.executor.start(self.space, self.evaluator)
         self._record_executor(store, own)
-        self._runlog = RunLog(self.directory).attach()
-        self._progress.sink = self._runlog.line
-        discard_requests(self.directory)
         try:
             for tid in inflight:
                 log.info("re-running trial %d, in flight when the experiment stopped", tid)
                 store.restart_trial(tid)
                 self._launch(tid)
-            self._loop()
+            self._run_loop()
         finally:
             self.executor.shutdown()
             self.executor = own
-            store.set_meta("elapsed", repr(self._elapsed()))
+            store.set_meta("elapsed", repr(loop.elapsed()))
             self._show(force=True)
             self._progress.close()
-            self._runlog.detach()
-            for callback in self.callbacks:
-                callback.on_run_end()
         counts = store.counts()
         n_trained = sum(n for status, n in counts.items() if status not in ("running", "cached"))
         if n_trained and counts.get("failed", 0) == n_trained:
@@ -345,13 +364,10 @@ class Experiment(BaseRunner):
             section["executor"] = executor.spec()
             store.set_config({**config, self.kind: section})
 
-    def _elapsed(self) -> float:
-        return self._elapsed0 + time.monotonic() - self._t0
-
     def _replay(self, store: Store) -> list[int]:
         """Rebuilds strategy, stopper and dedup state from the events; returns in-flight ids."""
-        records = {t.id: t for t in store.trials()}
-        self._records = records
+        loop = self._loop
+        loop.records = records = {t.id: t for t in store.trials()}
         told: set[int] = set()
         for kind, tid in store.events():
             rec = records[tid]
@@ -372,8 +388,8 @@ class Experiment(BaseRunner):
                 told.add(tid)
                 self._after_finish(rec)
         inflight = [tid for tid in records if tid not in told]
-        self._n_trained = sum(
-            1 for t in records.values() if t.status not in ("cached",) and t.id in told
+        loop.n_trained = sum(
+            1 for t in records.values() if t.status not in _UNCOUNTED and t.id in told
         )
         return inflight
 
@@ -382,17 +398,19 @@ class Experiment(BaseRunner):
 
     def _after_finish(self, rec: TrialRecord) -> None:
         """Tells the strategy and updates dedup, stopper and progress state for a record."""
+        loop = self._loop
         sc = self._score(rec)
         self.strategy.tell(rec.arch, sc)
-        self._n_cached += rec.status == "cached"
-        self._n_failed += rec.status == "failed"
-        if sc is not None and (self._best is None or sc > self._best[0]):
+        loop.n_cached += rec.status == "cached"
+        loop.n_failed += rec.status == "failed"
+        if sc is not None and (loop.best is None or sc > loop.best[0]):
             assert rec.metrics is not None, "a scored trial finished, so it has metrics"
-            self._best = (sc, rec.metrics[self.metric])
+            loop.best = (sc, rec.metrics[self.metric])
         if rec.status != "cached":
-            self._known.setdefault(rec.arch_id, rec.id)
-            if self._running.get(rec.arch_id) == rec.id:
-                del self._running[rec.arch_id]
+            if rec.status != "cancelled":  # a cancelled architecture is trained when asked again
+                loop.known.setdefault(rec.arch_id, rec.id)
+            if loop.running.get(rec.arch_id) == rec.id:
+                del loop.running[rec.arch_id]
         self._keeper.add(rec)
         if self.stopper is not None and rec.status != "cached":
             sign = 1 if self.mode == "max" else -1
@@ -403,66 +421,117 @@ class Experiment(BaseRunner):
             )
 
     def _can_ask(self) -> bool:
-        if (
-            self._stop
-            or self._stopping
-            or self._exhausted
-            or self._dups_in_row >= self.max_duplicates
-        ):
+        loop, s = self._loop, self.settings
+        if loop.failure or self.stopping or loop.exhausted or loop.dups_in_row >= s.max_duplicates:
             return False
-        busy = self.executor.n_running + sum(len(w) for w in self._waiting.values())
+        busy = self.executor.n_running + sum(len(w) for w in loop.waiting.values())
         if busy >= self.executor.concurrency:
             return False
-        if self.n_trials is not None and self._n_trained + len(self._running) >= self.n_trials:
+        if s.n_trials is not None and loop.n_trained + len(loop.running) >= s.n_trials:
             return False
-        if self.time_budget is not None and self._elapsed() >= self.time_budget:
+        if s.time_budget is not None and loop.elapsed() >= s.time_budget:
             return False
         return True
 
-    def _loop(self) -> None:
-        store = self.store
+    def _run_loop(self) -> None:
+        store, loop = self.store, self._loop
         assert store is not None
         while True:
             while self._can_ask():
                 arch = self.strategy.ask()
                 if arch is None:
                     log.info("the strategy has no more architectures to try")
-                    self._exhausted = True
+                    loop.exhausted = True
                     break
                 aid = self.search_space.id_of(arch)  # one network, one id (edit histories)
                 tid = store.add_trial(aid, arch)
-                self._records[tid] = TrialRecord(tid, aid, arch, "running")
+                loop.records[tid] = TrialRecord(tid, aid, arch, "running")
                 self._launch(tid)
-            if self._dups_in_row >= self.max_duplicates and not self._exhausted:
+            if loop.dups_in_row >= self.settings.max_duplicates and not loop.exhausted:
                 log.warning(
                     "the strategy proposed %d already-evaluated architectures in a "
                     "row; stopping (is the space exhausted?)",
-                    self._dups_in_row,
+                    loop.dups_in_row,
                 )
-                self._exhausted = True
-            if self.executor.n_running == 0 and not self._waiting and not self._can_ask():
+                loop.exhausted = True
+            if self.executor.n_running == 0 and not loop.waiting and not self._can_ask():
                 break
             for result in self.executor.poll(0.5):
                 self._record(result)
-            apply_requests(self)  # nasforge stop / set, from any shell
-            if self._stop:  # the executor's shutdown (in _execute) kills the trials in flight
-                raise ConfigError(self._stop)
+            self.poll_requests()  # nasforge stop / set, the dashboard: from any shell
+            if loop.failure:  # the executor's shutdown (in _execute) kills the trials in flight
+                raise ConfigError(loop.failure)
             self._show()
+
+    # -- steering (nasforge stop / set, the dashboard) -------------------------------------------
+    def apply_request(self, request: Request) -> None:
+        """Returns None after applying ``request`` between polls: ``stop`` (no more trials;
+        ``cancel`` mode cancels the running ones too), ``cancel`` of one running trial, ``set``
+        of ``n_trials``/``concurrency`` (written into the run's config, so a resume keeps
+        it)."""
+        if request.action == "stop":
+            self.stopping = request.mode
+            self.note("stop", f"stop requested: no more trials; running ones {request.mode}",
+                      mode=request.mode, via=request.via)  # fmt: skip
+            if request.mode == "cancel":
+                for trial in sorted(self._loop.running.values()):
+                    self._cancel(trial, request.via)
+        elif request.action == "cancel":
+            assert request.trial is not None, "a cancel request names its trial"
+            self._cancel(request.trial, request.via)
+        elif request.action == "set":
+            self._set(request.settings, request.via)
+
+    def _cancel(self, trial: int, via: str) -> None:
+        """Cancels a running trial: the executor kills its worker, or (in-process) the trial
+        stops at its next report."""
+        if trial not in self._loop.running.values():
+            self.note("ignored", f"trial {trial} is not running; nothing cancelled", trial=trial,
+                      via=via)  # fmt: skip
+            return
+        marker = cancel_marker(self.directory, trial)
+        marker.parent.mkdir(exist_ok=True)
+        marker.touch()
+        how = "killed" if self.executor.cancel(trial) else "stops at its next report"
+        self.note("cancel", f"trial {trial} cancelled on request ({how})", trial=trial, via=via)
+
+    def _set(self, settings: dict[str, int], via: str) -> None:
+        """Applies ``n_trials`` and ``concurrency`` and records them in the run's config."""
+        store = self.store
+        assert store is not None, "requests are applied while the run runs"
+        changed: dict[str, int] = {}
+        if "n_trials" in settings:
+            self.n_trials = changed["n_trials"] = settings["n_trials"]
+            if self._progress is not None:
+                self._progress.total = settings["n_trials"]
+            store.set_plan("trials", settings["n_trials"])
+        if "concurrency" in settings:
+            asked = settings["concurrency"]
+            changed["concurrency"] = now = self.executor.set_concurrency(asked)
+            if now != asked:
+                self.note("ignored", f"concurrency {asked} asked; {self.executor.name} runs "
+                          f"{now} at a time: {self.executor.concurrency_limit()}",
+                          concurrency=asked, via=via)  # fmt: skip
+        config = dict(store.config())
+        store.set_config({**config, self.kind: {**config[self.kind], **changed}})
+        shown = ", ".join(f"{k}={v}" for k, v in changed.items())
+        self.note("set", f"settings changed while running: {shown}", **changed, via=via)
 
     def _launch(self, tid: int) -> None:
         """Submits a trial, or resolves it from an earlier one with the same architecture."""
-        rec = self._records[tid]
+        loop, s = self._loop, self.settings
+        rec = loop.records[tid]
         aid = rec.arch_id
-        if not self.retrain_duplicates and aid in self._known:
-            self._resolve_cached(tid, self._known[aid])
+        if not s.retrain_duplicates and aid in loop.known:
+            self._resolve_cached(tid, loop.known[aid])
             return
-        if not self.retrain_duplicates and aid in self._running:
-            self._waiting.setdefault(aid, []).append(tid)
+        if not s.retrain_duplicates and aid in loop.running:
+            loop.waiting.setdefault(aid, []).append(tid)
             return
-        self._dups_in_row = 0
-        self._running[aid] = tid
+        loop.dups_in_row = 0
+        loop.running[aid] = tid
         checkpoint = None
-        if self.save_weights and hasattr(self.space, "freeze"):
+        if s.save_weights and hasattr(self.space, "freeze"):
             ckpt_dir = self.directory.resolve() / "checkpoints"
             ckpt_dir.mkdir(exist_ok=True)
             checkpoint = str(ckpt_dir / f"trial_{tid}.pt")
@@ -474,7 +543,7 @@ class Experiment(BaseRunner):
                 metric=self.metric,
                 sign=1 if self.mode == "max" else -1,
                 stopper=None if self.stopper is None else self.stopper.snapshot(tid),
-                timeout=self.trial_timeout,
+                timeout=s.trial_timeout,
                 checkpoint=checkpoint,
                 log=str(trial_log(self.directory.resolve(), tid)),
                 cancel_marker=str(cancel_marker(self.directory, tid)),
@@ -485,26 +554,17 @@ class Experiment(BaseRunner):
         assert self.store is not None
         src = self.store.trial(source)
         error = None if src.status != "failed" else f"same architecture as failed trial {source}"
-        self.store.finish_trial(
-            tid,
-            "cached",
-            src.metrics,
-            src.intermediates,
-            error,
-            0.0,
-            src.checkpoint,
-            cached_from=source,
-        )
+        outcome = TrialOutcome("cached", src.metrics, src.intermediates, error, 0.0,
+                               src.checkpoint, cached_from=source)  # fmt: skip
+        self.store.finish_trial(tid, outcome)
         rec = self.store.trial(tid)
-        self._records[tid] = rec
-        self._dups_in_row += 1
+        self._loop.records[tid] = rec
+        self._loop.dups_in_row += 1
         self._after_finish(rec)
-        for callback in self.callbacks:
-            callback.on_trial_end(rec)
 
     def _record(self, result: TrialResult) -> None:
         assert self.store is not None
-        tid = result.trial
+        loop, tid = self._loop, result.trial
         if result.status == "failed":
             log.warning("trial %d failed: %s", tid, (result.error or "").strip()[-500:])
         metrics, status, error = result.metrics, result.status, result.error
@@ -514,24 +574,17 @@ class Experiment(BaseRunner):
         if status == "done" and metrics is not None:
             missing = missing_metric(tid, metrics, self._wanted)
         if missing is not None:  # the first such trial stops the run: the rest would fail too
-            status, error, self._stop = "failed", missing, missing
+            status, error, loop.failure = "failed", missing, missing
         checkpoint = result.checkpoint
         if checkpoint is not None and Path(checkpoint).is_relative_to(self.directory.resolve()):
             checkpoint = str(Path(checkpoint).relative_to(self.directory.resolve()))
-        self.store.finish_trial(
-            tid,
-            status,
-            metrics,
-            result.intermediates,
-            error,
-            result.duration,
-            checkpoint,
-            placement=result.placement,
-        )
+        outcome = TrialOutcome(status, metrics, result.intermediates, error, result.duration,
+                               checkpoint, placement=result.placement)  # fmt: skip
+        self.store.finish_trial(tid, outcome)
         finish_log(trial_log(self.directory, tid), tid, result, result.log_text)
         cancel_marker(self.directory, tid).unlink(missing_ok=True)
         self.timings.setdefault(tid, {}).update(result.timing, recorded=time.time())
-        self.store.set_meta("elapsed", repr(self._elapsed()))
+        self.store.set_meta("elapsed", repr(loop.elapsed()))
         if result.retries:
             self.store.add_note(
                 "executor",
@@ -542,27 +595,20 @@ class Experiment(BaseRunner):
                 retries=result.retries,
             )
         rec = self.store.trial(tid)
-        self._records[tid] = rec
-        self._n_trained += 1
+        loop.records[tid] = rec
+        loop.n_trained += rec.status not in _UNCOUNTED
         self._after_finish(rec)
-        for callback in self.callbacks:
-            callback.on_trial_end(rec)
-        if self._stop:  # duplicates waiting on it stay in flight, like the trials killed
+        if loop.failure:  # duplicates waiting on it stay in flight, like the trials killed
             return
-        for waiter in self._waiting.pop(rec.arch_id, []):
+        for waiter in loop.waiting.pop(rec.arch_id, []):
             self._resolve_cached(waiter, tid)
 
     def _show(self, force: bool = False) -> None:
-        best = None if self._best is None else self._best[1]
-        self._progress.update(
-            self._n_trained,
-            self.executor.n_running,
-            self._n_failed,
-            best,
-            self._elapsed(),
-            force,
-            self._n_cached,
-        )
+        loop = self._loop
+        assert self._progress is not None
+        best = None if loop.best is None else loop.best[1]
+        self._progress.update(loop.n_trained, self.executor.n_running, loop.n_failed, best,
+                              loop.elapsed(), force, loop.n_cached)  # fmt: skip
 
     # -- results (trials() and best() come from BaseRunner) ----------------------------------
     def pareto_front(self) -> list[TrialRecord]:

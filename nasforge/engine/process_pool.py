@@ -51,6 +51,7 @@ from nasforge.runtime.devices import (
     local_placement,
     set_placement,
 )
+from nasforge.runtime.threads import usable_cores
 
 __all__ = ["ProcessPoolExecutor"]
 
@@ -228,6 +229,26 @@ class ProcessPoolExecutor(BaseExecutor):
                 self.gpus_per_trial,
             )
             self.concurrency = len(self._slots)
+
+    def set_concurrency(self, n: int) -> int:
+        """Returns the concurrency from now on after asking for ``n``: at most the GPU slots
+        of GPU trials, and at most this machine's usable cores for CPU trials (each child
+        trains with its own threads; more children than cores only slows every trial).
+
+        Raises:
+            ConfigError: ``n`` is not a positive int.
+        """
+        super().set_concurrency(n)
+        self._requested = n
+        bound = len(self._slots) if self._slots else usable_cores()
+        self.concurrency = min(n, bound)
+        return self.concurrency
+
+    def concurrency_limit(self) -> str:
+        """Returns what bounds the pool: its GPU slots, or this machine's cores."""
+        if self._slots:
+            return f"{len(self._slots)} GPU slots ({self.gpus_per_trial:g} GPU per trial)"
+        return f"this machine has {usable_cores()} usable cores"
 
     def _placement(self, trial: int) -> Placement:
         """Returns the placement of ``trial`` as the engine records it (its slot's GPUs)."""

@@ -15,6 +15,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 from nasforge.engine.evaluator import BaseEvaluator, EarlyStop, as_metrics
@@ -24,6 +25,7 @@ from nasforge.runtime.weights import save_weights
 from nasforge.strategy.stopping import should_stop
 
 __all__ = [
+    "cancel_marker",
     "TrialTask",
     "TrialResult",
     "LiveStopper",
@@ -33,6 +35,12 @@ __all__ = [
     "cancelled_result",
     "CANCELLED",
 ]
+
+
+def cancel_marker(directory: str | Path, trial: int) -> Path:
+    """Returns the file whose existence cancels ``trial`` at its next report (the in-process
+    executor's way; the others kill the trial's worker): ``DIR/control/trial_N.cancel``."""
+    return Path(directory).resolve() / "control" / f"trial_{trial}.cancel"
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from nasforge.errors import ConfigError
 from nasforge.ofa.evolution import EvolutionConfig
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.settings import kind_settings
-from nasforge.run.store import Store, is_run
+from nasforge.run.store import Store, TrialOutcome, is_run
 from nasforge.runtime.threads import set_threads
 from nasforge.runtime.weights import save_weights
 from nasforge.space import arch_id
@@ -86,6 +86,7 @@ class OFADeploy(BaseRunner):
         *,
         directory: str | Path | None = None,
         source: Mapping[str, Any] | None = None,
+        callbacks: Sequence[Any] | None = None,
         **deprecated: Any,
     ) -> None:
         self.settings = s = kind_settings(OFADeploySettings, settings, deprecated, "OFADeploy")
@@ -109,7 +110,7 @@ class OFADeploy(BaseRunner):
         self.seed, self.threads = s.seed, s.threads
         self.resolutions = None if not s.resolutions else tuple(int(r) for r in s.resolutions)
         self.net = _load_supernet(self.supernet) if self.supernet else None
-        super().__init__(Objective("accuracy", "max"), directory, source)
+        super().__init__(Objective("accuracy", "max"), directory, source, callbacks=callbacks)
 
     @classmethod
     def add_arguments(cls, parser: argparse._ActionsContainer) -> None:
@@ -158,7 +159,7 @@ class OFADeploy(BaseRunner):
         missing = sorted({"latency_table", "predictor", "targets"} - set(where))
         if missing:
             raise ConfigError(f"an ofa-deploy run needs {missing}; see docs/ofa.md")
-        places = {k: s.pop(k) for k in ("directory", "source") if k in s}
+        places = {k: s.pop(k) for k in ("directory", "source", "callbacks") if k in s}
         fields = kind_settings(OFADeploySettings, s, {}, "an ofa-deploy run")
         return cls(where["latency_table"], where["predictor"], where["targets"], fields, **places)
 
@@ -203,8 +204,8 @@ class OFADeploy(BaseRunner):
                 checkpoint = str(Path(save_weights(extract(net, r.arch), path)).relative_to(
                     self.directory))  # fmt: skip
             metrics = {"accuracy": r.accuracy, "latency_ms": r.cost, "target": target}
-            store.finish_trial(tid, "done", metrics, checkpoint=checkpoint,
-                               evaluation="predicted", event=False)  # fmt: skip
+            outcome = TrialOutcome("done", metrics, checkpoint=checkpoint, evaluation="predicted")
+            store.finish_trial(tid, outcome, event=False)
             log.info("target %g ms: predicted accuracy %.4f at %.3f ms", target, r.accuracy,
                      r.cost)  # fmt: skip
 

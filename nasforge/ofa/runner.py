@@ -28,7 +28,7 @@ from nasforge.ofa.record import KIND, open_ofa_store, section, stage_from_dict
 from nasforge.run.preflight import require
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.settings import kind_settings
-from nasforge.run.store import Store
+from nasforge.run.store import Store, TrialOutcome
 from nasforge.runtime.threads import set_threads
 from nasforge.runtime.weights import save_weights
 from nasforge.space import arch_id
@@ -111,6 +111,7 @@ class OFARun(BaseRunner):
     """
 
     kind = KIND
+    controls = frozenset({"stop"})
 
     def __init__(
         self,
@@ -119,6 +120,7 @@ class OFARun(BaseRunner):
         *,
         directory: str | Path | None = None,
         source: Mapping[str, Any] | None = None,
+        callbacks: Sequence[Any] | None = None,
         **deprecated: Any,
     ) -> None:
         from nasforge.ofa.mobilenet import OFAMobileNetV3
@@ -151,7 +153,7 @@ class OFARun(BaseRunner):
         net = OFAMobileNetV3(spec)
         self.plan = training_plan(net, s.full_epochs, s.shrink_epochs, s.schedule)
         self.net = net
-        super().__init__(Objective("accuracy", "max"), directory, source, net)
+        super().__init__(Objective("accuracy", "max"), directory, source, net, callbacks)
 
     @classmethod
     def add_arguments(cls, parser: argparse._ActionsContainer) -> None:
@@ -174,7 +176,7 @@ class OFARun(BaseRunner):
             return cls._from_stored(s)
         if base is not None and s.get("data", "mnist") != "mnist":
             s["data"] = str((base / s["data"]).resolve())
-        where = {k: s.pop(k) for k in ("space", "directory", "source") if k in s}
+        where = {k: s.pop(k) for k in ("space", "directory", "source", "callbacks") if k in s}
         return cls(settings=kind_settings(OFARunSettings, s, {}, "an ofa run"), **where)
 
     @classmethod
@@ -206,7 +208,7 @@ class OFARun(BaseRunner):
         torch.manual_seed(run.seed)
         run.net = OFAMobileNetV3(run.spec)
         BaseRunner.__init__(run, Objective("accuracy", "max"), s.get("directory"),
-                            s.get("source"), run.net)  # fmt: skip
+                            s.get("source"), run.net, s.get("callbacks"))  # fmt: skip
         return run
 
     def compatible_keys(self) -> tuple[str, ...]:
@@ -240,7 +242,7 @@ class OFARun(BaseRunner):
         tr, te = load_data(self.data)
         if store.artifact("supernet") is None:
             train(self.net, tr, self.plan, self.train_config, store=store,
-                  probe_data=te if self.probes else None)  # fmt: skip
+                  probe_data=te if self.probes else None, should_stop=self.stop_asked)  # fmt: skip
         if self.search is not None and not store.trials():
             search_run(store, self.net, self.search, (tr, te))
 
@@ -282,7 +284,8 @@ def search_run(
         metrics = {"accuracy": r.accuracy, "cost": r.cost, "target": r.target}
         how = "predicted" if mode == "predictor" else "inherited"
         rel = str(Path(path).relative_to(store.directory))
-        store.finish_trial(tid, "done", metrics, checkpoint=rel, evaluation=how, event=False)
+        store.finish_trial(tid, TrialOutcome("done", metrics, checkpoint=rel, evaluation=how),
+                           event=False)  # fmt: skip
         rows.append({"target": r.target, "arch": r.arch, "accuracy": r.accuracy, "cost": r.cost,
                      "coupling": net.spec.coupling, "latency": s["latency"],
                      "n_latency_measurements": n_measured()})  # fmt: skip

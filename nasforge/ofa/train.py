@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nasforge.errors import ConfigError, DivergenceError, StoreError
+from nasforge.errors import ConfigError, DivergenceError, StopRequested, StoreError
 from nasforge.ofa.mobilenet import OFAMobileNetV3, extract, sort_channels
 from nasforge.ofa.record import open_run, run_config
 from nasforge.ofa.spaces import Stage as _Stage
@@ -162,6 +162,7 @@ def train(
     probes: Mapping[str, Mapping[str, Any]] | None = None,
     run: Mapping[str, Any] | None = None,
     store: Store | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[dict[str, Any]]:
     """Trains ``supernet`` in place through the stages of ``plan``; returns one row per epoch
     (stage, stage_index, epoch, loss, ``acc_<probe>``, checkpoint, seconds).
@@ -174,7 +175,8 @@ def train(
     final weights; a directory that already holds the run resumes after its last checkpoint.
     ``run`` is free JSON-able data stored with the config (the command line keeps its data
     source there). ``store`` (instead of ``directory``) is the writer store of a run that a
-    runner created.
+    runner created. ``should_stop`` is asked after every recorded epoch (its checkpoint is
+    saved by then): when it says so, training stops there, and a resume goes on from it.
 
     Invariants: a run resumed from its directory ends with the same weights as an unbroken run
     (same thread count); the teacher is a frozen copy of the full network as it is when the
@@ -184,6 +186,7 @@ def train(
         ConfigError: empty data, or images and labels of different counts.
         StoreError: the directory holds another experiment, a run with other settings, an
             unreadable database or a missing or unreadable checkpoint.
+        StopRequested: ``should_stop`` said so after an epoch (recorded with a store).
     """
     x_all, y_all = data
     if len(x_all) == 0 or len(x_all) != len(y_all):
@@ -192,7 +195,8 @@ def train(
     if store is None and directory is not None:
         store = own = open_run(Path(directory), run_config(supernet.spec, plan, config, run))
     try:
-        rows = _train(supernet, x_all, y_all, plan, config, store, progress, probe_data, probes)
+        rows = _train(supernet, x_all, y_all, plan, config, store, progress, probe_data, probes,
+                      should_stop)  # fmt: skip
     except BaseException as exc:
         if own is not None:  # a run this call opened ends failed, or interrupted by Ctrl-C
             own.end(exc)
@@ -216,6 +220,7 @@ def _train(
     progress: Callable[[str, int, int, int, float], None] | None,
     probe_data: tuple[torch.Tensor, torch.Tensor] | None,
     probes: Mapping[str, Mapping[str, Any]] | None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[dict[str, Any]]:
     space = supernet.search_space()
     if probes is None:
@@ -293,6 +298,9 @@ def _train(
                 _drop_superseded(store.directory, logs, plan)
                 row = dict(row, step=step)
             logs.append(row)
+            if store is not None and should_stop is not None and should_stop():
+                raise StopRequested(f"OFA training stopped on request after stage "
+                                    f"{stage.name!r} epoch {epoch + 1}")  # fmt: skip
     supernet.set_active(space.largest())
     if store is not None:
         save_state(supernet.state_dict(), store.directory / SUPERNET_FILE)

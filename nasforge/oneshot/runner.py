@@ -36,7 +36,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, TypedDict
@@ -50,10 +50,10 @@ from nasforge.oneshot.common import Batch, SearchConfig, Split, accuracy, recali
 from nasforge.oneshot.search import ALGORITHMS, SearchState, search
 from nasforge.oneshot.search import supernet as make_supernet
 from nasforge.oneshot.supernet import inherit_weights
-from nasforge.run.progress import Progress, fmt_time
+from nasforge.run.progress import fmt_time
 from nasforge.run.refs import materialize
 from nasforge.run.runner import BaseRunner, Objective, did_you_mean, find_ref, register_runner
-from nasforge.run.store import Store
+from nasforge.run.store import Store, TrialOutcome
 from nasforge.runtime.threads import set_threads
 from nasforge.runtime.weights import load_weights, save_state, save_weights
 from nasforge.space import ModelSpace, arch_id
@@ -204,6 +204,7 @@ class OneShotSearch(BaseRunner):
     """
 
     kind = "oneshot"
+    controls = frozenset({"stop"})
 
     def __init__(
         self,
@@ -220,6 +221,7 @@ class OneShotSearch(BaseRunner):
         schedule: str = "cmp",
         replicas: int = 1,
         workers: str | None = None,
+        callbacks: Sequence[Any] | None = None,
         **settings: Any,
     ) -> None:
         multi = {"n_trials", "time_budget", "executor", "concurrency", "evaluator", "evaluate",
@@ -251,7 +253,7 @@ class OneShotSearch(BaseRunner):
         if self.parallel != _ONE_DEVICE:
             check_parallel(model_parallel, replicas, schedule, self.parallel["workers"],
                            self.strategy.config, self.strategy.name)  # fmt: skip
-        super().__init__(Objective("accuracy", "max"), directory, source, space)
+        super().__init__(Objective("accuracy", "max"), directory, source, space, callbacks)
 
     @classmethod
     def add_arguments(cls, parser: argparse._ActionsContainer) -> None:
@@ -336,7 +338,7 @@ class OneShotSearch(BaseRunner):
                 log.info("%s: the one-shot search already finished; nothing to do", self.directory)
                 return
             start = _last_checkpoint(store, ckpt)
-        progress = Progress(cfg.epochs, None, self.progress_mode)
+        progress = self.progress(cfg.epochs, None, self.progress_mode)
         t0 = time.monotonic() - float(store.get_meta("elapsed", "0") or 0)
 
         def checkpoint(row: dict[str, Any], state: SearchState) -> None:
@@ -357,6 +359,7 @@ class OneShotSearch(BaseRunner):
                 f"arch {row['arch_id']} {json.dumps(row['arch'], separators=(',', ':'))}",
                 force=True,
             )
+            self.check_stop()  # nasforge stop: this epoch is saved, so the run may end here
 
         # the line above is this run's progress (with the time spent before a resume)
         find = partial(search, threads=self.threads, progress="off")
@@ -387,7 +390,8 @@ class OneShotSearch(BaseRunner):
         net, arch = result.supernet.cpu(), result.arch
         ckpt = self.directory / "checkpoints"
         for evaluated, acc in result.evaluated:
-            store.record_trial(arch_id(evaluated), evaluated, {"accuracy": acc}, "inherited")
+            outcome = TrialOutcome("done", {"accuracy": acc}, evaluation="inherited")
+            store.record_trial(arch_id(evaluated), evaluated, outcome)
         model = inherit_weights(net, arch)
         recalibrate_bn(model, self.split.train, cfg.batch_size, cfg.bn_batches, cfg.seed)
         rows = store.progress()
@@ -405,17 +409,11 @@ class OneShotSearch(BaseRunner):
         store.add_artifact("supernet", "artifacts/supernet.pt", "supernet")
         tid = store.add_trial(arch_id(arch), arch, event=False)
         weights = save_weights(model, str(ckpt / f"trial_{tid}.pt"))
-        store.finish_trial(
-            tid,
-            "done",
-            metrics,
-            [{k: r[k] for k in _NUMERIC_ROW_KEYS if r.get(k) is not None} for r in rows],
-            None,
-            seconds,
-            str(Path(weights).relative_to(self.directory)),
-            evaluation="inherited",
-            event=False,
-        )
+        curve = [{k: r[k] for k in _NUMERIC_ROW_KEYS if r.get(k) is not None} for r in rows]
+        outcome = TrialOutcome("done", metrics, curve, duration=seconds,
+                               checkpoint=str(Path(weights).relative_to(self.directory)),
+                               evaluation="inherited")  # fmt: skip
+        store.finish_trial(tid, outcome, event=False)
         log.info(
             "%s found arch %s: accuracy %.4f (inherited weights)",
             self.strategy.name,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from nasforge.parallel.supernet import ChoiceSupernet, block_label, choice_block
 from nasforge.run.refs import materialize
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.settings import kind_settings, settings_data
-from nasforge.run.store import Store
+from nasforge.run.store import Store, TrialOutcome
 from nasforge.runtime.threads import set_threads
 from nasforge.runtime.weights import save_weights
 from nasforge.weightsharing import accuracy
@@ -115,6 +115,7 @@ class PipelineTraining(BaseRunner):
         directory: str | Path | None = None,
         source: Mapping[str, Any] | None = None,
         space_kwargs: Mapping[str, Any] | None = None,
+        callbacks: Sequence[Any] | None = None,
         **deprecated: Any,
     ) -> None:
         self.settings = kind_settings(PipelineSettings, settings, deprecated, "PipelineTraining")
@@ -123,7 +124,7 @@ class PipelineTraining(BaseRunner):
         choice_blocks(space)  # a chain of LayerChoice blocks, or a clear error
         self.settings.check()
         self.n_eval = self.settings.n_eval
-        super().__init__(Objective("accuracy", "max"), directory, source, space)
+        super().__init__(Objective("accuracy", "max"), directory, source, space, callbacks)
 
     @classmethod
     def names(cls) -> list[str]:
@@ -143,7 +144,8 @@ class PipelineTraining(BaseRunner):
         s.pop("objective", None)
         s.pop("threads", None)  # a stage process always runs one thread
         space = None if s.get("space") is None else materialize(s["space"], base)
-        where = {k: s.pop(k) for k in ("space", "directory", "source", "space_kwargs") if k in s}
+        where = {k: s.pop(k) for k in ("space", "directory", "source", "space_kwargs", "callbacks")
+                 if k in s}  # fmt: skip
         where["space"] = space
         return cls(settings=kind_settings(PipelineSettings, s, {}, "a pipeline run"), **where)
 
@@ -205,8 +207,9 @@ class PipelineTraining(BaseRunner):
             tid = store.add_trial(aid, arch, event=False)
             ckpt = save_weights(model, self.directory / "checkpoints" / f"trial_{tid}.pt")
             rel = str(Path(ckpt).relative_to(self.directory))
-            store.finish_trial(tid, "done", {"accuracy": acc}, checkpoint=rel,
-                               evaluation="inherited", event=False)  # fmt: skip
+            outcome = TrialOutcome("done", {"accuracy": acc}, checkpoint=rel,
+                                   evaluation="inherited")  # fmt: skip
+            store.finish_trial(tid, outcome, event=False)
 
 
 def _flat(pair: Any) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,17 +1,21 @@
-"""Watching and steering a running search from any shell: ``nasforge logs``, ``nasforge stop``
+"""Watching and steering a running run from any shell: ``nasforge logs``, ``nasforge stop``
 and ``nasforge set``.
 
-A command never writes the run's record (the running engine is its one writer): it drops a
-request file into ``DIR/control/``, which the engine reads between trials' events (every
-half second at most), applies, records as a run note and deletes. So the same commands work
-whatever runs the trials (in-process, pool, Ray).
+A command never writes the run's record (the running writer is its one writer): it drops a
+request file into ``DIR/control/`` (:mod:`nasforge.run.requests`), which the writer takes at
+its next boundary, applies, records as a run note and deletes. What a run can be asked depends
+on its kind, which declares its controls when it starts (the record's meta ``controls``): a
+request the run's kind does not take is refused here, in one line, before any file is left.
 
-    stop            the engine asks for no more trials; ``--finish`` (the default) lets the
-                    running ones finish, ``--cancel`` cancels them (recorded ``cancelled``);
-                    the run is recorded ``stopped``: resumable, not failed
+    stop            the run starts no new work; ``--finish`` (the default) lets what is in
+                    flight finish (a multi-trial run's trials; a one-shot or once-for-all run
+                    stops after its epoch, a DARTSformer search at its next step), ``--cancel``
+                    cancels the trials in flight (multi-trial); the run is recorded
+                    ``stopped``: resumable, not failed
     stop --trial N  cancels that running trial (recorded ``cancelled``); the search goes on
-    set K=V ...     ``n_trials`` and ``concurrency`` of the running search; the change is a
-                    note of the record and shown by ``nasforge status``
+    set K=V ...     ``n_trials`` and ``concurrency`` of a running multi-trial search; the change
+                    is written into the run's settings (a resume keeps it) and shown by
+                    ``nasforge status``
     logs DIR [N]    the run's log, or trial N's (``--follow`` goes on showing what is
                     appended until the trial, or the run, ends)
 """
@@ -29,13 +33,14 @@ from typing import Any
 from nasforge.errors import ConfigError, StoreError
 from nasforge.run._schema import DB_NAME
 from nasforge.run.lock import WriterLock
+from nasforge.run.requests import CONTROL, SETTABLE, Request, describe
 from nasforge.run.trial_logs import read_log, run_log, trial_log
 
 __all__ = [
     "CONTROL",
     "SETTABLE",
     "request",
-    "take_requests",
+    "run_controls",
     "stop",
     "cancel",
     "change",
@@ -43,97 +48,103 @@ __all__ = [
     "register",
 ]
 
-#: the folder of a run directory where commands leave requests for the running engine
-CONTROL = "control"
-#: the settings ``nasforge set`` changes in a running search
-SETTABLE = ("n_trials", "concurrency")
+
+def run_controls(directory: str | Path) -> tuple[str, frozenset[str]]:
+    """Returns the kind of the run in ``directory`` and the controls it declared when it
+    started (a record written before runs declared them: the controls its kind's runner
+    declares now).
+
+    Raises:
+        StoreError: no readable run there.
+    """
+    from nasforge.run.runner import get_runner
+    from nasforge.run.store import Store
+
+    with Store.open(directory) as store:
+        kind, declared = store.kind, store.controls()
+    if declared is None:
+        try:
+            declared = get_runner(kind).controls
+        except ConfigError:
+            declared = frozenset()
+    return kind, frozenset(declared)
 
 
-def request(directory: str | Path, action: str, **fields: Any) -> Path:
-    """Returns the path of a request left for the engine running in ``directory``.
+def request(directory: str | Path, asked: Request) -> Path:
+    """Returns the path of the request ``asked`` left for the writer running in ``directory``.
 
     Raises:
         StoreError: no run is recorded there, or none is running (nothing would read it).
+        ConfigError: the run's kind does not take this request (the message says what it
+            takes); nothing is left.
     """
     directory = Path(directory)
     if not (directory / DB_NAME).exists():
         raise StoreError(f"{directory} holds no nasforge run; give the run's directory")
+    what = {"stop": "stop", "cancel": "cancel a trial of", "set": "change"}.get(asked.action)
     if not WriterLock.held(directory):
         raise StoreError(
-            f"no search is running in {directory}, so there is nothing to {action}; "
+            f"no run is running in {directory}, so there is nothing to {what}; "
             f"`nasforge resume {directory}` continues a stopped run"
         )
+    kind, controls = run_controls(directory)
+    missing = [c for c in asked.needs() if c not in controls]
+    if missing:
+        raise ConfigError(f"a {kind} run cannot take `{' '.join(missing)}`: {describe(controls)}")
     folder = directory / CONTROL
     folder.mkdir(exist_ok=True)
     name = f"{time.time_ns()}-{os.getpid()}.json"
     tmp = folder / f".{name}.tmp"
-    tmp.write_text(json.dumps({"action": action, **fields}))
-    os.replace(tmp, folder / name)  # the engine never reads a half-written request
+    tmp.write_text(json.dumps(asked.to_data()))
+    os.replace(tmp, folder / name)  # the writer never reads a half-written request
     return folder / name
 
 
-def take_requests(directory: str | Path) -> list[dict[str, Any]]:
-    """Returns the requests left in ``directory`` (oldest first), deleting them; an
-    unreadable one is returned as ``{"action": "bad", "error": ...}``."""
-    folder = Path(directory) / CONTROL
-    try:
-        names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
-    except OSError:
-        return []
-    out = []
-    for name in names:
-        path = folder / name
-        try:
-            out.append(json.loads(path.read_text()))
-        except (OSError, ValueError) as exc:
-            out.append({"action": "bad", "error": f"{name}: {exc}"})
-        path.unlink(missing_ok=True)
-    return out
-
-
 def stop(directory: str | Path, mode: str = "finish", via: str = "cli") -> str:
-    """Returns a sentence saying what was asked, after asking the search running in
-    ``directory`` to stop: ``mode`` ``finish`` lets its running trials finish, ``cancel``
-    cancels them; ``via`` names who asked (kept in the run note).
+    """Returns a sentence saying what was asked, after asking the run in ``directory`` to
+    stop: ``mode`` ``finish`` lets what is in flight finish, ``cancel`` cancels its running
+    trials (multi-trial); ``via`` names who asked (kept in the run note).
 
     Raises:
-        ConfigError: ``mode`` is neither ``finish`` nor ``cancel``.
-        StoreError: no search is running there.
+        ConfigError: ``mode`` is neither ``finish`` nor ``cancel``, or the run's kind cannot
+            take it.
+        StoreError: no run is running there.
     """
     if mode not in ("finish", "cancel"):
         raise ConfigError(f"stop mode {mode!r}: give 'finish' or 'cancel'")
-    request(directory, "stop", mode=mode, via=via)
-    what = "cancel its running trials" if mode == "cancel" else "let its running trials finish"
+    request(directory, Request("stop", via, mode=mode))
+    what = "cancel its running trials" if mode == "cancel" else "finish what is in flight"
     return (
-        f"asked the run in {directory} to stop: it starts no more trials and will {what}; "
+        f"asked the run in {directory} to stop: it starts no new work and will {what}; "
         f"it is then recorded as stopped (`nasforge resume {directory}` continues it)"
     )
 
 
 def cancel(directory: str | Path, trial: int, via: str = "cli") -> str:
-    """Returns a sentence saying what was asked, after asking the search running in
-    ``directory`` to cancel its running trial ``trial``.
+    """Returns a sentence saying what was asked, after asking the run in ``directory`` to
+    cancel its running trial ``trial``.
 
     Raises:
-        ConfigError: ``trial`` is not a positive int.
-        StoreError: no search is running there.
+        ConfigError: ``trial`` is not a positive int, or the run's kind cannot cancel a trial.
+        StoreError: no run is running there.
     """
     if isinstance(trial, bool) or not isinstance(trial, int) or trial < 1:
         raise ConfigError(f"trial {trial!r}: give a trial id, a positive int")
-    request(directory, "cancel", trial=trial, via=via)
+    request(directory, Request("cancel", via, trial=trial))
     return f"asked the run in {directory} to cancel trial {trial}"
 
 
 def change(directory: str | Path, pairs: list[str], via: str = "cli") -> str:
-    """Returns a sentence saying what was asked, after asking the search running in
-    ``directory`` to take the settings ``pairs`` (``n_trials=N``, ``concurrency=N``).
+    """Returns a sentence saying what was asked, after asking the run in ``directory`` to
+    take the settings ``pairs`` (``n_trials=N``, ``concurrency=N``).
 
     Raises:
-        ConfigError: a pair is malformed (:func:`parse_settings`).
-        StoreError: no search is running there.
+        ConfigError: a pair is malformed (:func:`parse_settings`), or the run's kind cannot
+            change that setting while it runs.
+        StoreError: no run is running there.
     """
     settings = parse_settings(pairs)
-    request(directory, "set", via=via, **settings)
+    request(directory, Request("set", via, settings=settings))
     shown = ", ".join(f"{k}={v}" for k, v in settings.items())
     return f"asked the run in {directory} to take {shown}"
 

@@ -15,6 +15,7 @@ from nasforge.errors import StoreError
 
 __all__ = [
     "TrialRecord",
+    "TrialOutcome",
     "STATUSES",
     "FINISHED",
     "INTERRUPTED",
@@ -70,6 +71,34 @@ class TrialRecord:
     def to_dict(self) -> dict[str, Any]:
         """Returns the record as a JSON-able dict."""
         return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """Returns nothing; how one trial ended, as a writer hands it to
+    :meth:`Store.finish_trial <nasforge.run.store.Store.finish_trial>`: its status (one of
+    :data:`FINISHED`), final ``metrics`` (None unless it finished well), the values it reported
+    on the way, its error text, seconds, weight file (relative to the run directory), the
+    earlier trial a ``cached`` one copies, how it was measured (:data:`EVALUATIONS`) and where
+    it ran (``placement``).
+
+    Invariants: ``status`` is a finished status and ``evaluation`` a known one (checked when
+    it is built).
+    """
+
+    status: str
+    metrics: Mapping[str, float] | None = None
+    intermediates: list[dict[str, float]] = field(default_factory=list)
+    error: str | None = None
+    duration: float | None = None
+    checkpoint: str | None = None
+    cached_from: int | None = None
+    evaluation: str = "trained"
+    placement: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        assert self.status in FINISHED, self.status
+        assert self.evaluation in EVALUATIONS, self.evaluation
 
 
 def check_compatible(

@@ -36,10 +36,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from nasforge.errors import ConfigError, StoreError
+from nasforge.errors import ConfigError, StopRequested, StoreError
+from nasforge.run.progress import Progress
 from nasforge.run.refs import SCRIPT_PREFIX, object_path, to_ref
+from nasforge.run.requests import Request, check_controls, take_requests
 from nasforge.run.results import Constraints, parse_constraints, rank_trials
 from nasforge.run.store import Store, TrialRecord, check_compatible
+from nasforge.run.tracking import BaseCallback, Trackers, get_callbacks
+from nasforge.run.trial_logs import RunLog
 
 __all__ = [
     "BaseRunner",
@@ -182,6 +186,12 @@ class BaseRunner(abc.ABC):
     """
 
     kind: ClassVar[str] = ""
+    #: what a run of this kind can be asked while it runs (keys of
+    #: :data:`nasforge.run.requests.CONTROLS`): recorded in the run's meta when it starts,
+    #: where ``nasforge stop``/``set`` and the dashboard read it and refuse the rest
+    controls: ClassVar[frozenset[str]] = frozenset()
+    #: where a stop takes effect, as the run's notes and messages say it (``epoch``, ``step``)
+    boundary: ClassVar[str] = "epoch"
 
     def __init__(
         self,
@@ -189,6 +199,7 @@ class BaseRunner(abc.ABC):
         directory: str | Path | None,
         source: Mapping[str, Any] | None = None,
         space: Any = None,
+        callbacks: Sequence[BaseCallback | Mapping[str, Any]] | None = None,
     ) -> None:
         self.objective = objective
         if directory is None:
@@ -196,7 +207,14 @@ class BaseRunner(abc.ABC):
         self.directory = Path(directory)
         self.source = dict(source) if source else None
         self.space = space
+        #: trackers that hear the run live (TensorBoard, MLflow); a missing package is a
+        #: ConfigError here, before anything runs
+        self.callbacks: list[BaseCallback] = get_callbacks(callbacks)
+        check_controls(self.controls, type(self).__name__)
         self.store: Store | None = None  # the writer's store, while run() or resume() runs
+        #: ``finish`` or ``cancel`` once a stop was asked of the running run (None: not asked)
+        self.stopping: str | None = None
+        self._run_log: RunLog | None = None
 
     # -- what a kind implements ------------------------------------------------------------------
     @classmethod
@@ -245,6 +263,8 @@ class BaseRunner(abc.ABC):
         if config.get("space") is not None:
             settings["space"] = config["space"]
         settings["objective"] = Objective.from_dict(config["objective"])
+        if config.get("callbacks"):  # the trackers, kept beside the section for every kind
+            settings["callbacks"] = config["callbacks"]
         return cls.from_section(
             settings, base=None, directory=str(directory), source=config.get("source"), **overrides
         )
@@ -280,16 +300,94 @@ class BaseRunner(abc.ABC):
                 the fix).
         """
 
+    # -- steering a running run (nasforge stop / set, the dashboard) ---------------------------
+    def apply_request(self, request: Request) -> None:
+        """Returns None after applying ``request``, one that this kind's :attr:`controls`
+        take (:meth:`poll_requests` refuses the others). The base applies ``stop``: the run
+        starts nothing new and stops at its next :attr:`boundary` (:meth:`check_stop`); a
+        kind with more controls overrides this and calls it for what it leaves to the base.
+        """
+        if request.action == "stop":
+            self.stopping = request.mode
+            self.note(
+                "stop",
+                f"stop requested: the run stops at the end of this {self.boundary}, keeping "
+                f"what is done; `nasforge resume {self.directory}` continues it",
+                mode=request.mode,
+                via=request.via,
+            )
+
+    def poll_requests(self) -> None:
+        """Returns None after taking the requests left for this run (oldest first) and
+        applying each that its kind declared it takes; any other (a request of a control the
+        kind lacks, a file that does not decode) is recorded as ignored and changes nothing."""
+        for request in take_requests(self.directory):
+            missing = [c for c in request.needs() if c not in self.controls]
+            if request.action == "bad" or missing:
+                why = request.error or f"a {self.kind} run cannot take {missing}"
+                self.note("ignored", f"a request was ignored: {why}", via=request.via)
+                continue
+            self.apply_request(request)
+
+    def stop_asked(self) -> bool:
+        """Returns whether a stop was asked, after applying the requests left for this run:
+        what a training loop asks at each :attr:`boundary` (``should_stop=``)."""
+        self.poll_requests()
+        return self.stopping is not None
+
+    def check_stop(self) -> None:
+        """Returns None at a boundary where everything the run did is saved, unless a stop
+        was asked (:meth:`stop_asked`).
+
+        Raises:
+            StopRequested: a stop was asked; :meth:`run` records the run ``stopped``.
+        """
+        if self.stop_asked():
+            raise StopRequested(f"{self.directory}: stopped on request at a {self.boundary} end")
+
+    def note(self, event: str, detail: str, **data: Any) -> None:
+        """Returns None after logging ``detail`` and recording it as a run note (source
+        ``control``) that ``nasforge status`` shows."""
+        log.warning("%s", detail)
+        if self.store is not None:
+            self.store.add_note("control", event, detail, **data)
+
+    def progress(self, total: int | None, time_budget: float | None = None,
+                 mode: str = "auto") -> Progress:  # fmt: skip
+        """Returns a progress display of ``total`` units whose lines also go to the run's own
+        log (``nasforge logs DIR``) while :meth:`run` runs."""
+        shown = Progress(total, time_budget, mode)
+        if self._run_log is not None:
+            shown.sink = self._run_log.line
+        return shown
+
     # -- the shared lifecycle --------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
-        """Returns the whole run config: kind, objective, the kind's section, references."""
-        return {
+        """Returns the whole run config: kind, objective, the kind's section, references, and
+        the trackers that can be rebuilt (so that a resume tracks too)."""
+        config: dict[str, Any] = {
             "kind": self.kind,
             "objective": self.objective.to_dict(),
             self.kind: self.section(),
             "space": None if self.space is None else find_ref(self.space),
             "source": self.source,
         }
+        specs = [spec for c in self.callbacks if (spec := c.spec()) is not None]
+        if specs:
+            config["callbacks"] = specs
+        return config
+
+    def tracking_info(self) -> dict[str, Any]:
+        """Returns what the trackers hear when the run starts: directory, name, metric, mode,
+        kind, strategy (a kind that has one overrides :meth:`strategy_name`)."""
+        return {"directory": str(self.directory.resolve()), "name": self.directory.resolve().name,
+                "metric": self.objective.metric, "mode": self.objective.mode, "kind": self.kind,
+                "strategy": self.strategy_name()}  # fmt: skip
+
+    def strategy_name(self) -> str | None:
+        """Returns the name of the strategy or algorithm the run uses, if it has one."""
+        strategy = getattr(self, "strategy", None)
+        return None if strategy is None else str(getattr(strategy, "name", strategy))
 
     def run(self, resume: bool = False) -> BaseRunner:
         """Returns self after running the search into ``directory`` (with ``resume``: after
@@ -326,9 +424,15 @@ class BaseRunner(abc.ABC):
                 raise
         else:
             store = Store.create(self.directory, config)
-        self.store = store
+        self.store, self.stopping = store, None
+        self._start(store)
+        trackers = Trackers(self.callbacks, store)
         try:
+            trackers.start(self.tracking_info())
             self._execute(store, resume)
+        except StopRequested:
+            store.finish("stopped")
+            log.warning("stopped on request; `nasforge resume %s` continues it", self.directory)
         except BaseException as exc:  # a diverged loss, every trial failed, a crash, Ctrl-C
             store.end(exc)
             if not isinstance(exc, Exception):
@@ -338,11 +442,24 @@ class BaseRunner(abc.ABC):
                 )
             raise
         else:
-            store.end()
+            store.finish("stopped" if self.stopping else "finished")
         finally:
+            trackers.end()
+            if self._run_log is not None:
+                self._run_log.detach()
+                self._run_log = None
             self.store = None
             store.close()
         return self
+
+    def _start(self, store: Store) -> None:
+        """Returns None after recording what the run takes while it runs (its controls),
+        dropping requests left from before it started (a ``stop`` that came as the last
+        session ended must not stop this one), and opening the run's log."""
+        store.set_controls(self.controls)
+        for request in take_requests(self.directory):
+            log.info("ignoring a request left from before this run started: %s", request)
+        self._run_log = RunLog(self.directory).attach()
 
     def resume(self) -> BaseRunner:
         """Returns self after continuing the run recorded in ``directory`` (see :meth:`run`)."""

@@ -103,6 +103,7 @@ from nasforge.run.records import (
     FINISHED,
     INTERRUPTED,
     STATUSES,
+    TrialOutcome,
     TrialRecord,
     check_compatible,
 )
@@ -110,6 +111,7 @@ from nasforge.run.records import (
 __all__ = [
     "Store",
     "TrialRecord",
+    "TrialOutcome",
     "check_compatible",
     "FORMAT",
     "FORMAT_VERSION",
@@ -153,9 +155,8 @@ class Store:
         # put back by close() unless the writer ended its work with finish() or end()
         self._found: tuple[str, str] | None = None
         self._ended = False
-        #: set by a run stopped on request (``nasforge stop``): it ends ``stopped``, not
-        #: ``finished``
-        self.stopped = False
+        # what hears each progress row and finished trial as it is committed (live tracking)
+        self._listeners: list[Any] = []
 
     # -- opening -------------------------------------------------------------------------------
     @staticmethod
@@ -321,6 +322,27 @@ class Store:
         """Returns the kind of run (the runner that wrote it)."""
         return str(self.config().get("kind", ""))
 
+    def controls(self) -> frozenset[str] | None:
+        """Returns the controls the run's kind declared when it started (what ``nasforge
+        stop``/``set`` may ask it; :mod:`nasforge.run.requests`), or None for a record written
+        before runs declared them."""
+        text = self.get_meta("controls")
+        if text is None:
+            return None
+        value = self._rows.decode(text, "meta", "controls", list)
+        return frozenset(str(c) for c in value)
+
+    def set_controls(self, controls: frozenset[str] | set[str]) -> None:
+        """Records the controls the writer's kind honours (see :meth:`controls`)."""
+        self.set_meta("controls", json.dumps(sorted(controls)))
+
+    def listen(self, listener: Any) -> None:
+        """Returns None after adding ``listener``, which hears each progress row
+        (``on_progress(step, row)``) and each finished trial (``on_trial_end(record)``) once it
+        is committed (live tracking: :class:`nasforge.run.tracking.Trackers`). A listener's
+        error does not reach the writer's caller: it is the listener's to handle."""
+        self._listeners.append(listener)
+
     def get_meta(self, key: str, default: str | None = None) -> str | None:
         """Returns one meta value (text), or ``default``."""
         return self._rows.meta(key, default)
@@ -378,7 +400,7 @@ class Store:
         or ``SystemExit``, which readers see as interrupted and ``nasforge resume``
         continues."""
         if exc is None:
-            self.finish("stopped" if self.stopped else "finished")
+            self.finish("finished")
         elif isinstance(exc, Exception):
             text = str(exc) if isinstance(exc, NasforgeError) else f"{type(exc).__name__}: {exc}"
             self.finish("failed", text)
@@ -400,6 +422,8 @@ class Store:
             conn.execute(
                 "INSERT OR REPLACE INTO progress VALUES (?, ?, ?)", (int(step), time.time(), text)
             )
+        for listener in self._listeners:
+            listener.on_progress(int(step), dict(row))
 
     def truncate_progress(self, after: int) -> None:
         """Deletes the progress rows of steps greater than ``after`` (a resume from an earlier
@@ -452,36 +476,26 @@ class Store:
                 (time.time(), trial_id),
             )
 
-    def finish_trial(
-        self,
-        trial_id: int,
-        status: str,
-        metrics: Mapping[str, float] | None = None,
-        intermediates: list[dict[str, float]] | None = None,
-        error: str | None = None,
-        duration: float | None = None,
-        checkpoint: str | None = None,
-        cached_from: int | None = None,
-        evaluation: str = "trained",
-        event: bool = True,
-        placement: Mapping[str, object] | None = None,
-    ) -> None:
-        """Records the outcome of a trial (with where it ran, ``placement``) and (unless
-        ``event`` is False) its tell event in one transaction."""
-        assert status in FINISHED, status
-        assert evaluation in EVALUATIONS, evaluation
-        m = None if metrics is None else _dumps("metrics", dict(metrics))
-        inter = _dumps("intermediate metrics", list(intermediates or []))
-        where = None if placement is None else _dumps("a placement", dict(placement))
+    def finish_trial(self, trial_id: int, outcome: TrialOutcome, event: bool = True) -> None:
+        """Records how trial ``trial_id`` ended (``outcome``) and (unless ``event`` is False)
+        its tell event, in one transaction; then the listeners hear the finished record."""
+        o = outcome
+        m = None if o.metrics is None else _dumps("metrics", dict(o.metrics))
+        inter = _dumps("intermediate metrics", list(o.intermediates or []))
+        where = None if o.placement is None else _dumps("a placement", dict(o.placement))
         with self._write() as conn:
             conn.execute(
                 "UPDATE trials SET status=?, metrics=?, intermediates=?, error=?, finished=?, "
                 "duration=?, checkpoint=?, cached_from=?, evaluation=?, placement=? WHERE id=?",
-                (status, m, inter, error, time.time(), duration, checkpoint, cached_from,
-                 evaluation, where, trial_id),
+                (o.status, m, inter, o.error, time.time(), o.duration, o.checkpoint,
+                 o.cached_from, o.evaluation, where, trial_id),
             )  # fmt: skip
             if event:
                 conn.execute("INSERT INTO events (kind, trial) VALUES ('tell', ?)", (trial_id,))
+        if self._listeners:
+            record = self.trial(trial_id)
+            for listener in self._listeners:
+                listener.on_trial_end(record)
 
     def clear_checkpoints(self, trial_ids: list[int]) -> None:
         """Records that the trials have no weight file any more (their checkpoint becomes
@@ -491,20 +505,12 @@ class Store:
                 "UPDATE trials SET checkpoint=NULL WHERE id=?", [(int(t),) for t in trial_ids]
             )
 
-    def record_trial(
-        self,
-        arch_id: str,
-        arch: Mapping[str, object],
-        metrics: Mapping[str, float] | None,
-        evaluation: str,
-        status: str = "done",
-        **fields: Any,
-    ) -> int:
+    def record_trial(self, arch_id: str, arch: Mapping[str, object], outcome: TrialOutcome) -> int:
         """Returns the id of a trial recorded finished in one call (no strategy events): an
         architecture a one-shot search found, or one an evolution scored with inherited
         weights or a predictor."""
         tid = self.add_trial(arch_id, arch, event=False)
-        self.finish_trial(tid, status, metrics, evaluation=evaluation, event=False, **fields)
+        self.finish_trial(tid, outcome, event=False)
         return tid
 
     def trials(self, status: str | None = None, light: bool = False) -> list[TrialRecord]:

@@ -1,22 +1,33 @@
 """Runs where people already look: TensorBoard and MLflow, live (a callback a run takes) or
 afterwards (``nasforge export DIR --to tensorboard|mlflow PATH``).
 
-A callback hears three things, in order::
+Every kind of run takes callbacks (``callbacks=[...]`` in Python, ``callbacks:`` in a run
+file; the record keeps them, so a resume tracks too). A callback hears four things, in order::
 
-    on_run_start(info)     once per run or resume: directory, name, metric, mode, strategy
-    on_trial_end(trial)    each trial as the engine records it (a ``TrialRecord``: its
-                           reported values in order, final metrics, architecture, status)
-    on_run_end()           once, when the run stops (finished, failed or interrupted)
+    on_run_start(info)     once per run or resume: directory, name, metric, mode, kind, strategy
+    on_progress(step, row) each progress row as the run records it: a one-shot or once-for-all
+                           run's epoch, a DARTSformer search's logged step, a pipeline's step
+                           (losses, accuracies, the current architecture)
+    on_trial_end(trial)    each trial as the run records it (a ``TrialRecord``: its reported
+                           values in order, final metrics, architecture, status): a multi-trial
+                           search's trials, a one-shot run's scored candidates and its pick
+    on_run_end()           once, when the run stops (finished, failed, stopped or interrupted)
 
-A trial's reported values reach the engine with its result (a trial in a worker process sends
+The run's store calls them as each row or trial is committed (:meth:`Store.listen
+<nasforge.run.store.Store.listen>`), so what a tracker shows is what the record holds. A
+trial's reported values reach the engine with its result (a trial in a worker process sends
 them when it ends), so a tracker writes them as each trial's result arrives, in trial order of
-arrival.
+arrival. A tracker that fails (a full disk, a name its backend refuses) is reported once in the
+log and as a run note, and the run goes on without it.
 
-    TensorBoard   ``LOGDIR/trial_0001/``: one scalar series per reported value (step = the
-                  report's position), the final metrics as ``final/<name>``, the architecture
-                  as text and as hyperparameters of the ``hparams`` plugin (lists as JSON)
+    TensorBoard   ``LOGDIR/run/``: one scalar series per numeric value of the progress rows
+                  (step = the row's step); ``LOGDIR/trial_0001/``: one scalar series per
+                  reported value (step = the report's position), the final metrics as
+                  ``final/<name>``, the architecture as text and as hyperparameters of the
+                  ``hparams`` plugin (lists as JSON)
     MLflow        one parent run per nasforge run (found again by its directory on a resume
-                  or an export, which skip the trials it holds), one child run per trial:
+                  or an export, which skip the trials it holds) with the progress rows' numbers
+                  as its metrics (by step), one child run per trial:
                   params = the architecture, metrics = the reported values by step then the
                   final metrics, ``arch.json`` as an artifact. PATH is a tracking URI, or a
                   folder that gets ``mlflow.db`` (SQLite: a local file, no server) and
@@ -32,6 +43,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +54,7 @@ from nasforge.run.records import TrialRecord
 
 __all__ = [
     "BaseCallback",
+    "Trackers",
     "TensorBoardCallback",
     "MLflowCallback",
     "get_callback",
@@ -66,6 +79,9 @@ class BaseCallback:
     def on_run_start(self, info: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
         """Hears the run start (or resume): ``directory``, ``name``, ``metric``, ``mode``,
         ``kind``, ``strategy``."""
+
+    def on_progress(self, step: int, row: Mapping[str, Any]) -> None:  # noqa: B027 - hook
+        """Hears one progress row recorded (an epoch, a logged step) with its ``step``."""
 
     def on_trial_end(self, trial: TrialRecord) -> None:  # noqa: B027 - optional hook
         """Hears one trial recorded, finished, failed, stopped or cached."""
@@ -105,6 +121,7 @@ class TensorBoardCallback(BaseCallback):
 
     def __init__(self, logdir: str | Path) -> None:
         self.logdir = Path(logdir)
+        self._run: Any = None  # the progress rows' writer, opened with the first row
 
     def check(self) -> None:
         """Raises ConfigError when ``tensorboard`` is not installed (the extra named)."""
@@ -113,6 +130,23 @@ class TensorBoardCallback(BaseCallback):
     def spec(self) -> dict[str, Any]:
         """Returns ``{type: tensorboard, logdir}``."""
         return {"type": "tensorboard", "logdir": str(self.logdir)}
+
+    def on_progress(self, step: int, row: Mapping[str, Any]) -> None:
+        """Writes the row's numbers under ``logdir/run`` at ``step``, flushed at once."""
+        if self._run is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._run = SummaryWriter(str(self.logdir / "run"))
+        for name, value in _finite(row).items():
+            if name != "step":
+                self._run.add_scalar(name, value, step)
+        self._run.flush()
+
+    def on_run_end(self) -> None:
+        """Closes the run's writer."""
+        if self._run is not None:
+            self._run.close()
+            self._run = None
 
     def on_trial_end(self, trial: TrialRecord) -> None:
         """Writes the trial's reported values, final metrics and architecture."""
@@ -207,6 +241,17 @@ class MLflowCallback(BaseCallback):
         )
         self._logged = {r.data.tags.get("nasforge.trial") for r in children}
 
+    def on_progress(self, step: int, row: Mapping[str, Any]) -> None:
+        """Logs the row's numbers as metrics of the parent run at ``step``."""
+        from mlflow.entities import Metric
+
+        if self._client is None or self._parent is None:
+            return
+        stamp = int(1000 * time.time())
+        metrics = [Metric(k, v, stamp, step) for k, v in _finite(row).items() if k != "step"]
+        if metrics:
+            self._client.log_batch(self._parent, metrics=metrics)
+
     def on_trial_end(self, trial: TrialRecord) -> None:
         """Logs one child run: params, reported values by step, final metrics, arch.json."""
         from mlflow.entities import Metric, Param
@@ -245,6 +290,53 @@ class MLflowCallback(BaseCallback):
         """Closes the parent run."""
         if self._client is not None and self._parent is not None:
             self._client.set_terminated(self._parent, "FINISHED")
+
+
+class Trackers:
+    """Returns nothing; the callbacks of one run, called so that a failing one neither fails
+    the run nor keeps the others from hearing it: its first error is logged and recorded as a
+    run note (source ``tracking``), and it hears nothing more of this run.
+
+    It is what a run's store calls as each row and trial is committed
+    (:meth:`nasforge.run.store.Store.listen`).
+    """
+
+    def __init__(self, callbacks: Sequence[BaseCallback], store: Any = None) -> None:
+        self.callbacks = list(callbacks)
+        self.store = store
+        self._failed: set[int] = set()
+        if store is not None and self.callbacks:
+            store.listen(self)
+
+    def _each(self, hook: str, *args: Any) -> None:
+        for i, callback in enumerate(self.callbacks):
+            if i in self._failed:
+                continue
+            try:
+                getattr(callback, hook)(*args)
+            except Exception as exc:  # noqa: BLE001 - a tracker never fails the run
+                self._failed.add(i)
+                detail = (f"{type(callback).__name__}.{hook} failed ({type(exc).__name__}: "
+                          f"{str(exc)[:300]}); the run goes on without it")  # fmt: skip
+                log.warning("%s", detail)
+                if self.store is not None:
+                    self.store.add_note("tracking", "failed", detail)
+
+    def start(self, info: Mapping[str, Any]) -> None:
+        """Tells every callback the run starts (``on_run_start``)."""
+        self._each("on_run_start", info)
+
+    def on_progress(self, step: int, row: Mapping[str, Any]) -> None:
+        """Tells every callback of a progress row."""
+        self._each("on_progress", step, row)
+
+    def on_trial_end(self, trial: TrialRecord) -> None:
+        """Tells every callback of a finished trial."""
+        self._each("on_trial_end", trial)
+
+    def end(self) -> None:
+        """Tells every callback the run ended (``on_run_end``)."""
+        self._each("on_run_end")
 
 
 #: tracker name -> (class, the argument its PATH fills)
@@ -300,8 +392,9 @@ def _strategy_name(strategy: Any) -> str | None:
 
 
 def export_run(directory: str | Path, to: str, path: str | Path) -> int:
-    """Returns the number of trials written after replaying a run's record into a tracker
-    (``tensorboard`` or ``mlflow``) at ``path``, as its callback would have written them live.
+    """Returns the number of trials written after replaying a run's record (its progress rows,
+    then its trials) into a tracker (``tensorboard`` or ``mlflow``) at ``path``, as its
+    callback would have written them live.
 
     Raises:
         ConfigError: an unknown tracker, or its package is missing.
@@ -317,6 +410,7 @@ def export_run(directory: str | Path, to: str, path: str | Path) -> int:
     with Store.open(directory) as store:
         config = store.config()
         trials = [t for t in store.trials() if t.status != "running"]
+        rows = store.progress()
     kind = config.get("kind")
     section = config.get(kind) if isinstance(kind, str) else None
     objective = config.get("objective") or {}
@@ -330,6 +424,8 @@ def export_run(directory: str | Path, to: str, path: str | Path) -> int:
     }
     callback.on_run_start(info)
     try:
+        for row in rows:
+            callback.on_progress(int(row["step"]), row)
         for trial in trials:
             callback.on_trial_end(trial)
     finally:

@@ -19,9 +19,17 @@ from contextlib import contextmanager
 
 from nasforge.errors import ConfigError
 
-__all__ = ["default_threads", "set_threads", "threads_for"]
+__all__ = ["usable_cores", "default_threads", "set_threads", "threads_for"]
 
 log = logging.getLogger("nasforge.run")
+
+
+def usable_cores() -> int:
+    """Returns the number of CPU cores this process may run on (its affinity on Linux)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def default_threads() -> int:
@@ -30,11 +38,7 @@ def default_threads() -> int:
     env = os.environ.get("NASFORGE_THREADS")
     if env:
         return int(env)
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(8, cores // 2))
+    return max(1, min(8, usable_cores() // 2))
 
 
 def set_threads(threads: int | None = None) -> int:

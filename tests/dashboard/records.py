@@ -6,6 +6,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from nasforge.run.records import TrialOutcome
 from nasforge.run.store import Store
 
 __all__ = ["make_record"]
@@ -36,18 +37,20 @@ def make_record(
         arch = {"op": rng.choice(["conv", "pool"]), "width": rng.choice([8, 16, 32])}
         tid = store.add_trial(f"{i:016x}", arch)
         if i % 5 == 0:
-            store.finish_trial(tid, "failed", error="Traceback ...\nValueError: boom")
+            store.finish_trial(tid, TrialOutcome("failed", error="Traceback ...\nValueError: boom"))
             continue
         acc = (0.5 if arch["op"] == "conv" else 0.1) + rng.random() * 0.05
         metrics = {"accuracy": acc, "params": float(arch["width"] * 100)}
         status = "cached" if i % 7 == 0 else "done"
         store.finish_trial(
             tid,
-            status,
-            metrics,
-            [{"accuracy": acc / 2}, {"accuracy": acc}],
-            duration=float(i),
-            cached_from=1 if status == "cached" else None,
+            TrialOutcome(
+                status,
+                metrics,
+                [{"accuracy": acc / 2}, {"accuracy": acc}],
+                duration=float(i),
+                cached_from=1 if status == "cached" else None,
+            ),
         )
     if not finish:
         return store

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nasforge.dashboard import data
+from nasforge.run.records import TrialOutcome
 from nasforge.run.results import pareto_front, rank_trials
 from nasforge.run.store import Store
 from tests.dashboard.records import make_record
@@ -97,7 +98,11 @@ def test_reading_a_live_run_never_blocks_or_changes_it(tmp_path: Path) -> None:
     try:
         r = data.summarize("0/a", "a", tmp_path / "a", cache)
         assert (r.state, r.n_trials) == ("running", 5)
-        writer.record_trial("f" * 16, {"op": "conv", "width": 8}, {"accuracy": 0.99}, "trained")
+        writer.record_trial(
+            "f" * 16,
+            {"op": "conv", "width": 8},
+            TrialOutcome("done", {"accuracy": 0.99}, evaluation="trained"),
+        )
         r = data.summarize("0/a", "a", tmp_path / "a", cache)
         assert (r.n_trials, r.best) == (6, 0.99)
     finally:
@@ -113,7 +118,11 @@ def test_summary_cache_reuses_a_finished_run_and_rereads_a_changed_one(tmp_path:
     first = cache.get("0/a", "a", tmp_path / "a")
     assert cache.get("0/a", "a", tmp_path / "a") is first
     with Store.open(tmp_path / "a", readonly=False) as store:
-        store.record_trial("e" * 16, {"op": "conv", "width": 8}, {"accuracy": 0.99}, "trained")
+        store.record_trial(
+            "e" * 16,
+            {"op": "conv", "width": 8},
+            TrialOutcome("done", {"accuracy": 0.99}, evaluation="trained"),
+        )
         store.finish()
     again = cache.get("0/a", "a", tmp_path / "a")
     assert again is not first and (again.n_trials, again.best) == (6, 0.99)
@@ -126,7 +135,7 @@ def test_trial_table_shows_where_each_trial_ran(tmp_path: Path) -> None:
         for i, gpu in enumerate([1, 0], 1):
             t = s.add_trial(f"{i:016x}", {"w": i})
             where = {"node": "box", "devices": [gpu], "gpus": 1.0}
-            s.finish_trial(t, "done", {"accuracy": i / 10}, placement=where)
+            s.finish_trial(t, TrialOutcome("done", {"accuracy": i / 10}, placement=where))
     with Store.open(tmp_path / "r") as store:
         sort = [{"column_id": "where", "direction": "asc"}]
         page = data.trial_page(store, data.TrialCache(), 0, 10, sort)
@@ -168,7 +177,7 @@ def test_rungs_place_each_trial_at_the_resource_it_reached(tmp_path: Path) -> No
         for i, (n, status) in enumerate([(9, "done"), (1, "pruned"), (3, "pruned"), (1, "pruned")]):
             tid = store.add_trial(f"{i:016x}", {"i": i})
             curve = [{"accuracy": 0.1 * (i + 1) + 0.01 * e} for e in range(n)]
-            store.finish_trial(tid, status, curve[-1], curve)
+            store.finish_trial(tid, TrialOutcome(status, curve[-1], curve))
         got = data.rungs(store)
     assert got["counts"] == {1: 2, 3: 1, 9: 1}
     assert [(p["resource"], p["status"]) for p in got["points"]] == [

@@ -19,6 +19,7 @@ from tests.dashboard.records import make_record
 pytest.importorskip("dash", reason="needs the dashboard extra: pip install 'nasforge[dashboard]'")
 
 from nasforge.dashboard import auth  # noqa: E402
+from nasforge.run.records import TrialOutcome
 
 
 def _call(gate: Any, path: str = "/", query: str = "", **headers: str) -> tuple[str, dict, bytes]:
@@ -268,7 +269,10 @@ def _pruned_record(directory: Path) -> None:
         )
         status = "pruned" if pruned else "done"
         store.finish_trial(
-            tid, status, {"accuracy": reports[-1]["accuracy"], "params": float(i + 1)}, reports
+            tid,
+            TrialOutcome(
+                status, {"accuracy": reports[-1]["accuracy"], "params": float(i + 1)}, reports
+            ),
         )
     store.finish()
     store.close()

@@ -177,7 +177,7 @@ def test_actions_reach_the_running_search_and_are_recorded_as_the_command_line_s
     assert notes["set"]["n_trials"] == 40 and notes["set"]["via"] == "dashboard"
     assert notes["stop"]["mode"] == "finish" and notes["stop"]["via"] == "dashboard"
     late = _press(client, "stop-cancel", headers=ORIGIN)
-    assert "no search is running" in _said(late)
+    assert "no run is running" in _said(late)
 
 
 def test_a_control_request_from_another_origin_is_refused(tmp_path: Path) -> None:
@@ -201,7 +201,7 @@ def test_a_control_request_from_another_origin_is_refused(tmp_path: Path) -> Non
     assert not (tmp_path / "runs" / "live" / CONTROL).exists()
     assert "nf-control-panel" in _page(client, "runs/live")  # reads need no Origin
     answer = _press(client, "stop-cancel", headers={**ORIGIN, "Sec-Fetch-Site": "same-origin"})
-    assert answer.status_code == 200 and "no search is running" in _said(answer)
+    assert answer.status_code == 200 and "no run is running" in _said(answer)
 
 
 def test_same_origin_compares_the_origin_with_the_host() -> None:

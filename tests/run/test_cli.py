@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from nasforge.cli import main
+from nasforge.run.records import TrialOutcome
 from nasforge.run.store import Store
 from tests.run.test_kind_settings import TINY_RUN_FILE
 
@@ -62,7 +63,7 @@ def test_every_command_refuses_a_file_where_a_folder_belongs(
     a path under one) with a NasforgeError (status 2), never an OSError, and writes nothing."""
     run = tmp_path / "run"
     with Store.create(run, {"kind": "x", "objective": {"metric": "acc", "mode": "max"}}) as s:
-        s.record_trial("a" * 16, {"w": 1}, {"acc": 0.5}, "trained")
+        s.record_trial("a" * 16, {"w": 1}, TrialOutcome("done", {"acc": 0.5}, evaluation="trained"))
         s.finish()
     (tmp_path / "pipe.toml").write_text(PIPE)
     file = tmp_path / "notes.txt"
@@ -81,7 +82,9 @@ def test_plot_makes_the_folder_it_is_given(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with Store.create(run, {"kind": "x", "objective": {"metric": "acc", "mode": "max"}}) as s:
         for i in range(3):
-            s.record_trial(f"{i:016x}", {"w": i}, {"acc": i / 3}, "trained")
+            s.record_trial(
+                f"{i:016x}", {"w": i}, TrialOutcome("done", {"acc": i / 3}, evaluation="trained")
+            )
         s.finish()
     assert main(["plot", str(run), "--out", str(tmp_path / "new" / "x.png")]) == 0
     assert (tmp_path / "new" / "x.png").stat().st_size > 1000

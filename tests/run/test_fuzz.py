@@ -13,6 +13,7 @@ import pytest
 from nasforge.errors import StoreError
 from nasforge.run.export import export_top
 from nasforge.run.plot import plot_run
+from nasforge.run.records import TrialOutcome
 from nasforge.run.status import print_status
 from nasforge.run.store import DB_NAME, Store
 
@@ -28,7 +29,7 @@ def _make_run(directory: Path) -> None:
     with Store.create(directory, {"kind": "x", "objective": objective, "space": None}) as s:
         for i in range(6):
             tid = s.add_trial(f"{i:016d}", {"w": i})
-            s.finish_trial(tid, "done", {"acc": i / 10}, [{"acc": i / 20}])
+            s.finish_trial(tid, TrialOutcome("done", {"acc": i / 10}, [{"acc": i / 20}]))
             s.add_progress(i + 1, {"loss": 1.0 / (i + 1)})
         s.add_artifact("supernet", "artifacts/w.pt", "supernet")
         s.finish()

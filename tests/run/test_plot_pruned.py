@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from nasforge.run.records import TrialOutcome
 from nasforge.run.store import Store
 
 
@@ -25,7 +26,9 @@ def test_pruned_trials_are_drawn_apart_and_never_the_running_best(tmp_path: Path
         tid = store.add_trial(f"{i:016x}", {"w": i})
         pruned = i == 2
         acc = 0.99 if pruned else 0.2 + 0.1 * i
-        store.finish_trial(tid, "pruned" if pruned else "done", {"acc": acc}, [{"acc": acc}])
+        store.finish_trial(
+            tid, TrialOutcome("pruned" if pruned else "done", {"acc": acc}, [{"acc": acc}])
+        )
     trials = store.trials(light=True)
     store.finish()
     store.close()

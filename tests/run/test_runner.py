@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from nasforge.errors import ConfigError
+from nasforge.run.records import TrialOutcome
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.status import summary
 from nasforge.run.store import Store
@@ -43,7 +44,9 @@ class _Steps(BaseRunner):
             fail, self.fail = self.fail, None
             raise fail
         store.add_progress(2, {"loss": 0.5})
-        store.record_trial("a" * 16, {"op": "conv"}, {"accuracy": 0.9}, "trained")
+        store.record_trial(
+            "a" * 16, {"op": "conv"}, TrialOutcome("done", {"accuracy": 0.9}, evaluation="trained")
+        )
 
 
 def test_a_crash_is_recorded_failed_and_resumes(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from nasforge.run.records import TrialOutcome
 from nasforge.run.status import summary, trial_table
 from nasforge.run.store import Store
 from nasforge.runtime.threads import default_threads, set_threads
@@ -22,12 +23,12 @@ def test_cached_repeats_are_folded_into_their_original(tmp_path: Path) -> None:
     with Store.create(tmp_path, {"kind": "x", "objective": OBJECTIVE}) as s:
         s.set_plan("trials", 3)
         a = s.add_trial("a" * 16, {"w": 1})
-        s.finish_trial(a, "done", {"acc": 0.5})
+        s.finish_trial(a, TrialOutcome("done", {"acc": 0.5}))
         b = s.add_trial("b" * 16, {"w": 2})
-        s.finish_trial(b, "done", {"acc": 0.9})
+        s.finish_trial(b, TrialOutcome("done", {"acc": 0.9}))
         for _ in range(2):
             c = s.add_trial("a" * 16, {"w": 1})
-            s.finish_trial(c, "cached", {"acc": 0.5}, cached_from=a)
+            s.finish_trial(c, TrialOutcome("cached", {"acc": 0.5}, cached_from=a))
         header, rows, more = trial_table(s)
         assert [r[1] for r in rows] == [str(b), str(a)] and more == 0
         assert rows[1][2] == "done (+2 repeats)" and [r[0] for r in rows] == ["1", "2"]
@@ -75,15 +76,21 @@ def test_status_shows_where_each_trial_ran(tmp_path: Path) -> None:
     without placements keep the table they had."""
     with Store.create(tmp_path / "a", {"kind": "x", "objective": OBJECTIVE}) as s:
         a = s.add_trial("a" * 16, {"w": 1})
-        s.finish_trial(a, "done", {"acc": 0.9}, placement={"node": "n1", "devices": [1],
-                                                           "gpus": 0.5})  # fmt: skip
+        s.finish_trial(
+            a,
+            TrialOutcome(
+                "done", {"acc": 0.9}, placement={"node": "n1", "devices": [1], "gpus": 0.5}
+            ),
+        )
         b = s.add_trial("b" * 16, {"w": 2})
-        s.finish_trial(b, "done", {"acc": 0.5}, placement={"node": "n2", "devices": []})
+        s.finish_trial(
+            b, TrialOutcome("done", {"acc": 0.5}, placement={"node": "n2", "devices": []})
+        )
         header, rows, _ = trial_table(s)
         col = header.index("where")
         assert [r[col] for r in rows] == ["n1 gpu 1 (x0.5)", "n2 cpu"]
     with Store.create(tmp_path / "b", {"kind": "x", "objective": OBJECTIVE}) as s:
-        s.finish_trial(s.add_trial("a" * 16, {"w": 1}), "done", {"acc": 0.9})
+        s.finish_trial(s.add_trial("a" * 16, {"w": 1}), TrialOutcome("done", {"acc": 0.9}))
         assert "where" not in trial_table(s)[0]
 
 
@@ -139,7 +146,9 @@ def test_status_at_100_columns_shows_the_whole_architecture_and_names_steps(
     arch = {"depth": 3, "width_of_the_first_block": 64, "kernel_size_everywhere": 5, "op": "x"}
     with Store.create(tmp_path, {"kind": "x", "objective": OBJECTIVE}) as s:
         t = s.add_trial("a" * 16, arch)
-        s.finish_trial(t, "done", {"acc": 0.5}, [{"acc": 0.4, "step": 100}, {"step": 200}])
+        s.finish_trial(
+            t, TrialOutcome("done", {"acc": 0.5}, [{"acc": 0.4, "step": 100}, {"step": 200}])
+        )
         s.finish()
     monkeypatch.setenv("COLUMNS", "100")
     print_status(tmp_path)

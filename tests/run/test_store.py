@@ -6,6 +6,7 @@ import sqlite3
 import pytest
 
 from nasforge.errors import StoreError
+from nasforge.run.records import TrialOutcome
 from nasforge.run.store import DB_NAME, FORMAT_VERSION, Store
 
 
@@ -14,9 +15,12 @@ def test_round_trip_of_config_trials_and_events(tmp_path):
     s = Store.create(tmp_path, {"metric": "acc", "n": 3})
     t1 = s.add_trial("a" * 16, {"w": 8, "op": "conv"})
     t2 = s.add_trial("b" * 16, {"w": 16, "op": "id"})
-    s.finish_trial(t2, "failed", error="boom")
+    s.finish_trial(t2, TrialOutcome("failed", error="boom"))
     s.finish_trial(
-        t1, "done", {"acc": 0.9}, [{"acc": 0.5}, {"acc": 0.9}], duration=1.5, checkpoint="c.pt"
+        t1,
+        TrialOutcome(
+            "done", {"acc": 0.9}, [{"acc": 0.5}, {"acc": 0.9}], duration=1.5, checkpoint="c.pt"
+        ),
     )
     s.close()
     s = Store.open(tmp_path)
@@ -38,7 +42,7 @@ def test_round_trip_of_config_trials_and_events(tmp_path):
 def test_wal_mode_and_no_pickles(tmp_path):
     """The database runs in WAL mode and holds only text and numbers."""
     s = Store.create(tmp_path, {})
-    s.finish_trial(s.add_trial("x" * 16, {"a": 1}), "done", {"m": 1.0})
+    s.finish_trial(s.add_trial("x" * 16, {"a": 1}), TrialOutcome("done", {"m": 1.0}))
     s.close()
     conn = sqlite3.connect(tmp_path / DB_NAME)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -153,7 +157,7 @@ def test_a_format_2_record_from_before_0_2_0_is_read_unchanged(tmp_path):
     """A format-2 record made before versions were stored (no nasforge_version, created_by)
     is read as it is, and a reader changes no byte of it."""
     s = Store.create(tmp_path, {"kind": "x"})
-    s.finish_trial(s.add_trial("a" * 16, {"a": 1}), "done", {"m": 1.0})
+    s.finish_trial(s.add_trial("a" * 16, {"a": 1}), TrialOutcome("done", {"m": 1.0}))
     s.finish()
     s.close()
     _set_meta(tmp_path, nasforge_version=None, created_by=None)
@@ -232,7 +236,7 @@ def test_corrupt_rows_are_store_errors_naming_the_row(tmp_path):
     """Invalid JSON in a trial or in the stored config gives a StoreError naming the row, not
     a JSONDecodeError."""
     s = Store.create(tmp_path, {"kind": "x"})
-    s.finish_trial(s.add_trial("a" * 16, {"a": 1}), "done", {"m": 1.0})
+    s.finish_trial(s.add_trial("a" * 16, {"a": 1}), TrialOutcome("done", {"m": 1.0}))
     s.close()
     conn = sqlite3.connect(tmp_path / DB_NAME)
     conn.execute("UPDATE trials SET metrics='{not json' WHERE id=1")
@@ -254,12 +258,14 @@ def test_placement_round_trips_and_an_older_record_gains_its_column(tmp_path):
     obj = {"kind": "x", "objective": {"metric": "acc", "mode": "max"}}
     with Store.create(tmp_path / "new", obj) as s:
         t = s.add_trial("a" * 16, {"w": 1})
-        s.finish_trial(t, "done", {"acc": 1.0}, placement={"node": "h", "devices": [1]})
+        s.finish_trial(
+            t, TrialOutcome("done", {"acc": 1.0}, placement={"node": "h", "devices": [1]})
+        )
         assert s.trial(t).placement == {"node": "h", "devices": [1]}
         assert s.trials(light=True)[0].placement == {"node": "h", "devices": [1]}
     old = tmp_path / "old"
     with Store.create(old, obj) as s:
-        s.finish_trial(s.add_trial("a" * 16, {"w": 1}), "done", {"acc": 1.0})
+        s.finish_trial(s.add_trial("a" * 16, {"w": 1}), TrialOutcome("done", {"acc": 1.0}))
     conn = sqlite3.connect(old / "run.db")
     conn.execute("ALTER TABLE trials DROP COLUMN placement")  # as an older nasforge made it
     conn.commit()
@@ -268,7 +274,9 @@ def test_placement_round_trips_and_an_older_record_gains_its_column(tmp_path):
         assert r.trials()[0].placement is None and r.trial(1).placement is None
     with Store.open(old, readonly=False) as w:
         t = w.add_trial("b" * 16, {"w": 2})
-        w.finish_trial(t, "done", {"acc": 0.5}, placement={"node": "h", "devices": []})
+        w.finish_trial(
+            t, TrialOutcome("done", {"acc": 0.5}, placement={"node": "h", "devices": []})
+        )
         assert [x.placement for x in w.trials()] == [None, {"node": "h", "devices": []}]
 
 
@@ -279,7 +287,7 @@ def test_a_writer_that_does_not_finish_leaves_the_state_it_found(tmp_path):
     s.finish("failed", "a diverged loss")
     s.close()
     with Store.open(tmp_path, readonly=False) as w:
-        w.record_trial("a" * 16, {"a": 1}, {"m": 1.0}, "inherited")
+        w.record_trial("a" * 16, {"a": 1}, TrialOutcome("done", {"m": 1.0}, evaluation="inherited"))
     with Store.open(tmp_path) as r:
         assert (r.state(), r.get_meta("error")) == ("failed", "a diverged loss")
     w = Store.open(tmp_path, readonly=False)
@@ -306,8 +314,8 @@ def test_a_value_of_the_wrong_type_is_a_store_error_naming_the_row(tmp_path, col
 
     objective = {"metric": "m", "mode": "max", "constraints": {}, "second": None}
     s = Store.create(tmp_path, {"kind": "multitrial", "objective": objective})
-    s.finish_trial(s.add_trial("a" * 16, {"a": 1}), "done", {"m": 1.0}, duration=1.0)
-    s.finish_trial(s.add_trial("b" * 16, {"a": 2}), "done", {"m": 2.0}, duration=1.0)
+    s.finish_trial(s.add_trial("a" * 16, {"a": 1}), TrialOutcome("done", {"m": 1.0}, duration=1.0))
+    s.finish_trial(s.add_trial("b" * 16, {"a": 2}), TrialOutcome("done", {"m": 2.0}, duration=1.0))
     s.close()
     conn = sqlite3.connect(tmp_path / DB_NAME)
     conn.execute(f"UPDATE trials SET {column}=? WHERE id=2", (value,))
@@ -335,8 +343,10 @@ def test_trial_metrics_reads_what_trials_shows_of_each_trial(tmp_path):
     reads interrupted in both, a failed one has no metrics; the other fields stay empty."""
     objective = {"metric": "m", "mode": "max", "constraints": {}, "second": None}
     s = Store.create(tmp_path, {"kind": "multitrial", "objective": objective})
-    s.finish_trial(s.add_trial("a" * 16, {"a": 1}), "done", {"m": 1.0, "n": None}, duration=1.0)
-    s.finish_trial(s.add_trial("b" * 16, {"a": 2}), "failed", None, error="boom")
+    s.finish_trial(
+        s.add_trial("a" * 16, {"a": 1}), TrialOutcome("done", {"m": 1.0, "n": None}, duration=1.0)
+    )
+    s.finish_trial(s.add_trial("b" * 16, {"a": 2}), TrialOutcome("failed", None, error="boom"))
     s.add_trial("c" * 16, {"a": 3})  # left running
     s.close()
     with Store.open(tmp_path) as r:

@@ -14,7 +14,7 @@ from nasforge.engine import Experiment
 from nasforge.errors import ConfigError
 from nasforge.run import preflight
 from nasforge.run.store import Store
-from nasforge.run.tracking import TensorBoardCallback, get_callbacks
+from nasforge.run.tracking import BaseCallback, TensorBoardCallback, get_callbacks
 from nasforge.space.search_space import SearchSpace
 
 
@@ -140,3 +140,52 @@ def test_a_missing_tracker_package_is_one_line_naming_the_extra(monkeypatch) -> 
         assert "\n" not in str(info.value)
     with pytest.raises(ConfigError, match="type one of"):
         get_callbacks([{"type": "wandb"}])
+
+
+class _ReadsTensorBoard(BaseCallback):
+    """Reads the TensorBoard events of ``logdir/run`` when the run records its first row."""
+
+    def __init__(self, logdir: Path, store_dir: Path) -> None:
+        self.logdir, self.store_dir = logdir, store_dir
+        self.seen: dict[str, list[tuple[int, float]]] = {}
+        self.rows_then = -1
+
+    def on_progress(self, step: int, row) -> None:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        if step != 1:
+            return
+        acc = EventAccumulator(str(self.logdir / "run"))
+        acc.Reload()
+        self.seen = {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
+        with Store.open(self.store_dir) as store:
+            self.rows_then = store.n_progress()
+
+
+def test_a_one_shot_run_writes_tensorboard_events_while_it_trains(tmp_path: Path) -> None:
+    """A one-shot search's TensorBoard callback writes each epoch's losses and accuracy as it
+    is recorded: read back at epoch 1 of 3, before the run ends, the events hold epoch 1; the
+    run's pick reaches the tracker as a trial too."""
+    pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed")
+    import torch
+
+    from nasforge.oneshot.runner import OneShotSearch
+    from tests.oneshot.test_runner import SPACE
+
+    scope: dict = {}
+    exec(compile(SPACE, "space", "exec"), scope)  # the tests' tiny one-shot space and data
+    torch.manual_seed(0)
+    tb, directory = tmp_path / "tb", tmp_path / "run"
+    reader = _ReadsTensorBoard(tb, directory)
+    search = OneShotSearch(scope["Net"](), "darts", scope["load"](), directory=directory,
+                           progress="off", epochs=3, batch_size=16,
+                           callbacks=[TensorBoardCallback(tb), reader])  # fmt: skip
+    search.run()
+    assert reader.rows_then == 1  # read while the run was at epoch 1 of 3
+    assert {"train_loss", "val_loss", "val_acc"} <= set(reader.seen)
+    assert [step for step, _ in reader.seen["train_loss"]] == [1]
+    with Store.open(directory) as store:
+        first = store.progress()[0]
+        assert store.config()["callbacks"] == [{"type": "tensorboard", "logdir": str(tb)}]
+    assert reader.seen["train_loss"][0][1] == pytest.approx(first["train_loss"], rel=1e-6)
+    assert list(tb.glob("trial_*")), "the pick reached TensorBoard as a trial"

@@ -36,7 +36,7 @@ import argparse
 import logging
 import math
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,10 +64,10 @@ from nasforge.oneshot.dartsformer.train import (
 )
 from nasforge.oneshot.supernet import Supernet, inherit_weights
 from nasforge.run.preflight import require
-from nasforge.run.progress import Progress, fmt_time
+from nasforge.run.progress import fmt_time
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.settings import kind_settings
-from nasforge.run.store import Store
+from nasforge.run.store import Store, TrialOutcome
 from nasforge.runtime.threads import set_threads
 from nasforge.runtime.weights import save_state, save_weights
 from nasforge.space import arch_id
@@ -223,6 +223,8 @@ class Seq2SeqSearch(BaseRunner):
     """
 
     kind = "dartsformer"
+    controls = frozenset({"stop"})
+    boundary = "step"
 
     def __init__(
         self,
@@ -232,6 +234,7 @@ class Seq2SeqSearch(BaseRunner):
         directory: str | Path | None = None,
         source: Mapping[str, Any] | None = None,
         base: Path | None = None,
+        callbacks: Sequence[Any] | None = None,
         **deprecated: Any,
     ) -> None:
         self.settings = s = kind_settings(Seq2SeqSettings, settings, deprecated, "Seq2SeqSearch")
@@ -276,7 +279,7 @@ class Seq2SeqSearch(BaseRunner):
             raise ConfigError("retrain needs a budget: retrain: {steps: N} or {time_budget_s: S}")
         self.threads, self.progress_mode = s.threads, s.progress
         metric = ("bleu", "max") if self.retrain is not None else ("val_loss", "min")
-        super().__init__(Objective(*metric), directory, source)
+        super().__init__(Objective(*metric), directory, source, callbacks=callbacks)
 
     @classmethod
     def add_arguments(cls, parser: argparse._ActionsContainer) -> None:
@@ -304,7 +307,7 @@ class Seq2SeqSearch(BaseRunner):
         elif isinstance(space, Mapping) and "object" in space:
             raise ConfigError("a dartsformer run builds its own Seq2SeqSpace: give `space` as "
                               f"its settings {list(SPACE_KEYS)}, not a reference")  # fmt: skip
-        where = {k: s.pop(k) for k in ("data", "directory", "source") if k in s}
+        where = {k: s.pop(k) for k in ("data", "directory", "source", "callbacks") if k in s}
         fields = kind_settings(Seq2SeqSettings, {**s, "space": space}, {}, "a dartsformer run")
         return cls(settings=fields, base=base, **where)
 
@@ -394,7 +397,7 @@ class Seq2SeqSearch(BaseRunner):
             state = torch.load(ckpt, weights_only=True, map_location="cpu")
             store.truncate_progress(int(state["step"]))
             log.info("%s: resuming the search after step %d", self.directory, state["step"])
-        progress = Progress(self.max_steps, self.time_budget_s, self.progress_mode)
+        progress = self.progress(self.max_steps, self.time_budget_s, self.progress_mode)
         total = f"/{self.max_steps}" if self.max_steps else ""
 
         def on_step(row: dict[str, Any]) -> None:
@@ -412,7 +415,13 @@ class Seq2SeqSearch(BaseRunner):
                    _Batches(src[half:], tgt[half:], n, seed, dev))  # fmt: skip
         try:
             found = rev_search(
-                self.space, *batches, cfg, on_step, lambda st: self._checkpoint(store, st), state
+                self.space,
+                *batches,
+                cfg,
+                on_step,
+                lambda st: self._checkpoint(store, st),
+                state,
+                should_stop=self.stop_asked,
             )
         finally:
             progress.close()
@@ -478,16 +487,10 @@ class Seq2SeqSearch(BaseRunner):
             )
         metrics["params"] = float(n_params(model))
         weights = save_weights(model, self.directory / "checkpoints" / f"trial_{tid}.pt")
-        store.finish_trial(
-            tid,
-            "done",
-            metrics,
-            intermediates,
-            None,
-            time.monotonic() - t0,
-            str(Path(weights).relative_to(self.directory)),
-            evaluation=evaluation,
-        )
+        outcome = TrialOutcome("done", metrics, intermediates, duration=time.monotonic() - t0,
+                               checkpoint=str(Path(weights).relative_to(self.directory)),
+                               evaluation=evaluation)  # fmt: skip
+        store.finish_trial(tid, outcome)
         log.info("dartsformer found arch %s: %s (%s)", arch_id(arch), metrics, evaluation)
 
     def _retrain(

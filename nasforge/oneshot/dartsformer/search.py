@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from nasforge.errors import ConfigError, DivergenceError
+from nasforge.errors import ConfigError, DivergenceError, StopRequested
 from nasforge.oneshot.darts import Darts
 from nasforge.oneshot.nasb import Nasb
 from nasforge.oneshot.reversible import set_reconstruct
@@ -200,15 +200,19 @@ def rev_search(
     on_step: Callable[[dict[str, Any]], None] | None = None,
     checkpoint: Callable[[dict[str, Any]], None] | None = None,
     state: Mapping[str, Any] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> RevSearchResult:
     """Returns the architecture a DARTSformer search of ``space`` finds with weights trained on
     ``train(epoch)`` batches and architecture parameters on ``val(epoch)`` batches
     (``(src, tgt_in, tgt_out)`` each), until ``cfg.max_steps`` or ``cfg.time_budget_s``
     (seconds spent before a resume count). ``checkpoint`` receives the search's state every
     ``cfg.checkpoint_every`` steps and after the last; ``state`` (one such) resumes from it.
+    ``should_stop`` is asked after every step: when it says so, the state goes to
+    ``checkpoint`` and the search stops (a resume from that state goes on bitwise).
 
     Raises:
         ConfigError: an unknown algorithm or budget.
+        StopRequested: ``should_stop`` said so (after the state was handed to ``checkpoint``).
         DivergenceError: a loss became NaN or infinite (the message names the step).
         SpaceError: the space cannot be made a supernet, or a candidate fails the reversible
             checks (raised by the first forward, before any update).
@@ -263,6 +267,10 @@ def rev_search(
         if checkpoint is not None and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
             checkpoint(_state(net, opts, step, sums, time.perf_counter() - t0))
             saved = step
+        if should_stop is not None and should_stop():
+            if checkpoint is not None and step != saved:
+                checkpoint(_state(net, opts, step, sums, time.perf_counter() - t0))
+            raise StopRequested(f"the search stopped on request after step {step}")
     if checkpoint is not None and step != saved:
         checkpoint(_state(net, opts, step, sums, time.perf_counter() - t0))
     return RevSearchResult(net.export(), history, net, step)
