@@ -27,6 +27,7 @@ from nasforge.dashboard.importance import decision_importance
 from nasforge.dashboard.runs import ServedRuns
 from nasforge.dashboard.series import artifact_series, progress_series
 from nasforge.errors import NasforgeError
+from nasforge.run import control
 from nasforge.run.results import rank_trials
 from nasforge.run.store import Store
 
@@ -137,10 +138,11 @@ def _register_shell(app: dash.Dash, reader: _Reader) -> None:
                 tab = tab if tab in layout.TABS else "trials"
                 version = data.version(directory)
                 info = reader.read(key, reader.info)  # a clear message now if unreadable
+                asked = control.run_controls(directory) if reader.control else None
             except NasforgeError as exc:
                 return html.Div([html.H3(key), _fail(exc)])
             content = layout.tab_layout(tab, info)  # here, not by a second round trip
-            controls = steering.panel() if reader.control else None
+            controls = None if asked is None else steering.panel(*asked)
             return layout.run_page(key, served.name_of(key), tab, content, version, controls)
         if path != "/":
             return layout.message(f"no page {path!r}; the overview is at /")

@@ -36,6 +36,7 @@ from nasforge.dashboard import auth, layout
 from nasforge.dashboard.runs import ServedRuns
 from nasforge.errors import NasforgeError
 from nasforge.run import control
+from nasforge.run.requests import CONTROLS
 from nasforge.run.trial_logs import dropped_bytes, read_log, trial_log
 
 __all__ = ["CONTROL_PREFIX", "VIA", "panel", "register", "guard"]
@@ -74,45 +75,63 @@ def _confirmed(name: str, text: str, question: str) -> dcc.ConfirmDialogProvider
     )
 
 
-def panel() -> html.Div:
-    """Returns the control panel of a run's page (shown only when control is allowed)."""
+def panel(kind: str = "multitrial", controls: frozenset[str] | None = None) -> html.Div:
+    """Returns the control panel of a run's page (shown only when control is allowed): the
+    buttons of the ``controls`` the run's ``kind`` declared (default: all); the others are
+    in the page but hidden, and the command they would send is refused anyway."""
+    every = frozenset(CONTROLS)
+    have = every if controls is None else controls
+    trials = "cancel" in have  # a run of trials: its stop lets them finish
+    boundary = "epoch or step"
 
     def label(text: str) -> html.Span:
         return html.Span(text, style={"margin": "0 6px 0 12px"})
 
+    def shown(*needed: str) -> dict[str, str]:
+        return {} if all(c in have for c in needed) else {"display": "none"}
+
+    if not have:
+        headline = f"This {kind} run takes no requests while it runs."
+    elif have == {"stop"}:
+        headline = f"This {kind} run can be stopped: it stops at its next boundary, resumable."
+    else:
+        headline = "(the running search applies each request within a second and records it)"
     return html.Div(
         [
-            html.B("Steer this search"),
-            html.Span(
-                " (the running search applies each request within a second and records it)",
-                style={"color": "#777"},
-            ),
+            html.B("Steer this run"),
+            html.Span(" " + headline, id=_id("what"), style={"color": "#777"}),
             html.Div(
                 [
-                    _confirmed(
+                    html.Span(_confirmed(
                         "stop-finish",
-                        "Stop: let running trials finish",
-                        "Stop this search? The running trials finish; no new trial starts.",
-                    ),
-                    _confirmed(
+                        "Stop: let running trials finish" if trials else "Stop",
+                        "Stop this search? The running trials finish; no new trial starts."
+                        if trials else f"Stop this run? It stops at the end of its current "
+                        f"{boundary}, keeping what it did; `nasforge resume` continues it.",
+                    ), style=shown("stop")),
+                    html.Span(_confirmed(
                         "stop-cancel",
                         "Stop: cancel running trials",
                         "Stop this search now? The running trials are cancelled and their "
                         "work is lost.",
-                    ),
-                    label("trial"),
-                    dcc.Input(id=_id("trial"), type="number", min=1, style=_NUMBER),
-                    _confirmed(
-                        "cancel",
-                        "Cancel trial",
-                        "Cancel the trial whose id is in the box? Its work is lost; the "
-                        "search goes on.",
-                    ),
-                    label("n_trials"),
-                    dcc.Input(id=_id("n-trials"), type="number", min=1, style=_NUMBER),
-                    label("concurrency"),
-                    dcc.Input(id=_id("concurrency"), type="number", min=1, style=_NUMBER),
-                    html.Button("Apply", id=_id("set"), style=_BUTTON),
+                    ), style=shown("stop:cancel")),
+                    html.Span([
+                        label("trial"),
+                        dcc.Input(id=_id("trial"), type="number", min=1, style=_NUMBER),
+                        _confirmed(
+                            "cancel",
+                            "Cancel trial",
+                            "Cancel the trial whose id is in the box? Its work is lost; the "
+                            "search goes on.",
+                        ),
+                    ], style=shown("cancel")),
+                    html.Span([
+                        label("n_trials"),
+                        dcc.Input(id=_id("n-trials"), type="number", min=1, style=_NUMBER),
+                        label("concurrency"),
+                        dcc.Input(id=_id("concurrency"), type="number", min=1, style=_NUMBER),
+                        html.Button("Apply", id=_id("set"), style=_BUTTON),
+                    ], style=shown("set:n_trials", "set:concurrency")),
                 ],
                 style={"marginTop": "4px"},
             ),
@@ -120,7 +139,7 @@ def panel() -> html.Div:
         ],
         id=_id("panel"),
         style={"border": "1px solid #ddd", "padding": "6px 8px", "margin": "4px 0 8px"},
-    )
+    )  # fmt: skip
 
 
 def _whole(value: Any) -> Any:

@@ -306,3 +306,30 @@ def test_the_log_view_shows_what_nasforge_logs_shows(tmp_path: Path, capsys: Any
     trial_log(tmp_path / "runs" / "logs", ids["ok"]).unlink()
     answer = _log_view(client, "runs/logs", ids["ok"])
     assert "has no log" in answer.get_data(as_text=True)
+
+
+def _hidden(component: Any, ids: set[str], hidden: bool = False) -> dict[str, bool]:
+    """Returns component id -> whether it is hidden (inside a ``display: none`` element)."""
+    hidden = hidden or (getattr(component, "style", None) or {}).get("display") == "none"
+    found = {component.id: hidden} if getattr(component, "id", None) in ids else {}
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, list) else [children]:
+        if child is not None and not isinstance(child, str):
+            found.update(_hidden(child, ids, hidden))
+    return found
+
+
+def test_the_panel_shows_only_the_controls_the_run_s_kind_declared() -> None:
+    """A one-shot run's panel shows its stop button and says it stops at a boundary; the
+    trial and settings controls are hidden. A multi-trial run's panel shows every control."""
+    from nasforge.dashboard.steering import panel
+
+    ids = {f"nf-control-{n}" for n in ("stop-finish", "stop-cancel", "cancel", "n-trials", "set")}
+    one_shot = panel("oneshot", frozenset({"stop"}))
+    assert _hidden(one_shot, ids) == {
+        "nf-control-stop-finish": False, "nf-control-stop-cancel": True,
+        "nf-control-cancel": True, "nf-control-n-trials": True, "nf-control-set": True,
+    }  # fmt: skip
+    assert "can be stopped" in str(one_shot)
+    assert not any(_hidden(panel("multitrial", None), ids).values())
+    assert "takes no requests" in str(panel("ofa-deploy", frozenset()))
