@@ -37,7 +37,8 @@ def test_a_one_shot_run_stops_after_its_epoch_and_resumes_to_the_uninterrupted_p
         + HOLD
         + (
             "space = Net()\ndata = load()\nstrategy = 'darts'\n"
-            "config = {'epochs': 4, 'batch_size': 16, 'bn_batches': 2, 'callbacks': [HOLD_FIRST_ROW]}\n"
+            "config = {'epochs': 4, 'batch_size': 16, 'bn_batches': 2,\n"
+            "          'callbacks': [HOLD_FIRST_ROW]}\n"
         )
     )
     run_file = tmp_path / "search.py"
