@@ -74,7 +74,8 @@ class _Reader:
             if m != second[0] and 1 < len(distinct) <= MAX_GROUPS:
                 group = m
                 break
-        ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"])
+        ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"],
+                             picks=store.picks())  # fmt: skip
         ids = [t.id for t in ranked] or [t.id for t in trials]
         sel = dict(selection or {})
         sel["a"] = sel.get("a") or (ids[0] if ids else None)

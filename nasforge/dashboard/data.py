@@ -300,10 +300,12 @@ def summarize(key: str, name: str, directory: Path, cache: TrialCache) -> RunSum
             state = store.state()
             unit, total, done = _plan(store, trials)
             created = store.get_meta("created")
+            picks = store.picks()
     except StoreError as exc:
         return RunSummary(key, name, problem=str(exc))
     space, strategy = _describe(config)
-    ranked = rank_trials(final_trials(trials), obj["metric"], obj["mode"], obj["constraints"])
+    ranked = rank_trials(final_trials(trials), obj["metric"], obj["mode"], obj["constraints"],
+                         picks=picks)  # fmt: skip
     best = ranked[0] if ranked else None
     best_value = None
     if best is not None:

@@ -206,6 +206,7 @@ class OFADeploy(BaseRunner):
             metrics = {"accuracy": r.accuracy, "latency_ms": r.cost, "target": target}
             outcome = TrialOutcome("done", metrics, checkpoint=checkpoint, evaluation="predicted")
             store.finish_trial(tid, outcome, event=False)
+            store.set_picks([*store.picks(), tid])  # one pick per target
             log.info("target %g ms: predicted accuracy %.4f at %.3f ms", target, r.accuracy,
                      r.cost)  # fmt: skip
 

@@ -286,6 +286,7 @@ def search_run(
         rel = str(Path(path).relative_to(store.directory))
         store.finish_trial(tid, TrialOutcome("done", metrics, checkpoint=rel, evaluation=how),
                            event=False)  # fmt: skip
+        store.set_picks([*store.picks(), tid])  # one pick per target
         rows.append({"target": r.target, "arch": r.arch, "accuracy": r.accuracy, "cost": r.cost,
                      "coupling": net.spec.coupling, "latency": s["latency"],
                      "n_latency_measurements": n_measured()})  # fmt: skip

@@ -414,6 +414,7 @@ class OneShotSearch(BaseRunner):
                                checkpoint=str(Path(weights).relative_to(self.directory)),
                                evaluation="inherited")  # fmt: skip
         store.finish_trial(tid, outcome, event=False)
+        store.set_picks([tid])  # what status, export and load_model give: the search's pick
         log.info(
             "%s found arch %s: accuracy %.4f (inherited weights)",
             self.strategy.name,

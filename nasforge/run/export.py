@@ -89,7 +89,8 @@ def export_top(
     with Store.open(directory) as store:
         cfg, obj = store.config(), store.objective()
         trials = store.trial_metrics()  # what ranking reads; the chosen are read in full
-        ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"])
+        ranked = rank_trials(trials, obj["metric"], obj["mode"], obj["constraints"],
+                             picks=store.picks())  # fmt: skip
         if per is not None:
             groups: dict[Any, list[TrialRecord]] = {}
             for t in ranked:
@@ -241,6 +242,13 @@ def _build(
             f"{meta_path}: trial {meta.get('trial')}'s {meta['weights_note']} (the run deleted "
             "them); load an export of a better-ranked trial, or train this architecture again "
             "(nasforge.space.freeze(space, arch) builds it untrained)"
+        )
+    if not meta.get("weights"):
+        raise StoreError(
+            f"{meta_path}: trial {meta.get('trial')} has no weights in this export (it was "
+            "scored, not kept: e.g. a candidate a one-shot search measured with its supernet's "
+            "weights); load the run's pick (`nasforge export DIR` exports it first), or build "
+            "this architecture untrained with nasforge.space.freeze(space, arch)"
         )
     if space is None:
         ref = meta.get("space")

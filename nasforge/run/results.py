@@ -92,14 +92,23 @@ def rank_trials(
     mode: str,
     constraints: Mapping[str, Sequence[Any]] | None = None,
     unique: bool = True,
+    picks: Sequence[int] = (),
 ) -> list[TrialRecord]:
-    """Returns feasible finished trials best first (ties by id); one per arch id if ``unique``."""
+    """Returns feasible finished trials best first (ties by id); one per arch id if ``unique``.
+    The run's ``picks`` (the trials its kind chose: a one-shot search's architecture, a
+    deployment search's one per target; :meth:`Store.picks <nasforge.run.store.Store.picks>`)
+    come first, in their order, whatever their metric: what a kind chose is what it exports."""
     constraints = constraints or {}
+    chosen = {tid: i for i, tid in enumerate(picks)}
     scored = [(score(t, metric, mode, constraints), t) for t in trials]
-    good = sorted(((s, t) for s, t in scored if s is not None), key=lambda p: (-p[0], p[1].id))
+    first = sorted((t for t in trials if t.id in chosen), key=lambda t: chosen[t.id])
+    good = sorted(
+        ((s, t) for s, t in scored if s is not None and t.id not in chosen),
+        key=lambda p: (-p[0], p[1].id),
+    )
     seen: set[str] = set()
     out = []
-    for _, t in good:
+    for _, t in [(0.0, t) for t in first] + good:
         if unique and t.arch_id in seen:
             continue
         seen.add(t.arch_id)

@@ -478,18 +478,21 @@ class BaseRunner(abc.ABC):
             return store.trials()
 
     def best(self, k: int = 1) -> list[TrialRecord]:
-        """Returns the k best feasible trials (one per architecture), best first; empty when
+        """Returns the k best feasible trials (one per architecture), best first, after the
+        trials the run's kind chose (its picks: a one-shot search's architecture); empty when
         the run has no record yet."""
         o = self.objective
         try:
             if self.store is not None:
-                return rank_trials(self.store.trials(), o.metric, o.mode, o.constraints)[:k]
+                picks = self.store.picks()
+                return rank_trials(self.store.trials(), o.metric, o.mode, o.constraints,
+                                   picks=picks)[:k]  # fmt: skip
             with Store.open(self.directory) as store:
                 # rank on light rows (no architecture, no curves), then read the k in full:
                 # a long run's every architecture would dominate the time
                 light = store.trials(light=True)
-                top = rank_trials(light, o.metric, o.mode, o.constraints)[:k]
-                return [store.trial(t.id) for t in top]
+                top = rank_trials(light, o.metric, o.mode, o.constraints, picks=store.picks())
+                return [store.trial(t.id) for t in top[:k]]
         except StoreError:
             return []
 

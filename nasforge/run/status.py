@@ -145,9 +145,9 @@ def trial_table(store: Store, limit: int | None = 20) -> tuple[list[str], list[l
     architecture (a cached repeat is counted in its original's row), then the unranked ones by
     id; ``n_more`` counts the rows left out by ``limit``. A ``where`` column (host and GPUs,
     :func:`~nasforge.runtime.devices.placement_text`) appears when any shown trial recorded it."""
-    obj, trials = store.objective(), store.trials(light=True)
+    obj, trials, picks = store.objective(), store.trials(light=True), store.picks()
     metric = obj["metric"]
-    ranked = rank_trials(trials, metric, obj["mode"], obj["constraints"])
+    ranked = rank_trials(trials, metric, obj["mode"], obj["constraints"], picks=picks)
     repeats = Counter(t.cached_from for t in trials if t.status == "cached" and t.cached_from)
     ranked_ids = {t.id for t in ranked}
     ranked_archs = {t.arch_id for t in ranked}
@@ -173,7 +173,7 @@ def trial_table(store: Store, limit: int | None = 20) -> tuple[list[str], list[l
             [
                 str(i + 1) if t.id in ranked_ids else "-",
                 str(t.id),
-                t.status + _stopped_at(t) + seen,
+                t.status + _stopped_at(t) + seen + (" (the pick)" if t.id in picks else ""),
                 t.evaluation,
                 *(f"{m[k]:.5g}" if m.get(k) is not None else "" for k in [metric, *others]),
                 "" if t.duration is None else f"{t.duration:.2f}",

@@ -336,6 +336,19 @@ class Store:
         """Records the controls the writer's kind honours (see :meth:`controls`)."""
         self.set_meta("controls", json.dumps(sorted(controls)))
 
+    def picks(self) -> list[int]:
+        """Returns the trials the run's kind chose (its exported result: a one-shot search's
+        architecture, a deployment search's one per target), in order; empty for a kind that
+        ranks its trials by the objective alone (multi-trial search)."""
+        text = self.get_meta("picks")
+        if text is None:
+            return []
+        return [int(t) for t in self._rows.decode(text, "meta", "picks", list)]
+
+    def set_picks(self, trial_ids: list[int]) -> None:
+        """Records the trials the run's kind chose (see :meth:`picks`)."""
+        self.set_meta("picks", json.dumps([int(t) for t in trial_ids]))
+
     def listen(self, listener: Any) -> None:
         """Returns None after adding ``listener``, which hears each progress row
         (``on_progress(step, row)``) and each finished trial (``on_trial_end(record)``) once it

@@ -125,7 +125,7 @@ def test_a_stored_run_without_the_setting_keeps_every_file_on_resume(tmp_path):
         store.clear_checkpoints([lost.id])  # as if killed between clearing it and its file
     assert (d / lost.checkpoint).exists()
     runner = rebuild_runner(d, n_trials=5)
-    assert runner.keep_checkpoints is None
+    assert runner.settings.keep_checkpoints is None
     runner.resume()
     with Store.open(d) as store:
         named = {t.checkpoint for t in store.trials() if t.checkpoint}

@@ -12,7 +12,7 @@ import torch
 from nasforge.cli import main
 from nasforge.data import split_dataset
 from nasforge.engine import Store
-from nasforge.errors import ConfigError, SpaceError
+from nasforge.errors import ConfigError, SpaceError, StoreError
 from nasforge.oneshot.common import accuracy
 from nasforge.oneshot.runner import OneShot, OneShotExperiment
 from nasforge.run.export import load_model
@@ -91,14 +91,18 @@ def test_run_status_export_load(
     assert main(["export", str(d), "--top", "1"]) == 0
     path = capsys.readouterr().out.split()[0]
     meta = json.loads((Path(path) / "arch.json").read_text())
-    best = max(trials, key=lambda t: (t.metrics["accuracy"], -t.id))
-    assert meta["arch"] == best.arch
-    if meta["weights"]:  # the found architecture saved its inherited weights
-        model = load_model(path)  # the space is rebuilt from the reference the export carries
-        saved = torch.load(d / found.checkpoint, weights_only=True)
-        assert all(torch.equal(v, saved[k]) for k, v in model.state_dict().items())
-        x, y = next(iter(torch.utils.data.DataLoader(_val_split(), batch_size=1000)))
-        assert accuracy(model, (x, y)) == pytest.approx(found.metrics["accuracy"])
+    # the search's pick is exported first, whatever the accuracy of the candidates it scored
+    assert meta["arch"] == found.arch and meta["trial"] == found.id and meta["weights"]
+    model = load_model(path)  # the space is rebuilt from the reference the export carries
+    saved = torch.load(d / found.checkpoint, weights_only=True)
+    assert all(torch.equal(v, saved[k]) for k, v in model.state_dict().items())
+    x, y = next(iter(torch.utils.data.DataLoader(_val_split(), batch_size=1000)))
+    assert accuracy(model, (x, y)) == pytest.approx(found.metrics["accuracy"])
+    if len(trials) > 1:  # a scored candidate's export has no weights: loading it says so
+        assert main(["export", str(d), "--top", "2", "--out", str(tmp_path / "two")]) == 0
+        second = capsys.readouterr().out.split()[1]
+        with pytest.raises(StoreError, match="has no weights in this export"):
+            load_model(second)
 
 
 def _val_split():

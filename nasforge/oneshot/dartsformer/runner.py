@@ -491,6 +491,7 @@ class Seq2SeqSearch(BaseRunner):
                                checkpoint=str(Path(weights).relative_to(self.directory)),
                                evaluation=evaluation)  # fmt: skip
         store.finish_trial(tid, outcome)
+        store.set_picks([tid])  # the search's architecture is what it exports
         log.info("dartsformer found arch %s: %s (%s)", arch_id(arch), metrics, evaluation)
 
     def _retrain(
