@@ -272,7 +272,7 @@ def _plan(store: Store, trials: Sequence[TrialRecord]) -> tuple[str, int | None,
     unit = str(plan.get("unit", "trials"))
     total = plan.get("total")
     if unit == "trials":
-        done = sum(1 for t in trials if t.status not in ("running", "interrupted", "cached"))
+        done = sum(1 for t in trials if t.status not in UNCOUNTED)
     else:
         done = store.n_progress()
     return unit, total if isinstance(total, int) else None, done

@@ -27,11 +27,18 @@ __all__ = [
     "failure_summary",
     "resource_spent",
     "report_unit",
+    "UNCOUNTED",
 ]
 
 
+#: trial statuses that do not count toward a run's planned trials (``n_trials``): in flight,
+#: resolved from an earlier trial of the same architecture, or cancelled before they ended
+UNCOUNTED = ("running", "interrupted", "cached", "cancelled")
+
+
 def _plan(store: Store) -> tuple[str, int | None, int]:
-    """Returns (unit, total or None, done) of the run's plan."""
+    """Returns (unit, total or None, done) of the run's plan (trials: those that count toward
+    ``n_trials``)."""
     try:
         plan = json.loads(store.get_meta("plan") or "{}")
     except ValueError:
@@ -39,10 +46,25 @@ def _plan(store: Store) -> tuple[str, int | None, int]:
     unit = plan.get("unit", "trials")
     if unit == "trials":
         counts = store.counts()
-        done = sum(n for s, n in counts.items() if s not in ("running", "interrupted", "cached"))
+        done = sum(n for s, n in counts.items() if s not in UNCOUNTED)
     else:
         done = store.n_progress()
     return unit, plan.get("total"), done
+
+
+def _breakdown(store: Store, unit: str, done: int) -> str:
+    """Returns what the count of trials leaves unsaid: how many of them failed, and the
+    cancelled ones, which do not count."""
+    if unit != "trials":
+        return ""
+    counts = store.counts()
+    failed, cancelled = counts.get("failed", 0), counts.get("cancelled", 0)
+    text = ""
+    if failed:
+        text += f" (all {failed} failed)" if failed == done else f" ({failed} failed)"
+    if cancelled:
+        text += f"; {cancelled} cancelled (not counted)"
+    return text
 
 
 def summary(store: Store) -> str:
@@ -51,6 +73,7 @@ def summary(store: Store) -> str:
     state = store.state()
     unit, total, done = _plan(store)
     far = f"{done} of {total} {unit} done" if total else f"{done} {unit} done"
+    far += _breakdown(store, unit, done)
     line = f"{d}: {store.kind} run, {state}: {far}"
     if state in ("interrupted", "stopped"):
         line += f"; resume with: nasforge resume {d}"

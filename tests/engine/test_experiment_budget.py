@@ -199,3 +199,35 @@ def test_asha_prunes_in_ray_workers(tmp_path):
         ray.shutdown()
     assert [len(t.intermediates) for t in exp.trials()] == ASHA_REACHED
     assert {t.status for t in exp.trials()} == {"done", "pruned"}
+
+
+def _blocks_first(arch, report):
+    """Trial d=0 reports until it is cancelled; the others return at once."""
+    while arch["d"] == 0:
+        report(0.0)
+        time.sleep(0.02)
+    return float(arch["d"])
+
+
+def test_a_cancelled_trial_does_not_use_up_n_trials(tmp_path):
+    """A trial cancelled while it runs (`nasforge stop --trial`) is recorded ``cancelled`` and
+    does not count toward ``n_trials``: a 3-trial search still trains 3 trials."""
+    import threading
+
+    from nasforge.run import control
+    from tests.runwait import wait_for_run
+
+    space = SearchSpace([Decision("d", "value", tuple(range(10)))])
+    exp = Experiment(space, _blocks_first, "grid", directory=tmp_path / "run", n_trials=3,
+                     executor="pool", concurrency=2, progress="off")  # fmt: skip
+    thread = threading.Thread(target=exp.run)
+    thread.start()
+    try:
+        running = lambda s: any(t.id == 1 and t.status == "running" for t in s.trials())  # noqa: E731
+        assert wait_for_run(tmp_path / "run", running, timeout=60)
+        control.cancel(tmp_path / "run", 1)
+    finally:
+        thread.join(120)
+    with Store.open(tmp_path / "run") as store:
+        statuses = sorted(t.status for t in store.trials())
+    assert statuses == ["cancelled", "done", "done", "done"]

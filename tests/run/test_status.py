@@ -157,3 +157,20 @@ def test_status_at_100_columns_shows_the_whole_architecture_and_names_steps(
     flat = "".join(c for line in out.splitlines() for c in line if c not in "│┃ ")
     assert json.dumps(arch, separators=(",", ":"), sort_keys=True) in flat
     assert "2 reports (steps)" in out and "epochs" not in out
+
+
+def test_cancelled_trials_do_not_count_and_failures_are_named(tmp_path):
+    """`status` counts the trials that count toward n_trials: cancelled ones are listed apart
+    (not counted) and a run whose counted trials all failed says so."""
+    with Store.create(tmp_path / "a", {"kind": "multitrial", "objective": OBJECTIVE}) as s:
+        s.set_plan("trials", 4)
+        for i, status in enumerate(["done", "done", "cancelled", "cancelled"]):
+            s.finish_trial(s.add_trial(f"{i:016x}", {"w": i}), TrialOutcome(status, {"acc": 0.5}))
+        assert "2 of 4 trials done; 2 cancelled (not counted)" in summary(s)
+        s.finish()
+    with Store.create(tmp_path / "b", {"kind": "multitrial", "objective": OBJECTIVE}) as s:
+        s.set_plan("trials", 3)
+        for i in range(3):
+            s.finish_trial(s.add_trial(f"{i:016x}", {"w": i}), TrialOutcome("failed", error="x"))
+        assert "3 of 3 trials done (all 3 failed)" in summary(s)
+        s.finish()
