@@ -25,6 +25,7 @@ from typing import Any
 from nasforge.errors import ConfigError, StoreError
 from nasforge.run.records import TrialRecord
 from nasforge.run.results import pareto_front, rank_trials, score
+from nasforge.run.status import UNCOUNTED
 from nasforge.run.store import DB_NAME, Store
 from nasforge.runtime.devices import placement_text
 

@@ -69,7 +69,8 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
     with Store.open(directory) as store:
         obj, trials, rows = store.objective(), store.trial_metrics(), store.progress()
     metric, mode, cons, second = obj["metric"], obj["mode"], obj["constraints"], obj["second"]
-    trials = [t for t in trials if t.status != "cached"]  # a repeat adds no new point
+    # a repeat adds no new point; a trial in flight has none yet
+    trials = [t for t in trials if t.status not in ("cached", "running", "interrupted")]
     series: dict[str, tuple[list[int], list[float]]] = {}
     for r in rows:
         for k, v in r.items():
@@ -83,7 +84,10 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
     if not panels and trials:
         panels = ["trials"]
     if not panels:
-        raise StoreError(f"{directory} has no progress rows and no trials to plot yet")
+        raise StoreError(
+            f"{directory} has no progress rows and no finished trial to plot yet; `nasforge "
+            f"status {directory}` shows how far it got"
+        )
     width = _PANEL_WIDTH * len(panels)
     fig = Figure(figsize=(width, _HEIGHT))
     # fixed margins (in inches, whatever the panel count): tight_layout would draw the whole
@@ -102,7 +106,7 @@ def plot_run(directory: str | Path, out: str | Path | None = None) -> Path:
         elif panel == "trials":
             pts = trial_points(trials, metric, mode, cons)
             xs, ys, bx, by = pts["x"], pts["y"], pts["best_x"], pts["best_y"]
-            stride = -(-len(xs) // _MAX_POINTS)  # a big run: every stride-th trial is drawn
+            stride = max(1, -(-len(xs) // _MAX_POINTS))  # a big run: every stride-th is drawn
             label = "trial" if stride == 1 else f"every {stride}th trial"
             ax.scatter(xs[::stride], ys[::stride], s=12, alpha=0.6, label=label)
             ax.step(bx, by, where="post", color="C3", label="running best")
