@@ -290,6 +290,22 @@ def _last_write(directory: Path) -> float | None:
     return max(times) if times else None
 
 
+def _duration(store: Store, state: str, directory: Path, created: str | None) -> float | None:
+    """Returns the seconds the run has worked, as it recorded them (across resumes, idle time
+    between sessions left out); for a record made before runs recorded it, the time from its
+    creation to its last write."""
+    try:
+        if state == "running" and store.get_meta("session_started"):
+            before = float(store.get_meta("elapsed_before", "0") or 0)
+            return max(0.0, before + time.time() - float(store.get_meta("session_started") or 0))
+        if store.get_meta("elapsed"):
+            return max(0.0, float(store.get_meta("elapsed") or 0))
+    except ValueError:
+        return None
+    end = time.time() if state == "running" else _last_write(directory)
+    return None if created is None or end is None else max(0.0, end - float(created))
+
+
 def summarize(key: str, name: str, directory: Path, cache: TrialCache) -> RunSummary:
     """Returns the overview row of one run; a run that cannot be read gives a row whose
     ``problem`` says why (never raises for a bad record)."""
@@ -302,6 +318,7 @@ def summarize(key: str, name: str, directory: Path, cache: TrialCache) -> RunSum
             unit, total, done = _plan(store, trials)
             created = store.get_meta("created")
             picks = store.picks()
+            duration = _duration(store, state, directory, created)
     except StoreError as exc:
         return RunSummary(key, name, problem=str(exc))
     space, strategy = _describe(config)
@@ -313,7 +330,6 @@ def summarize(key: str, name: str, directory: Path, cache: TrialCache) -> RunSum
         assert best.metrics is not None, "a ranked trial finished, so it has metrics"
         best_value = best.metrics[obj["metric"]]
     started = float(created) if created else None
-    end = time.time() if state == "running" else _last_write(directory)
     counts: dict[str, int] = {}
     for t in trials:
         counts[t.status] = counts.get(t.status, 0) + 1
@@ -332,7 +348,7 @@ def summarize(key: str, name: str, directory: Path, cache: TrialCache) -> RunSum
         best_trial=None if best is None else best.id,
         n_trials=len(trials),
         started=started,
-        duration=None if started is None or end is None else max(0.0, end - started),
+        duration=duration,
         counts=counts,
     )
 

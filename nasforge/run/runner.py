@@ -426,6 +426,7 @@ class BaseRunner(abc.ABC):
             store = Store.create(self.directory, config)
         self.store, self.stopping = store, None
         self._start(store)
+        session = _Session(store)
         trackers = Trackers(self.callbacks, store)
         try:
             trackers.start(self.tracking_info())
@@ -444,6 +445,7 @@ class BaseRunner(abc.ABC):
         else:
             store.finish("stopped" if self.stopping else "finished")
         finally:
+            session.end()
             trackers.end()
             if self._run_log is not None:
                 self._run_log.detach()
@@ -511,6 +513,30 @@ class BaseRunner(abc.ABC):
     def constraints(self) -> dict[str, list[Any]]:
         """Returns the constraints on metrics."""
         return self.objective.constraints
+
+
+class _Session:
+    """Returns nothing; records how long the run has worked, across resumes: ``elapsed``
+    (seconds, written when a session ends, and by kinds as they go), ``elapsed_before`` and
+    ``session_started`` (wall clock) while a session runs, so that a reader (``nasforge
+    status``, the dashboard) tells a run's working time from the time its files sat idle."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        try:
+            self.before = float(store.get_meta("elapsed", "0") or 0)
+        except ValueError:
+            self.before = 0.0
+        self.t0 = time.monotonic()
+        store.set_meta("elapsed_before", repr(self.before))
+        store.set_meta("session_started", repr(time.time()))
+
+    def end(self) -> None:
+        """Records the session's end: ``elapsed`` = before + this session's seconds."""
+        try:
+            self.store.set_meta("elapsed", repr(self.before + time.monotonic() - self.t0))
+        except Exception:  # noqa: BLE001 - a full disk must not hide the run's own error
+            log.debug("could not record the elapsed time", exc_info=True)
 
 
 def register_runner(cls: R) -> R:

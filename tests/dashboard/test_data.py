@@ -190,3 +190,37 @@ def test_rungs_place_each_trial_at_the_resource_it_reached(tmp_path: Path) -> No
     fig = charts.rungs(got)
     assert {t.name for t in fig.data} == {"done", "pruned"}
     assert "1: 2, 3: 1, 9: 1" in fig.layout.title.text
+
+
+def test_duration_is_the_recorded_working_time_not_file_times(tmp_path: Path) -> None:
+    """A run's duration is the working time its runner recorded: a copied run (new file
+    times), a run read by another tool, or one resumed after idling shows what it worked."""
+    import os
+    import shutil
+    import time
+
+    from nasforge.run.runner import BaseRunner, Objective
+
+    class _Quick(BaseRunner):
+        kind = "test-quick"
+
+        def __init__(self, directory: Path) -> None:
+            super().__init__(Objective("accuracy", "max"), directory)
+
+        @classmethod
+        def from_section(cls, settings, *, base=None, **overrides):
+            return cls(settings["directory"])
+
+        def section(self) -> dict:
+            return {}
+
+        def _execute(self, store: Store, resume: bool) -> None:
+            store.record_trial("a" * 16, {"w": 1}, TrialOutcome("done", {"accuracy": 1.0}))
+
+    _Quick(tmp_path / "run").run()
+    shutil.copytree(tmp_path / "run", tmp_path / "copy")
+    later = time.time() + 900  # as if the copy were made, or the file read, 15 minutes later
+    os.utime(tmp_path / "copy" / "run.db", (later, later))
+    for name in ("run", "copy"):
+        summary = data.summarize(name, name, tmp_path / name, data.TrialCache())
+        assert summary.duration is not None and summary.duration < 60, summary.duration
