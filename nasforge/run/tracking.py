@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -60,6 +61,7 @@ __all__ = [
     "get_callback",
     "get_callbacks",
     "export_run",
+    "mlflow_name",
     "TRACKERS",
 ]
 
@@ -103,6 +105,27 @@ def _hparam(value: Any) -> Any:
     return json.dumps(value)
 
 
+#: the characters MLflow accepts in a metric or parameter name (its own rule); any other
+#: character becomes ``_`` (``top-1 (%)`` is logged as ``top-1 ___``)
+_MLFLOW_NAME = re.compile(r"[^A-Za-z0-9_\-. /]")
+
+
+def mlflow_name(name: str) -> str:
+    """Returns ``name`` as MLflow accepts it: characters other than letters, digits, ``_``,
+    ``-``, ``.``, space and ``/`` replaced by ``_``, at most 250 characters."""
+    return _MLFLOW_NAME.sub("_", str(name))[:250] or "_"
+
+
+def _quoted(text: str) -> str | None:
+    """Returns ``text`` as a string literal of MLflow's filter language, or None when it holds
+    both kinds of quote (the caller then filters in Python)."""
+    if "'" not in text:
+        return f"'{text}'"
+    if '"' not in text:
+        return f'"{text}"'
+    return None
+
+
 def _finite(metrics: Mapping[str, Any] | None) -> dict[str, float]:
     out = {}
     for k, v in (metrics or {}).items():
@@ -122,6 +145,7 @@ class TensorBoardCallback(BaseCallback):
     def __init__(self, logdir: str | Path) -> None:
         self.logdir = Path(logdir)
         self._run: Any = None  # the progress rows' writer, opened with the first row
+        self._last_step = 0  # the last step written under logdir/run before this session
 
     def check(self) -> None:
         """Raises ConfigError when ``tensorboard`` is not installed (the extra named)."""
@@ -132,11 +156,15 @@ class TensorBoardCallback(BaseCallback):
         return {"type": "tensorboard", "logdir": str(self.logdir)}
 
     def on_progress(self, step: int, row: Mapping[str, Any]) -> None:
-        """Writes the row's numbers under ``logdir/run`` at ``step``, flushed at once."""
+        """Writes the row's numbers under ``logdir/run`` at ``step``, flushed at once (a step
+        at or before the last one written there, by an earlier session or export, is left)."""
         if self._run is None:
             from torch.utils.tensorboard import SummaryWriter
 
+            self._last_step = _last_step(self.logdir / "run")
             self._run = SummaryWriter(str(self.logdir / "run"))
+        if step <= self._last_step:
+            return
         for name, value in _finite(row).items():
             if name != "step":
                 self._run.add_scalar(name, value, step)
@@ -149,10 +177,13 @@ class TensorBoardCallback(BaseCallback):
             self._run = None
 
     def on_trial_end(self, trial: TrialRecord) -> None:
-        """Writes the trial's reported values, final metrics and architecture."""
+        """Writes the trial's reported values, final metrics and architecture (once: a trial
+        whose folder holds events already, from a live run or an earlier export, is left)."""
         from torch.utils.tensorboard import SummaryWriter
 
         folder = self.logdir / f"trial_{trial.id:04d}"
+        if any(folder.glob("events.out.tfevents.*")):
+            return
         writer = SummaryWriter(str(folder))
         try:
             for step, row in enumerate(trial.intermediates, start=1):
@@ -166,6 +197,20 @@ class TensorBoardCallback(BaseCallback):
                 writer.add_hparams(arch, final, run_name=".")
         finally:
             writer.close()
+
+
+def _last_step(folder: Path) -> int:
+    """Returns the last step of the scalars already written in ``folder`` (0: none)."""
+    if not any(folder.glob("events.out.tfevents.*")):
+        return 0
+    from tensorboard.backend.event_processing.event_accumulator import (  # type: ignore[import-untyped]
+        EventAccumulator,
+    )
+
+    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+    acc.Reload()
+    steps = [e.step for tag in acc.Tags().get("scalars", []) for e in acc.Scalars(tag)]
+    return max(steps, default=0)
 
 
 #: the MLflow tag that ties a parent run to the nasforge run directory it records
@@ -220,9 +265,16 @@ class MLflowCallback(BaseCallback):
         else:
             experiment_id = client.create_experiment(self.experiment, artifact_location=artifacts)
         directory = str(Path(str(info.get("directory", ""))).resolve())
-        runs = client.search_runs(
-            [experiment_id], filter_string=f"tags.`{_RUN_TAG}` = '{directory}'", max_results=1
-        )
+        literal = _quoted(directory)
+        runs: list[Any]
+        if literal is not None:
+            runs = client.search_runs(
+                [experiment_id], filter_string=f"tags.`{_RUN_TAG}` = {literal}", max_results=1
+            )
+        else:  # a folder name with both quotes: MLflow's filter cannot say it; compare here
+            tagged = client.search_runs([experiment_id], filter_string=f"tags.`{_RUN_TAG}` != ''")
+            runs = [r for r in tagged if r.data.tags.get(_RUN_TAG) == directory][:1]
+        runs = list(runs)
         if runs:
             parent = runs[0].info.run_id
         else:
@@ -233,7 +285,7 @@ class MLflowCallback(BaseCallback):
             ).info.run_id
             for key in ("metric", "mode", "strategy", "kind"):
                 if info.get(key) is not None:
-                    client.log_param(parent, key, str(info[key]))
+                    client.log_param(parent, key, str(info[key])[:6000])
         self._client, self._experiment_id, self._parent = client, experiment_id, parent
         # trials this parent already holds (a resume, an export after live tracking): skipped
         children = client.search_runs(
@@ -248,7 +300,9 @@ class MLflowCallback(BaseCallback):
         if self._client is None or self._parent is None:
             return
         stamp = int(1000 * time.time())
-        metrics = [Metric(k, v, stamp, step) for k, v in _finite(row).items() if k != "step"]
+        metrics = [
+            Metric(mlflow_name(k), v, stamp, step) for k, v in _finite(row).items() if k != "step"
+        ]
         if metrics:
             self._client.log_batch(self._parent, metrics=metrics)
 
@@ -274,13 +328,16 @@ class MLflowCallback(BaseCallback):
         rid = run.info.run_id
         stamp = int(1000 * (trial.finished or 0))
         metrics = [
-            Metric(name, value, stamp, step)
+            Metric(mlflow_name(name), value, stamp, step)
             for step, row in enumerate(trial.intermediates, start=1)
             for name, value in _finite(row).items()
         ]
         last = len(trial.intermediates)
-        metrics += [Metric(k, v, stamp + 1, last) for k, v in _finite(trial.metrics).items()]
-        params = [Param(str(k), str(_hparam(v))) for k, v in trial.arch.items()]
+        reported = _finite(trial.intermediates[-1]) if trial.intermediates else {}
+        # a final metric that is the last report's value is already logged at that step
+        metrics += [Metric(mlflow_name(k), v, stamp + 1, last)
+                    for k, v in _finite(trial.metrics).items() if reported.get(k) != v]  # fmt: skip
+        params = [Param(mlflow_name(k), str(_hparam(v))[:6000]) for k, v in trial.arch.items()]
         client.log_batch(rid, metrics=metrics, params=params)
         client.log_text(rid, json.dumps(trial.arch, indent=1, sort_keys=True), "arch.json")
         status = "FAILED" if trial.status == "failed" else "FINISHED"
@@ -400,17 +457,26 @@ def export_run(directory: str | Path, to: str, path: str | Path) -> int:
         ConfigError: an unknown tracker, or its package is missing.
         StoreError: no readable run in ``directory``.
     """
+    from nasforge.errors import StoreError
+    from nasforge.run.preflight import check_folder
     from nasforge.run.store import Store
 
     if to not in TRACKERS:
         raise ConfigError(f"--to {to!r}: expected one of {sorted(TRACKERS)}")
     cls, arg = TRACKERS[to]
+    if "://" not in str(path) and not str(path).startswith("file:"):
+        check_folder(path, f"the {to} folder")  # a file there: one line, nothing written
     callback = cls(**{arg: path})
     callback.check()
     with Store.open(directory) as store:
         config = store.config()
-        trials = [t for t in store.trials() if t.status != "running"]
+        trials = [t for t in store.trials() if t.status not in ("running", "interrupted")]
         rows = store.progress()
+    if not trials and not rows:
+        raise StoreError(
+            f"{directory} has no finished trial and no progress row to export yet; `nasforge "
+            f"status {directory}` shows how far it got"
+        )
     kind = config.get("kind")
     section = config.get(kind) if isinstance(kind, str) else None
     objective = config.get("objective") or {}

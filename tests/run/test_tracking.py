@@ -189,3 +189,62 @@ def test_a_one_shot_run_writes_tensorboard_events_while_it_trains(tmp_path: Path
         assert store.config()["callbacks"] == [{"type": "tensorboard", "logdir": str(tb)}]
     assert reader.seen["train_loss"][0][1] == pytest.approx(first["train_loss"], rel=1e-6)
     assert list(tb.glob("trial_*")), "the pick reached TensorBoard as a trial"
+
+
+def _odd_names(arch: dict, report) -> dict:
+    for epoch in range(2):
+        report({"top-1 (%)": 10.0 * epoch + arch["lr"]})
+    return {"top-1 (%)": 10.0 + arch["lr"]}
+
+
+def test_mlflow_takes_names_it_would_refuse_and_folders_with_quotes(tmp_path: Path) -> None:
+    """A metric named ``top-1 (%)`` (refused by MLflow as it is) is logged as ``top-1 ___``
+    under live tracking and by an export, from a run folder whose name holds a quote; a final
+    value equal to the last report is logged once; ``mlflow.search_runs`` reads it all."""
+    pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
+    import mlflow
+
+    store = tmp_path / "mlruns"
+    directory = tmp_path / "it's a run"
+    exp = Experiment(_space(), _odd_names, "random", directory=directory, n_trials=2,
+                     metric="top-1 (%)", executor="inprocess", progress="off",
+                     callbacks=[{"type": "mlflow", "tracking_uri": str(store)}])  # fmt: skip
+    exp.run()
+    with Store.open(directory) as s:
+        assert s.state() == "finished" and not s.notes("tracking")
+    assert main(["export", str(directory), "--to", "mlflow", str(tmp_path / "again")]) == 0
+    for where in (store, tmp_path / "again"):
+        mlflow.set_tracking_uri(f"sqlite:///{where.resolve() / 'mlflow.db'}")
+        frame = mlflow.search_runs(experiment_names=["nasforge"])
+        children = frame[frame["tags.mlflow.parentRunId"].notna()]
+        assert len(frame) == 3 and len(children) == 2
+        client = mlflow.tracking.MlflowClient()
+        for run_id in children["run_id"]:
+            history = client.get_metric_history(run_id, "top-1 ___")
+            assert len(history) == 2, history  # two reports; the final value is the last one
+
+
+def test_exports_to_trackers_refuse_a_file_and_an_empty_run_and_never_duplicate(
+    tmp_path: Path, capsys
+) -> None:
+    """``export --to`` into a path that is a file, or of a run with nothing finished, is one
+    line and exit 2; a second TensorBoard export into the same folder writes nothing again."""
+    pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed")
+    _run(tmp_path / "run", 2, [])
+    (tmp_path / "file").write_text("x")
+    assert (
+        main(["export", str(tmp_path / "run"), "--to", "tensorboard", str(tmp_path / "file")]) == 2
+    )
+    with Store.create(
+        tmp_path / "empty", {"kind": "x", "objective": {"metric": "a", "mode": "max"}}
+    ):
+        pass
+    assert (
+        main(["export", str(tmp_path / "empty"), "--to", "tensorboard", str(tmp_path / "tb0")]) == 2
+    )
+    tb = tmp_path / "tb"
+    counts = []
+    for _ in range(2):
+        assert main(["export", str(tmp_path / "run"), "--to", "tensorboard", str(tb)]) == 0
+        counts.append(len(list(tb.rglob("events.out.tfevents.*"))))
+    assert counts[0] >= 2 and counts[1] == counts[0]
