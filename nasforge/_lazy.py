@@ -8,8 +8,12 @@ A package spells out its table and its ``__all__``, then takes the pair this mod
     __getattr__, __dir__ = lazy_names(globals(), _EXPORTS, __all__)
 
 The module paths are literal strings in the table (nothing builds an import path at run
-time); the package's ``if TYPE_CHECKING:`` imports show the same names to type checkers.
-This module imports only the standard library, so every package may use it.
+time); the package's ``if TYPE_CHECKING:`` imports show the same names to type checkers. A
+name that moved out of the package (:data:`nasforge._deprecated.MOVED`, ``"package:Name"``)
+is served from its new home with a DeprecationWarning.
+
+This module imports only the standard library (and :mod:`nasforge._deprecated`, which
+imports nothing else), so every package may use it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from nasforge._deprecated import moved_attribute
 
 __all__ = ["Target", "lazy_names"]
 
@@ -37,17 +43,18 @@ def lazy_names(
         A name is imported once; a name outside ``exports`` is never imported.
 
     Raises:
-        AttributeError: (from ``__getattr__``) a name outside ``exports``, as for any module.
+        AttributeError: (from ``__getattr__``) a name outside ``exports`` that did not move
+            either, as for any module.
     """
     package = namespace["__name__"]
 
     def __getattr__(name: str) -> Any:
         """Returns the lazy name ``name``, imported now (Python calls this only for names not
-        yet in the package)."""
+        yet in the package), or a name that moved out of the package, with a warning."""
         target = exports.get(name)
         if target is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        module, attr = (target, name) if isinstance(target, str) else target
+            return moved_attribute(package, name)
+        module, attr = _split(name, target)
         loaded = importlib.import_module(module)
         value = loaded if attr is None else getattr(loaded, attr)
         namespace[name] = value
@@ -58,3 +65,8 @@ def lazy_names(
         return list(names)
 
     return __getattr__, __dir__
+
+
+def _split(name: str, target: Target) -> tuple[str, str | None]:
+    """Returns ``(module, attribute)`` of the lazy name ``name`` (attribute None: the module)."""
+    return (target, name) if isinstance(target, str) else target

@@ -10,6 +10,7 @@ module: :mod:`~nasforge.oneshot.supernet` (conversion, export, weight inheritanc
 partitions (model parallel, CMP) and replicas (``model_parallel=M, schedule="cmp"``).
 """
 
+from nasforge._deprecated import module_getattr
 from nasforge.oneshot.cmp import cmp_search
 from nasforge.oneshot.common import SearchConfig, SearchResult, activate, recalibrate_bn
 from nasforge.oneshot.dartsformer import RevSearchConfig, RevSearchResult, rev_search
@@ -20,16 +21,18 @@ from nasforge.oneshot.reversible import (
     ReversibleStack,
     set_reconstruct,
 )
-from nasforge.oneshot.runner import OneShot, OneShotExperiment, OneShotSearch
+from nasforge.oneshot.runner import OneShot, OneShotSearch
 from nasforge.oneshot.search import ALGORITHMS, SearchState, get_algorithm, search, supernet
 from nasforge.oneshot.supernet import Algorithm, Supernet, inherit_weights
+
+#: OneShotExperiment (0.1's name of OneShotSearch) is gone; asking for it says so
+__getattr__ = module_getattr(__name__)
 
 __all__ = [
     "ALGORITHMS",
     "Algorithm",
     "Context",
     "OneShot",
-    "OneShotExperiment",
     "OneShotSearch",
     "RevSearchConfig",
     "RevSearchResult",
