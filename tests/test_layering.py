@@ -15,7 +15,7 @@ FLOOR = {
     "errors": set(),
     "space": {"_lazy", "errors"},
     "strategy": {"errors", "space"},
-    "spaces": {"_deprecated", "errors", "space"},
+    "spaces": {"_lazy", "errors", "space"},
     "proxies": {"errors", "space"},
     "data": {"errors"},
     "weightsharing": {"errors", "space"},
