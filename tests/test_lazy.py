@@ -84,6 +84,29 @@ def test_dir_lists_the_exported_names() -> None:
     assert module.jdumps([1]) == "[1]"
 
 
+def test_a_lazy_name_stays_when_its_namesake_submodule_is_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A package whose lazy name ``run`` is the function of its submodule ``run`` keeps the
+    function after ``import pkg.run`` (as ``nasforge.oneshot.search`` stays the function when
+    a runner imports the module); its other submodules bind as usual."""
+    pkg = tmp_path / "lazypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(
+        "from nasforge._lazy import lazy_names\n"
+        "__getattr__, __dir__ = lazy_names(globals(), {'run': 'lazypkg.run'}, ['run'])\n"
+    )
+    (pkg / "run.py").write_text("def run():\n    return 'ran'\n")
+    (pkg / "other.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("lazypkg", "lazypkg.run", "lazypkg.other"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import lazypkg.other
+    import lazypkg.run  # noqa: F401 - the import binds the module to the package, or would
+
+    assert lazypkg.run() == "ran" and isinstance(lazypkg.other, types.ModuleType)
+
+
 def test_importing_nasforge_imports_only_its_version_and_the_loader() -> None:
     """``import nasforge`` stays light: no torch, no subpackage but the loader and version."""
     code = (
