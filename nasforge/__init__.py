@@ -4,15 +4,20 @@ Write a model space (a ``ModelSpace`` with choices, or a base model plus mutator
 strategy, and search it multi-trial or one-shot. ``import nasforge as nf``.
 
 Names are imported lazily, so that the pure parts (``nasforge.space.search_space``,
-``nasforge.strategy``, the schedulers) can be used without importing torch.
+``nasforge.strategy``, the schedulers) can be used without importing torch. Importing
+nasforge puts the finder of moved module paths on ``sys.meta_path`` (:mod:`nasforge._deprecated`:
+``import nasforge.run.threads`` warns and gives ``nasforge.runtime.threads``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nasforge import _deprecated
 from nasforge._lazy import Target, lazy_names
 from nasforge._version import __version__
+
+_deprecated.install()
 
 #: name -> the module that defines it (loaded on first use)
 _EXPORTS: dict[str, Target] = {

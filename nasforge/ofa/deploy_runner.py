@@ -68,7 +68,7 @@ class OFADeploy(BaseRunner):
     artifacts and recorded in ``directory`` (see the module docstring).
 
     ``settings`` is an :class:`OFADeploySettings` (or a mapping of its fields); its fields
-    given as keywords still work for one release and warn (DeprecationWarning).
+    given as keywords still work until nasforge 0.4.0 and warn (DeprecationWarning).
 
     Raises:
         ConfigError: no targets, a missing file, a resolution without a latency table, or an

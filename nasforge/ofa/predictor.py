@@ -144,9 +144,8 @@ class AccuracyPredictor:
         cls, space: OFASearchSpace, seed: int = 0, n_models: int = 10
     ) -> AccuracyPredictor:
         """Returns the predictor nasforge fits on its own supernets: the ``structured``
-        encoding, 2 x 128 units, a mean of ``n_models`` MLPs (10), weight decay 1e-2 (on the
-        small MNIST supernet, 2,800 pairs: Spearman 0.72 on unseen networks, against 0.67 with
-        5 MLPs and weight decay 1e-4; see ``benchmarks/ofa_predictor.py``)."""
+        encoding, 2 x 128 units, a mean of ``n_models`` MLPs (10), weight decay 1e-2 (chosen
+        with ``benchmarks/ofa_predictor.py``; docs/ofa.md has the figures)."""
         return cls(
             space,
             128,

@@ -102,7 +102,7 @@ class OFARun(BaseRunner):
     recorded in ``directory``.
 
     ``settings`` is an :class:`OFARunSettings` (or a mapping of its fields); its fields given
-    as keywords still work for one release and warn (DeprecationWarning). ``self.settings`` is
+    as keywords still work until nasforge 0.4.0 and warn (DeprecationWarning). ``self.settings`` is
     None for a run rebuilt from its record, which keeps the spec, training config and plan
     those settings built (see :class:`OFARunSettings`).
 

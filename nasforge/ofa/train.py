@@ -26,7 +26,6 @@ import math
 import os
 import random
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nasforge._deprecated import module_getattr
 from nasforge.errors import ConfigError, DivergenceError, StopRequested, StoreError
 from nasforge.ofa.mobilenet import OFAMobileNetV3, extract, sort_channels
 from nasforge.ofa.record import open_run, run_config
@@ -59,17 +59,9 @@ logger = logging.getLogger(__name__)
 SUPERNET_FILE = "artifacts/supernet.pt"
 
 
-def __getattr__(name: str) -> Any:
-    """Returns ``Stage`` from its new home, :mod:`nasforge.ofa.spaces`, with a warning."""
-    if name == "Stage":
-        warnings.warn(
-            "nasforge.ofa.train.Stage moved to nasforge.ofa.spaces.Stage (beside the phases it "
-            "runs); import it from there",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return _Stage
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: ``Stage`` moved to :mod:`nasforge.ofa.spaces` (beside the phases it runs); the old name
+#: warns (nasforge._deprecated.MOVED)
+__getattr__ = module_getattr(__name__)
 
 
 @dataclass(frozen=True)

@@ -8,28 +8,51 @@ module: :mod:`~nasforge.oneshot.supernet` (conversion, export, weight inheritanc
 :mod:`~nasforge.oneshot.runner` runs a search as a recorded run (``nasforge run``, kind
 ``oneshot``); :mod:`~nasforge.oneshot.cmp` splits a DARTS/NASB search over consecutive
 partitions (model parallel, CMP) and replicas (``model_parallel=M, schedule="cmp"``).
+
+Importing this package imports nothing else (but :mod:`nasforge._lazy`): its names load from
+their modules when first used, so the pure :mod:`~nasforge.oneshot.cmp_schedule` imports
+without torch. ``search`` and ``supernet`` are the functions, as before, though each is a
+submodule's name too.
 """
 
-from nasforge.oneshot.cmp import cmp_search
-from nasforge.oneshot.common import SearchConfig, SearchResult, activate, recalibrate_bn
-from nasforge.oneshot.dartsformer import RevSearchConfig, RevSearchResult, rev_search
-from nasforge.oneshot.peak_memory import peak_saved_bytes
-from nasforge.oneshot.reversible import (
-    Context,
-    ReversibleLayer,
-    ReversibleStack,
-    set_reconstruct,
-)
-from nasforge.oneshot.runner import OneShot, OneShotExperiment, OneShotSearch
-from nasforge.oneshot.search import ALGORITHMS, SearchState, get_algorithm, search, supernet
-from nasforge.oneshot.supernet import Algorithm, Supernet, inherit_weights
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nasforge._lazy import Target, lazy_names
+
+#: name -> the module that defines it (loaded on first use)
+_EXPORTS: dict[str, Target] = {
+    "cmp_search": "nasforge.oneshot.cmp",
+    "SearchConfig": "nasforge.oneshot.common",
+    "SearchResult": "nasforge.oneshot.common",
+    "activate": "nasforge.oneshot.common",
+    "recalibrate_bn": "nasforge.oneshot.common",
+    "RevSearchConfig": "nasforge.oneshot.dartsformer",
+    "RevSearchResult": "nasforge.oneshot.dartsformer",
+    "rev_search": "nasforge.oneshot.dartsformer",
+    "peak_saved_bytes": "nasforge.oneshot.peak_memory",
+    "Context": "nasforge.oneshot.reversible",
+    "ReversibleLayer": "nasforge.oneshot.reversible",
+    "ReversibleStack": "nasforge.oneshot.reversible",
+    "set_reconstruct": "nasforge.oneshot.reversible",
+    "OneShot": "nasforge.oneshot.runner",
+    "OneShotSearch": "nasforge.oneshot.runner",
+    "ALGORITHMS": "nasforge.oneshot.search",
+    "SearchState": "nasforge.oneshot.search",
+    "get_algorithm": "nasforge.oneshot.search",
+    "search": "nasforge.oneshot.search",
+    "supernet": "nasforge.oneshot.search",
+    "Algorithm": "nasforge.oneshot.supernet",
+    "Supernet": "nasforge.oneshot.supernet",
+    "inherit_weights": "nasforge.oneshot.supernet",
+}
 
 __all__ = [
     "ALGORITHMS",
     "Algorithm",
     "Context",
     "OneShot",
-    "OneShotExperiment",
     "OneShotSearch",
     "RevSearchConfig",
     "RevSearchResult",
@@ -50,3 +73,21 @@ __all__ = [
     "set_reconstruct",
     "supernet",
 ]
+
+__getattr__, __dir__ = lazy_names(globals(), _EXPORTS, __all__)
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from nasforge.oneshot.cmp import cmp_search
+    from nasforge.oneshot.common import SearchConfig, SearchResult, activate, recalibrate_bn
+    from nasforge.oneshot.dartsformer import RevSearchConfig, RevSearchResult, rev_search
+    from nasforge.oneshot.peak_memory import peak_saved_bytes
+    from nasforge.oneshot.reversible import (
+        Context,
+        ReversibleLayer,
+        ReversibleStack,
+        set_reconstruct,
+    )
+    from nasforge.oneshot.runner import OneShot, OneShotSearch
+    from nasforge.oneshot.search import ALGORITHMS, SearchState, get_algorithm, search, supernet
+    from nasforge.oneshot.supernet import Algorithm, Supernet, inherit_weights

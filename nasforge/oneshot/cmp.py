@@ -154,7 +154,7 @@ def cmp_search(
     ``parallel`` is a :class:`CMPSettings` (or a mapping of its fields); ``settings`` are
     :class:`~nasforge.oneshot.common.SearchConfig` fields when no ``config`` is given, as for
     :func:`~nasforge.oneshot.search.search`. A :class:`CMPSettings` field given as a keyword
-    (``model_parallel=2``) still works for one release and warns (DeprecationWarning).
+    (``model_parallel=2``) still works until nasforge 0.4.0 and warns (DeprecationWarning).
 
     Raises:
         ConfigError: a bad setting (also ``order='alternate'``, an algorithm without

@@ -78,9 +78,8 @@ class SearchConfig:
     # "loss" or "accuracy" (the SPOS paper's)
     selection: str = "hybrid"
     selection_proxy: str = "synflow"  # the hybrid's zero-cost proxy (nasforge.proxies)
-    # uniform architectures that set the hybrid's scale; its resolution is 1 / this, and 50
-    # left the best candidates tied at the top (SPOS on the ranking table: 88th percentile
-    # with 50, 95th with 200)
+    # uniform architectures that set the hybrid's scale; its resolution is 1 / this, and too
+    # few leave the best candidates tied at the top (docs/oneshot.md has the figures)
     selection_reference: int = 200
     # where the supernet and the data live during the search: "cpu", "cuda" or "cuda:N"
     device: str = "cpu"

@@ -23,12 +23,10 @@ per epoch, as the paper does, after a warm-up::
 
 Why the warm-up and the loss: a controller that steers from the first step locks on to cells
 of 1x1 convolutions, pooling and skips, whose paths give a stable accuracy while the shared
-3-wide convolutions are still undertrained (on the ranking benchmark's table v4 its picks sat
-at the 7th percentile). After a warm-up of half the epochs one seed's controller still settled
-on the single convolution that the shared weights score best; after 3/4 of them every seed's
-pick sat at the 78th percentile or above. A supernet scored by validation loss ranks the
-table better than by accuracy, and a loss separates cells that one batch's accuracy ties
-(docs/oneshot.md has the figures).
+3-wide convolutions are still undertrained; the longer the uniform warm-up, the longer those
+deeper paths train before the controller steers. A supernet scored by validation loss ranks
+architectures better than by accuracy, and a loss separates cells that one batch's accuracy
+ties. docs/oneshot.md ("ENAS") has the measurements behind these defaults.
 
 The controller's logits are ``tanh_constant * tanh(l / temperature)`` (2.5 and 5, the paper's
 values), which bounds how sure it can become. Decisions are sampled by inverting each

@@ -271,9 +271,7 @@ class Nasb(Algorithm):
     defers_arch_grads = True
     # half the epochs train uniform binary paths while A waits: without it, only the ops A's
     # initial argmax activates are trained, and A learns from the others' untrained outputs
-    # (on the ranking benchmark's table v4 its pick sat at the 58th percentile, p 0.28 against
-    # random; with this warm-up at the 77th, p 0.02; trial warm-ups of 1/4 to 3/4 of the
-    # epochs landed at 83-90; docs/oneshot.md)
+    # (docs/oneshot.md, "NASB", measures the warm-up's share)
     warmup = 0.5
 
     @classmethod

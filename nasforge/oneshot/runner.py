@@ -59,7 +59,7 @@ from nasforge.runtime.weights import load_weights, save_state, save_weights
 from nasforge.space import ModelSpace, arch_id
 from nasforge.strategy import list_strategies
 
-__all__ = ["OneShot", "OneShotSearch", "OneShotExperiment", "get_oneshot", "load_data"]
+__all__ = ["OneShot", "OneShotSearch", "get_oneshot", "load_data"]
 
 log = logging.getLogger("nasforge.oneshot")
 
@@ -421,10 +421,6 @@ class OneShotSearch(BaseRunner):
             arch_id(arch),
             metrics["accuracy"],
         )
-
-
-#: The name of 0.1, kept: a one-shot search is a run like every other.
-OneShotExperiment = OneShotSearch
 
 
 def _last_checkpoint(store: Store, ckpt: Path) -> dict[str, Any] | None:

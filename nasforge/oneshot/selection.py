@@ -16,10 +16,9 @@ Each candidate is extracted from its supernet (its path activated, batch norm re
 
 Why the hybrid is the default: shared weights favour the cells they train best, which are not
 the ones that train best alone, and a zero-cost proxy's preference for capacity corrects that
-where the supernet's loss is already a good tie-breaker. On the ranking benchmark's MNIST-1D
-table (``benchmarks/ranking.py``, docs/oneshot.md) SPOS + evolution picked at the 27th
-percentile by accuracy and at the 95th by the hybrid (88th with a reference of 50, whose
-resolution left the best candidates tied).
+where the supernet's loss is already a good tie-breaker. The hybrid's resolution is one
+reference architecture, so a small reference leaves the best candidates tied at the top.
+docs/oneshot.md ("How a single-path search chooses") has the ranking benchmark's figures.
 
 The recorded figure of every candidate stays its validation accuracy (what a trial reports);
 only the choice uses ``selection``.

@@ -99,7 +99,7 @@ class PipelineTraining(BaseRunner):
     ``space`` is an ``nf.ModelSpace`` of LayerChoice blocks (default: a
     :class:`~nasforge.parallel.supernet.ChoiceSupernet` with ``space_kwargs``); ``settings``
     a :class:`PipelineSettings` (or a mapping of its fields). Its fields given as keywords
-    still work for one release and warn (DeprecationWarning).
+    still work until nasforge 0.4.0 and warn (DeprecationWarning).
 
     Raises:
         ConfigError: a bad setting or a space that is not a chain of LayerChoice blocks.

@@ -12,7 +12,10 @@ Arguments are JSON data; dataclass instances (such as ``OFASpec``) are written a
 ``from_dict`` when it has one. Nothing is pickled.
 
 Resolution imports modules named in the record (never a name built from other data) and
-refuses anything but a module attribute path.
+refuses anything but a module attribute path. A path that moved since the record was written
+is read through the deprecation table (:mod:`nasforge._deprecated`): the object comes from its
+new home with a DeprecationWarning, and a path removed already fails in one line naming the
+new one.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nasforge._deprecated import redirect
 from nasforge.errors import ConfigError
 
 __all__ = [
@@ -130,10 +134,11 @@ def to_ref(obj: object) -> dict[str, Any]:
 
 
 def _import_path(path: str, script: str | None) -> Any:
-    module_name, _, qual = path.partition(":")
-    if not qual:
+    if not path.partition(":")[2]:
         raise ConfigError(f"{path!r}: write references as 'module:attribute'")
     try:
+        # a moved path warns at the code that asked for the reference
+        module_name, _, qual = (path if script else redirect(path, stacklevel=3)).partition(":")
         if script is not None:
             obj: Any = load_script(script)
         else:

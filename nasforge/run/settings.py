@@ -4,7 +4,8 @@ mapping, a stored section, or the keywords a constructor took before it took the
 A runner takes what it runs on (a space, a data folder) and ``settings``, one dataclass whose
 fields are every other setting with its default, written once; its record's section is that
 dataclass as data, so a resume builds the same one back. Keywords that name fields still work
-for one release and warn (:class:`DeprecationWarning`) that they go.
+until nasforge :data:`~nasforge._deprecated.KEYWORDS_REMOVED_IN` and warn
+(:class:`DeprecationWarning`) that they go then.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from nasforge._deprecated import KEYWORDS_REMOVED_IN
 from nasforge.errors import ConfigError
 from nasforge.run.runner import did_you_mean
 
@@ -32,7 +34,8 @@ def kind_settings(
 ) -> S:
     """Returns the ``cls`` dataclass of ``settings`` (an instance, a mapping of its fields, or
     None for the defaults) with ``keywords`` replacing its fields; with ``deprecated`` each
-    keyword warns that ``owner`` takes ``settings=cls(...)`` instead.
+    keyword warns that ``owner`` takes ``settings=cls(...)`` instead and that the keywords go
+    in nasforge ``KEYWORDS_REMOVED_IN`` (the deprecation table's).
 
     Raises:
         ConfigError: a key that is no field of ``cls`` (the message suggests the closest), or
@@ -55,8 +58,8 @@ def kind_settings(
     if keywords and deprecated:
         listed = ", ".join(f"{k}=..." for k in keywords)
         warnings.warn(
-            f"{owner}({listed}) is deprecated and will be removed in the next release; pass "
-            f"settings={cls.__name__}({listed})",
+            f"{owner}({listed}) is deprecated and will be removed in nasforge "
+            f"{KEYWORDS_REMOVED_IN}; pass settings={cls.__name__}({listed})",
             DeprecationWarning,
             stacklevel=3,
         )

@@ -66,7 +66,7 @@ class TPEStrategy(BaseStrategy):
     Arguments: ``n_startup_trials`` random trials before TPE; ``n_ei_candidates`` candidates
     TPE scores per proposal; ``multivariate`` one joint Parzen estimator over all decisions
     (Optuna's multivariate TPE, its own default since Optuna 5; one estimator split per ask
-    instead of one per decision, so 5 to 10x cheaper on 12 decisions) or, if False, one
+    instead of one per decision, so cheaper per ask: docs/engine.md) or, if False, one
     independent estimator per decision (the TPE of Bergstra et al.); ``group`` Optuna's grouped
     multivariate TPE (needs ``multivariate``; the same as ``multivariate`` on a space whose
     decisions are all present in every trial, which nasforge spaces are); ``n_resamples`` how

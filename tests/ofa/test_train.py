@@ -156,14 +156,3 @@ def test_a_diverging_training_stops_with_a_divergence_error(tmp_path):
     store = open_ofa_store(tmp_path)
     assert store.artifact("supernet") is None and store.state() == "failed"
     store.close()
-
-
-def test_stage_from_its_old_home_warns_and_is_the_same_class():
-    """``nasforge.ofa.train.Stage`` (before 0.3: its home) still gives Stage, with a
-    DeprecationWarning naming ``nasforge.ofa.spaces``."""
-    import nasforge.ofa.train as old
-
-    with pytest.warns(DeprecationWarning, match="nasforge.ofa.spaces"):
-        assert old.Stage is Stage
-    with pytest.raises(AttributeError):
-        _ = old.NotAName  # type: ignore[attr-defined]

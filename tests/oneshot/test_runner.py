@@ -14,7 +14,7 @@ from nasforge.data import split_dataset
 from nasforge.engine import Store
 from nasforge.errors import ConfigError, SpaceError, StoreError
 from nasforge.oneshot.common import accuracy
-from nasforge.oneshot.runner import OneShot, OneShotExperiment
+from nasforge.oneshot.runner import OneShot, OneShotSearch
 from nasforge.run.export import load_model
 from nasforge.run.files import load_run_file as load_experiment
 from tests.runwait import wait_for_run
@@ -166,7 +166,7 @@ def test_yaml_one_shot_with_data_reference(tmp_path: Path) -> None:
         "data: osmod:load\nprogress: 'off'\n"
     )
     exp = load_experiment(f, directory=tmp_path / "y")
-    assert isinstance(exp, OneShotExperiment) and exp.strategy.config.order == "alternate"
+    assert isinstance(exp, OneShotSearch) and exp.strategy.config.order == "alternate"
     exp.run()
     assert exp.best(1)[0].metrics["test_accuracy"] >= 0
 

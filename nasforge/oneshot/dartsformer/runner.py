@@ -207,7 +207,7 @@ class Seq2SeqSearch(BaseRunner):
 
     ``data`` is the translation folder (relative paths start at ``base``); ``settings`` a
     :class:`Seq2SeqSettings` (or a mapping of its fields). Its fields given as keywords still
-    work for one release and warn (DeprecationWarning).
+    work until nasforge 0.4.0 and warn (DeprecationWarning).
 
     Invariants: configuration errors (missing data, a bad setting, a space whose hidden size
     does not split) are raised before the record is created; a search resumed from a
