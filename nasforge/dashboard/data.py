@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from nasforge.errors import ConfigError, StoreError
+from nasforge.run.progress import fmt_number
 from nasforge.run.records import TrialRecord
 from nasforge.run.results import pareto_front, rank_trials, score
 from nasforge.run.status import UNCOUNTED
@@ -234,7 +235,7 @@ def plain(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.5g}"
+        return fmt_number(value)
     if isinstance(value, (int, str)):
         return str(value)
     return json.dumps(value, separators=(",", ":"), sort_keys=True)

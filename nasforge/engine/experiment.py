@@ -326,6 +326,13 @@ class Experiment(BaseRunner):
         if resume:
             self._keeper.sweep(list(loop.records.values()))
         loop.elapsed0, loop.t0 = float(store.get_meta("elapsed", "0") or 0), time.monotonic()
+        if resume and not inflight and self._budget_spent():
+            log.warning(
+                "%s: the search already spent its budget (%d of %s trials); nothing to do. "
+                "`nasforge resume %s --n-trials N` gives it more",
+                self.directory, loop.n_trained, s.n_trials, self.directory,
+            )  # fmt: skip
+            return
         self._progress = self.progress(s.n_trials, s.time_budget, s.progress)
         own = self.executor
         self.executor = self._plan.prepare(self.space, self.evaluator, own, store, self.stopper)
@@ -419,6 +426,13 @@ class Experiment(BaseRunner):
                 rec.id,
                 rec.status,
             )
+
+    def _budget_spent(self) -> bool:
+        """Returns whether the trial or time budget is spent (what a resume checks first)."""
+        loop, s = self._loop, self.settings
+        if s.n_trials is not None and loop.n_trained >= s.n_trials:
+            return True
+        return s.time_budget is not None and loop.elapsed() >= s.time_budget
 
     def _can_ask(self) -> bool:
         loop, s = self._loop, self.settings

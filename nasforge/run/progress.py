@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["Progress", "fmt_time"]
+__all__ = ["Progress", "fmt_time", "fmt_number"]
 
 log = logging.getLogger("nasforge.engine")
 
@@ -26,6 +26,25 @@ def fmt_time(seconds: float | None) -> str:
         if seconds >= 3600
         else (f"{seconds // 60}m{seconds % 60:02d}s")
     )
+
+
+def fmt_number(value: float | int | None) -> str:
+    """Returns a metric as a table shows it: a whole number as an integer (a parameter count
+    ``157030``, not ``1.5703e+05`` or ``157030.0``), a large one without decimals, any other
+    to 5 significant digits; ``nan``/``inf`` as such; ``""`` for None."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if value != value or value in (float("inf"), float("-inf")):
+        return str(value)
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    if abs(value) >= 1e5:
+        return f"{value:.0f}"
+    return f"{value:.5g}"
 
 
 class Progress:

@@ -12,6 +12,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from nasforge.run.progress import fmt_number
 from nasforge.run.results import rank_trials
 from nasforge.run.store import Store, TrialRecord
 from nasforge.run.trial_logs import trial_log
@@ -156,7 +157,7 @@ def progress_table(store: Store, limit: int = 10) -> tuple[list[str], list[list[
         cells = [str(r["step"])]
         for k in keys:
             v = r.get(k)
-            cells.append("" if v is None else f"{v:.5g}" if isinstance(v, float) else str(v))
+            cells.append(fmt_number(v) if isinstance(v, (int, float)) else str(v or ""))
         if has_arch:
             cells.append(str(r.get("arch_id", "")))
         out.append(cells)
@@ -198,7 +199,7 @@ def trial_table(store: Store, limit: int | None = 20) -> tuple[list[str], list[l
                 str(t.id),
                 t.status + _stopped_at(t) + seen + (" (the pick)" if t.id in picks else ""),
                 t.evaluation,
-                *(f"{m[k]:.5g}" if m.get(k) is not None else "" for k in [metric, *others]),
+                *(fmt_number(m.get(k)) for k in [metric, *others]),
                 "" if t.duration is None else f"{t.duration:.2f}",
                 *([placement_text(t.placement)] if where else []),
                 info,

@@ -231,3 +231,18 @@ def test_a_cancelled_trial_does_not_use_up_n_trials(tmp_path):
     with Store.open(tmp_path / "run") as store:
         statuses = sorted(t.status for t in store.trials())
     assert statuses == ["cancelled", "done", "done", "done"]
+
+
+def test_resuming_a_finished_search_says_nothing_to_do_in_one_line(tmp_path, caplog):
+    """`resume` of a search that spent its budget starts no executor and logs one line that
+    says how to give it more, instead of a session of progress lines."""
+    import logging
+
+    exp = _make(tmp_path / "run", None, n_trials=3)
+    exp.run()
+    caplog.clear()
+    caplog.set_level(logging.INFO, logger="nasforge")
+    exp.resume()
+    said = [r.getMessage() for r in caplog.records if r.name == "nasforge.engine"]
+    assert len(said) == 1 and "nothing to do" in said[0] and "--n-trials" in said[0], said
+    assert len(exp.trials()) == 3

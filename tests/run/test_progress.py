@@ -25,3 +25,16 @@ def test_log_mode_logs(caplog):
     with caplog.at_level(logging.INFO, logger="nasforge.engine"):
         p.update(1, 0, 0, None, 1.0, force=True)
     assert "trials 1 done" in caplog.text
+
+
+def test_numbers_in_tables_read_as_numbers() -> None:
+    """A parameter count shows as an integer, never ``1.5703e+05`` or ``43570.0``; a fraction
+    keeps 5 significant digits; NaN, infinity and None are readable."""
+    from nasforge.run.progress import fmt_number
+
+    assert [fmt_number(v) for v in (157030.0, 43570.0, 157030, 0.123456, 123456.7)] == [
+        "157030", "43570", "157030", "0.12346", "123457",
+    ]  # fmt: skip
+    assert [fmt_number(v) for v in (float("nan"), float("inf"), None, -2.5)] == [
+        "nan", "inf", "", "-2.5",
+    ]  # fmt: skip
