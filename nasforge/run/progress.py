@@ -1,7 +1,10 @@
 """Live progress of an experiment: trials done/running/failed, best so far, ETA.
 
 On a terminal it draws a ``rich`` status line; otherwise (or with ``progress="log"``) it logs a
-line through ``logging`` at most every few seconds. Never prints from library code otherwise.
+line through ``logging`` at most every few seconds. A program that configured no logging (a
+script run as ``python my_search.py > out.txt``) still sees those lines on standard error, as
+Optuna's users see its trials: they go through a handler of this module's own when no handler
+of the program would show them. Never prints from library code otherwise.
 """
 
 from __future__ import annotations
@@ -14,6 +17,24 @@ from typing import Any
 __all__ = ["Progress", "fmt_time", "fmt_number"]
 
 log = logging.getLogger("nasforge.engine")
+#: shows progress lines on standard error when the program configured no logging
+_FALLBACK = logging.StreamHandler(sys.stderr)
+_FALLBACK.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+
+
+def _unconfigured(logger: logging.Logger) -> bool:
+    """Returns whether no handler of the program would show ``logger``'s INFO lines (only
+    nasforge's own run-log file handlers, or none at all, on its way to the root)."""
+    if logger.isEnabledFor(logging.INFO) and logging.getLogger().handlers:
+        return False
+    current: logging.Logger | None = logger
+    while current is not None:
+        if any(type(h).__name__ != "RunLog" for h in current.handlers):
+            return False
+        if not current.propagate:
+            break
+        current = current.parent
+    return True
 
 
 def fmt_time(seconds: float | None) -> str:
@@ -136,6 +157,9 @@ class Progress:
             self._log.info("%s", text)
             if self.sink is not None and not self._log.isEnabledFor(logging.INFO):
                 self.sink(text)
+            if _unconfigured(self._log):
+                _FALLBACK.handle(logging.makeLogRecord({"msg": text, "levelno": logging.INFO,
+                                                        "levelname": "INFO"}))  # fmt: skip
 
     def close(self) -> None:
         """Stops the live display."""

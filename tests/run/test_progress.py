@@ -38,3 +38,31 @@ def test_numbers_in_tables_read_as_numbers() -> None:
     assert [fmt_number(v) for v in (float("nan"), float("inf"), None, -2.5)] == [
         "nan", "inf", "", "-2.5",
     ]  # fmt: skip
+
+
+def test_a_script_that_configured_no_logging_still_shows_progress(tmp_path) -> None:
+    """`python my_search.py > out` (no logging configured, no terminal) shows the search's
+    progress lines on standard error, as `nasforge run` does; a program that configured
+    logging at WARNING sees none."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "my_search.py"
+    script.write_text(
+        "import sys, logging\n"
+        "from nasforge.engine import Experiment\n"
+        "from nasforge.space.search_space import Decision, SearchSpace\n"
+        "if sys.argv[1] == 'quiet':\n"
+        "    logging.basicConfig(level=logging.WARNING)\n"
+        "space = SearchSpace([Decision('d', 'value', (1, 2, 3))])\n"
+        "Experiment(space, lambda arch, report: float(arch['d']), 'grid', n_trials=3,\n"
+        "           executor='inprocess', directory=sys.argv[2]).run()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    for mode, shown in (("plain", True), ("quiet", False)):
+        run = subprocess.run([sys.executable, str(script), mode, str(tmp_path / mode)],
+                             capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert ("trials 3/3 done" in run.stderr) is shown, run.stderr[-2000:]
