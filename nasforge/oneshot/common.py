@@ -34,6 +34,7 @@ __all__ = [
     "accuracy",
     "activate",
     "recalibrate_bn",
+    "check_optional_int",
 ]
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -79,6 +80,17 @@ class SearchConfig:
         check_device(self.device)
         if self.algo is not None:
             self.algo.check()
+
+
+def check_optional_int(name: str, value: Any, minimum: int, meaning: str, none: str) -> None:
+    """Raises ConfigError unless ``value`` (the setting ``name``: ``meaning``) is an int of at
+    least ``minimum`` or None (which means ``none``); the one check of such settings."""
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or value < minimum
+    ):
+        raise ConfigError(
+            f"{name} must be an int >= {minimum} ({meaning}) or null for {none}, got {value!r}"
+        )
 
 
 @dataclass

@@ -48,11 +48,11 @@ from torch import nn
 
 from nasforge.errors import ConfigError
 from nasforge.oneshot.algorithms import register_algorithm
-from nasforge.oneshot.common import Batch, activate, batches, weight_step
+from nasforge.oneshot.common import Batch, activate, batches, check_optional_int, weight_step
 from nasforge.oneshot.selection import Selection, SelectionSettings, pick
 from nasforge.oneshot.selection import check as check_selection
 from nasforge.oneshot.spos import SposInput, SposLayer, SposRepeat
-from nasforge.oneshot.supernet import Algorithm, Supernet, check_warmup_epochs, frozen_bn_stats
+from nasforge.oneshot.supernet import Algorithm, Supernet, frozen_bn_stats
 from nasforge.space.search_space import Arch, SearchSpace
 from nasforge.strategy.base import RewardBaseline
 
@@ -191,18 +191,16 @@ class EnasSettings(SelectionSettings):
                 f"ENAS needs controller_lr > 0 and entropy_weight >= 0, got "
                 f"{self.controller_lr} and {self.entropy_weight}"
             )
-        check_warmup_epochs(self.warmup_epochs)
+        check_optional_int("warmup_epochs", self.warmup_epochs, 0,
+                           "epochs of uniform paths before the architecture moves: ENAS, NASB",
+                           "the algorithm's default")  # fmt: skip
         if self.controller_reward not in ("loss", "accuracy"):
             raise ConfigError(
                 f"controller_reward must be 'loss' (minus the validation cross-entropy) or "
                 f"'accuracy', got {self.controller_reward!r}"
             )
-        b = self.controller_batch
-        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
-            raise ConfigError(
-                f"controller_batch must be an int >= 1 (validation examples per reward) or null "
-                f"for batch_size, got {b!r}"
-            )
+        check_optional_int("controller_batch", self.controller_batch, 1,
+                           "validation examples per reward", "batch_size")  # fmt: skip
 
 
 @register_algorithm

@@ -46,11 +46,12 @@ from nasforge.oneshot.common import (
     SearchConfig,
     activate,
     batches,
+    check_optional_int,
     weight_optimizer,
     weight_step,
 )
 from nasforge.oneshot.selection import EvolutionSettings, Selection
-from nasforge.oneshot.spos import SposInput, SposLayer, SposRepeat
+from nasforge.oneshot.spos import Spos, SposInput, SposLayer, SposRepeat
 from nasforge.oneshot.supernet import Algorithm, Supernet
 from nasforge.space.search_space import Arch
 
@@ -203,12 +204,8 @@ class FewShotSettings(EvolutionSettings):
                 f"split_on must be a list of one or two decision labels (or null for the "
                 f"decision with the most candidates), got {on!r}"
             )
-        e = self.split_epoch
-        if e is not None and (isinstance(e, bool) or not isinstance(e, int) or e < 0):
-            raise ConfigError(
-                f"split_epoch must be an int >= 0 (epochs before the split) or null for half "
-                f"of epochs, got {e!r}"
-            )
+        check_optional_int("split_epoch", self.split_epoch, 0, "epochs before the split",
+                           "half of epochs")  # fmt: skip
 
 
 @register_algorithm
@@ -297,10 +294,9 @@ class FewShotSpos(Algorithm):
 
     @classmethod
     def current_arch(cls, net: Supernet) -> Arch:
-        """Returns the space's default architecture (which ``net`` itself holds), activated."""
-        arch = net.space.search_space().default()
-        activate(net, arch)
-        return arch
+        """Returns SPOS's: the space's default architecture (which ``net`` itself holds, as
+        the first combination of the split), activated."""
+        return Spos.current_arch(net)
 
     @classmethod
     def finish(

@@ -42,6 +42,7 @@ from nasforge.oneshot.common import (
     apply_weights,
     arch_grads,
     arch_step,
+    check_optional_int,
     weight_grads,
     weight_step,
 )
@@ -51,7 +52,6 @@ from nasforge.oneshot.supernet import (
     MixedLayer,
     MixedRepeat,
     Supernet,
-    check_warmup_epochs,
     frozen_bn_stats,
 )
 
@@ -280,7 +280,9 @@ class NasbSettings:
                 f"order must be 'consecutive' (Algorithm 1) or 'alternate' (Algorithm 2), "
                 f"got {self.order!r}"
             )
-        check_warmup_epochs(self.warmup_epochs)
+        check_optional_int("warmup_epochs", self.warmup_epochs, 0,
+                           "epochs of uniform paths before the architecture moves: ENAS, NASB",
+                           "the algorithm's default")  # fmt: skip
 
 
 @register_algorithm

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from nasforge.errors import ArchitectureError, ConfigError, SpaceError
+from nasforge.errors import ArchitectureError, SpaceError
 from nasforge.oneshot.common import arch_optimizer
 from nasforge.space import InputChoice, LayerChoice, ModelSpace, Repeat, freeze
 from nasforge.space.search_space import Arch
@@ -41,7 +41,6 @@ from nasforge.weightsharing import convert_choices
 __all__ = [
     "Algorithm",
     "NoSettings",
-    "check_warmup_epochs",
     "MixedLayer",
     "MixedInput",
     "MixedRepeat",
@@ -227,16 +226,6 @@ class MixedRepeat(_Mixed):
             if i + 1 in self.values:
                 outs[i + 1] = x
         return outs
-
-
-def check_warmup_epochs(value: Any) -> None:
-    """Raises ConfigError unless ``value`` (the setting ``warmup_epochs`` of an algorithm with
-    a warm-up, :attr:`Algorithm.warmup`) is an int >= 0 or None."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-        raise ConfigError(
-            f"warmup_epochs must be an int >= 0 (epochs of uniform paths before the "
-            f"architecture moves: ENAS, NASB) or null for the algorithm's default, got {value!r}"
-        )
 
 
 @dataclass
