@@ -188,7 +188,7 @@ def cmp_search(
         with tempfile.TemporaryDirectory(prefix="nasforge-cmp-") as out:
             init = str(Path(out) / "init.pt")
             torch.save(state.state_dict(), init)
-            job = Job(space, algo.name, split, cfg, list(bounds), schedule, replicas, init, out,
+            job = Job(space, algo, split, cfg, list(bounds), schedule, replicas, init, out,
                       torch.get_num_threads(), dev, defer_arch_grads=defer_arch_grads)  # fmt: skip
             with _Workers(job, workers, timeout_s) as pool:
                 t0 = time.perf_counter()
@@ -296,7 +296,7 @@ def profile_steps(
     with tempfile.TemporaryDirectory(prefix="nasforge-cmp-") as out:
         init = str(Path(out) / "init.pt")
         torch.save(state.state_dict(), init)
-        job = Job(space, algo.name, split, cfg, bounds, schedule, replicas, init, out,
+        job = Job(space, algo, split, cfg, bounds, schedule, replicas, init, out,
                   torch.get_num_threads(), dev, (warmup, steps), defer_arch_grads,
                   variants)  # fmt: skip
         with _Workers(job, workers, timeout_s) as pool:
