@@ -223,14 +223,14 @@ class FewShotSpos(Algorithm):
     repeat = SposRepeat
 
     @staticmethod
-    def split_on(net: Supernet, cfg: SearchConfig) -> tuple[str, ...]:
-        """Returns the decisions the supernet splits on: ``split_on``, or the first decision
-        of the space with the most candidates.
+    def split_on(space: Any, cfg: SearchConfig) -> tuple[str, ...]:
+        """Returns the decisions of ``space`` (the model space) the supernet splits on:
+        ``split_on``, or the first decision with the most candidates.
 
         Raises:
             ConfigError: a label of ``split_on`` is not a decision of the space.
         """
-        decisions = net.space.search_space().decisions
+        decisions = space.search_space().decisions
         given = cast(FewShotSettings, cfg.algo).split_on
         if given is None:
             return (max(decisions, key=len).label,)  # max keeps the first of equals
@@ -249,21 +249,26 @@ class FewShotSpos(Algorithm):
         return cfg.epochs // 2 if given is None else given
 
     @classmethod
-    def prepare(cls, net: Supernet, split: Any, cfg: SearchConfig) -> None:
-        """Checks the selection and the split, and gives ``net`` one held copy of itself per
-        combination of the split decisions' candidates but the first (which ``net`` holds).
-
-        Raises:
-            ConfigError: see :meth:`split_on`; ``split_epoch`` beyond ``epochs``; the
-                selection cannot score the space.
-        """
-        selection.check(net.space, split.train, cfg)
+    def check_space(cls, space: Any, cfg: SearchConfig) -> None:
+        """Raises ConfigError when ``split_on`` names no distinct decisions of ``space`` or
+        ``split_epoch`` lies beyond ``epochs``."""
+        cls.split_on(space, cfg)
         if cls.split_epoch(cfg) > cfg.epochs:
             raise ConfigError(
                 f"split_epoch {cls.split_epoch(cfg)} is beyond the search's {cfg.epochs} epochs; "
                 "lower it or leave it null (half of epochs)"
             )
-        on = cls.split_on(net, cfg)
+
+    @classmethod
+    def prepare(cls, net: Supernet, split: Any, cfg: SearchConfig) -> None:
+        """Checks the selection, and gives ``net`` one held copy of itself per combination of
+        the split decisions' candidates but the first (which ``net`` holds).
+
+        Raises:
+            ConfigError: the selection cannot score the space.
+        """
+        selection.check(net.space, split.train, cfg)
+        on = cls.split_on(net.space, cfg)
         by_label = {d.label: d for d in net.space.search_space().decisions}
         combos = list(itertools.product(*(by_label[d].values for d in on)))
         # copies first, each with its own memo: the space is shared, not copied

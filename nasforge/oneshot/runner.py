@@ -48,6 +48,7 @@ from nasforge.oneshot.algorithms import (
     algorithm_names,
     config_for,
     flat_settings,
+    get_algorithm,
     own_settings,
 )
 from nasforge.oneshot.cmp import DEFAULT_WORKERS, CMPSettings, check_parallel, cmp_search
@@ -242,6 +243,7 @@ class OneShotSearch(BaseRunner):
         if len(self.search_space) == 0:
             raise ConfigError(f"the space {type(space).__name__} has no decisions to search")
         make_supernet(space, self.strategy.name)  # SpaceError now rather than mid-training
+        get_algorithm(self.strategy.name).check_space(space, self.strategy.config)
         self.supernet_run = None if supernet is None else str(supernet)
         self._weights = None if supernet is None else _supernet_weights(Path(supernet))
         self.strategy.config.check(allow_no_epochs=self._weights is not None)

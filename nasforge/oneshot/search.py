@@ -186,6 +186,7 @@ def _search(
     else:
         cfg = config_for(algo, settings, epochs=epochs, batch_size=batch_size)
     cfg.check(allow_no_epochs=weights is not None)
+    algo.check_space(space, cfg)
     split, state = initial_state(space, algo, data, cfg, weights, resume_from, cfg.device)
     if resume_from is not None:
         logger.info("%s: resuming after epoch %d of %d", algo.name, state.epoch, cfg.epochs)

@@ -305,6 +305,12 @@ class Algorithm:
         (a warm-up step)."""
 
     @classmethod
+    def check_space(cls, space: Any, cfg: Any) -> None:  # noqa: B027 - optional hook
+        """Raises ConfigError when the settings ``cfg.algo`` cannot search ``space`` (few-shot:
+        ``split_on`` names no decision of it); called before a run's record is created and
+        before any supernet is built; by default nothing."""
+
+    @classmethod
     def prepare(cls, net: Supernet, split: Any, cfg: Any) -> None:  # noqa: B027 - optional hook
         """Readies the supernet once it is built and on its device, before the optimizers and
         before a resumed state is loaded into it (ProxylessNAS: its latency table, kept in the

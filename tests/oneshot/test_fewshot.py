@@ -14,7 +14,7 @@ import nasforge as nf
 from nasforge.cli import main
 from nasforge.engine import Store
 from nasforge.errors import ConfigError
-from nasforge.oneshot import OneShot, search
+from nasforge.oneshot import OneShot, OneShotSearch, search
 from nasforge.oneshot.supernet import inherit_weights
 from nasforge.run.export import load_model
 
@@ -99,9 +99,9 @@ def test_a_resumed_fewshot_search_ends_bitwise_as_an_uninterrupted_one() -> None
     assert resumed.arch == whole.arch
 
 
-def test_fewshot_settings_are_its_own_and_checked() -> None:
-    """Bad split settings are refused by few-shot's own check, or before training for what
-    needs the space; the split settings belong to few-shot alone."""
+def test_fewshot_settings_are_its_own_and_checked(tmp_path: Path) -> None:
+    """Bad split settings are refused by few-shot's own check, or (what needs the space)
+    before training and before a run's record is made; the split settings are few-shot's."""
     with pytest.raises(ConfigError, match="split_on must be a list of one or two"):
         OneShot("fewshot", split_on="e1")
     with pytest.raises(ConfigError, match="split_epoch must be an int >= 0"):
@@ -114,6 +114,10 @@ def test_fewshot_settings_are_its_own_and_checked() -> None:
         _run("fewshot", 1, split_on=["nope"])
     with pytest.raises(ConfigError, match="beyond the search's 1 epochs"):
         _run("fewshot", 1, split_epoch=2)
+    with pytest.raises(ConfigError, match="must name distinct decisions"):
+        OneShotSearch(ToySpace(), {"name": "fewshot", "split_on": ["e1", "e1"]}, _data(),
+                      directory=tmp_path / "run")  # fmt: skip
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_fewshot_run_file_records_exports_and_loads(tmp_path: Path, capsys) -> None:
