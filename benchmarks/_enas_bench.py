@@ -2,7 +2,7 @@
 ``enas`` part): one ENAS search per seed with the supernet recipe of ``benchmarks/ranking.py``
 (:data:`_searches.SUPERNET`: the same weight steps as SPOS's supernet; ENAS's controller
 settings, warm-up and reward included, are the shipped defaults of
-:class:`~nasforge.oneshot.SearchConfig`), its pick
+:class:`~nasforge.oneshot.enas.EnasSettings`), its pick
 retrained by the truth's recipe on the truth's seeds (or read from the table when its function
 is a row), and the percentile of its mean test accuracy among the competent rows
 (:func:`ranking.percentile`, as ``search_percentile`` is computed).
@@ -31,7 +31,7 @@ __all__ = ["enas_search", "enas_percentile"]
 
 log = logging.getLogger("nasforge.benchmarks.enas")
 DATA = Path(__file__).resolve().parent / "data"
-#: SearchConfig's ENAS fields, reported beside the figure
+#: ENAS's settings (EnasSettings), reported beside the figure
 CONTROLLER_FIELDS = ("warmup_epochs", "controller_reward", "controller_batch", "controller_steps",
                      "controller_lr", "entropy_weight", "final_samples", "selection",
                      "selection_proxy", "selection_reference")  # fmt: skip
@@ -48,7 +48,7 @@ def enas_search(recipe: dict[str, Any], sn: dict[str, Any], seed: int) -> dict[s
     pick) splits."""
     torch.set_num_threads(recipe["threads"])
     train, val, _ = load_splits(recipe)
-    cfg = config({**sn, "epochs": single_path_epochs(sn, len(train[0]))}, seed)
+    cfg = config({**sn, "epochs": single_path_epochs(sn, len(train[0]))}, seed, "enas")
     t0 = time.perf_counter()
     res = search(space_of(recipe), "enas", {"train": train, "val": val}, config=cfg,
                  threads=recipe["threads"], progress="off")  # fmt: skip
@@ -71,8 +71,8 @@ def enas_percentile(
     """Returns ``enas_percentile`` (mean over ``seeds``), the per-seed picks and percentiles,
     and the baselines (SPOS+evolution's recorded figure on the same table, random's 50);
     ``quick`` trains the supernet 8 epochs instead of the recipe's steps; ``settings``
-    override SearchConfig fields; ``table_path`` is the ground truth (default: the ranking
-    benchmark's)."""
+    override search settings (the loop's and ENAS's); ``table_path`` is the ground truth
+    (default: the ranking benchmark's)."""
     table = json.loads(Path(table_path).read_text())
     recipe = table["recipe"]
     rows, _ = _rows(table)
@@ -108,8 +108,8 @@ def enas_percentile(
         "spos_evolution_percentile": None if recorded is None else round(recorded, 2),
         "random_percentile": 50,
         "supernet": sn,
-        # the ENAS settings every search ran with (SearchConfig's shipped defaults unless
+        # the ENAS settings every search ran with (EnasSettings's shipped defaults unless
         # ``settings`` overrode them); warmup_epochs None is 3/4 of the epochs
-        "controller": {k: getattr(config(sn, 0), k) for k in CONTROLLER_FIELDS},
+        "controller": {k: getattr(config(sn, 0, "enas").algo, k) for k in CONTROLLER_FIELDS},
         "detail": per_seed,
     }

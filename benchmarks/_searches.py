@@ -2,7 +2,7 @@
 supernet recipe for ranking and search, inherited-weight scores on validation data, each
 algorithm's unconstrained and constrained pick, and the retraining of picks.
 
-One recipe (:data:`SUPERNET`, a :class:`~nasforge.oneshot.common.SearchConfig`) trains every
+One recipe (:data:`SUPERNET`, settings of the search loop and of SPOS's evolution) trains every
 supernet on the training split; every score and every search choice uses the validation split
 (batch norm recalibrated on ``bn_batches`` training batches first); the test split is the
 truth's alone. A job of seed 0 both scores the table's architectures (the ranking) and searches;
@@ -40,7 +40,8 @@ from typing import Any
 import torch
 from _ranking_common import load_splits, param_count, space_of, train_arch
 
-from nasforge.oneshot import search, supernet
+from nasforge.oneshot import config_for, search, supernet
+from nasforge.oneshot.algorithms import own_settings
 from nasforge.oneshot.common import SearchConfig
 from nasforge.oneshot.fewshot import (
     FewShot,
@@ -70,7 +71,7 @@ __all__ = [
 
 log = logging.getLogger("nasforge.benchmarks.searches")
 
-#: The one supernet recipe of ranking and search (SearchConfig fields + few-shot edges).
+#: The one supernet recipe of ranking and search (search settings + few-shot edges).
 SUPERNET: dict[str, Any] = {
     # single-path steps: 40 epochs of table v3's 4,000 signals (63 steps each); the supernets
     # ranked at tau -0.01 / 0.41 / 0.50 (SPOS, table v2) after 4 / 24 / 48 such epochs: four
@@ -104,10 +105,13 @@ ALGORITHMS = ("spos", "fewshot", "darts", "nasb", "proxy")
 RANK_ONLY = ("fairnas", "sandwich")
 
 
-def config(sn: dict[str, Any], seed: int) -> SearchConfig:
-    """Returns the recipe's SearchConfig for ``seed`` (``sn["epochs"]`` resolved)."""
+def config(sn: dict[str, Any], seed: int, algorithm: str = "spos") -> SearchConfig:
+    """Returns the recipe's SearchConfig of ``algorithm`` for ``seed`` (``sn["epochs"]``
+    resolved; the recipe's settings of other algorithms, SPOS's evolution for DARTS, left
+    out)."""
     skip = ("fewshot_edges", "steps", "calibrations", "paper_selection", "sampler")
-    return SearchConfig(**{k: v for k, v in sn.items() if k not in skip}, seed=seed)
+    given = own_settings(algorithm, {k: v for k, v in sn.items() if k not in skip})
+    return config_for(algorithm, given, seed=seed)
 
 
 def single_path_epochs(sn: dict[str, Any], n_train: int) -> int:
@@ -187,14 +191,14 @@ def _evolutions(
     few: FewShot, space: Any, data: tuple, cfg: SearchConfig, allowed: Any, algo: str, paper: bool
 ) -> dict[str, list[Arch]]:
     """Returns name -> [pick, constrained pick] of the evolution on the supernet(s): ``algo``
-    with the shipped selection (``cfg.selection``) and, when ``paper``, ``<algo>_accuracy`` with
-    the SPOS paper's (validation accuracy); a selection scores an architecture once for both
-    picks."""
+    with the shipped selection (``cfg.algo.selection``) and, when ``paper``,
+    ``<algo>_accuracy`` with the SPOS paper's (validation accuracy); a selection scores an
+    architecture once for both picks."""
     train, val = data
     out = {}
-    ways = [(algo, cfg.selection)] + ([(f"{algo}_accuracy", "accuracy")] if paper else [])
+    ways = [(algo, cfg.algo.selection)] + ([(f"{algo}_accuracy", "accuracy")] if paper else [])
     for name, how in ways:
-        c = dataclasses.replace(cfg, selection=how)
+        c = dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, selection=how))
         sel = Selection(space, few.net_for, train, val, c)
         out[name] = [canonical_arch(evolve(sel, c, ok)[0]) for ok in (None, allowed)]
     return out
@@ -215,7 +219,7 @@ def supernet_job(
     torch.set_num_threads(recipe["threads"])
     train, val, _ = load_splits(recipe)
     sn = {**sn, "epochs": algorithm_epochs(sn, len(train[0]), algorithm)}
-    cfg = config(sn, seed)
+    cfg = config(sn, seed, algorithm if algorithm in ("darts", "nasb") else "spos")
     t0 = time.perf_counter()
     # the space module initialises the candidates' weights, which the supernet inherits: seed
     # first (seeded after it, the initial weights came from whatever state the worker's global

@@ -26,8 +26,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _oneshot_common import setup  # noqa: E402
 
-from nasforge.oneshot import activate  # noqa: E402
-from nasforge.oneshot.common import SearchConfig, arch_optimizer, weight_optimizer  # noqa: E402
+from nasforge.oneshot import activate, config_for  # noqa: E402
+from nasforge.oneshot.common import arch_optimizer, weight_optimizer  # noqa: E402
 from nasforge.oneshot.darts import darts_step  # noqa: E402
 from nasforge.oneshot.nasb import nasb_step  # noqa: E402
 
@@ -43,7 +43,7 @@ def main() -> None:
     torch.set_num_threads(1)
     s = setup(image, batch)
     nets, x, y, arch = s["nets"], s["x"], s["y"], s["arch"]
-    cfg = SearchConfig()
+    cfg = config_for("nasb")  # the loop's defaults; NASB's step reads its order
     opts = {
         name: weight_optimizer(
             list(net.weights()) if hasattr(net, "weights") else list(net.parameters()), cfg, 100

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -312,9 +313,15 @@ def run_python_blocks(blocks: list[Block]) -> list[dict]:
     namespace of its own."""
     scopes = []
     for block in blocks:
-        scope: dict = {"__name__": f"docs_{block.path.stem}_{block.line}"}
-        exec(compile(block.text, block.where, "exec"), scope)
-        scopes.append(scope)
+        # a module of its own, as a reader's script is: not this file's __future__ imports
+        # (dont_inherit), and found in sys.modules while it runs (a dataclass looks it up)
+        module = types.ModuleType(f"docs_{block.path.stem}_{block.line}")
+        sys.modules[module.__name__] = module
+        try:
+            exec(compile(block.text, block.where, "exec", dont_inherit=True), module.__dict__)
+        finally:
+            del sys.modules[module.__name__]
+        scopes.append(module.__dict__)
     return scopes
 
 

@@ -1,9 +1,11 @@
 """One-shot search: the same model space searched by one weight-sharing supernet.
 
-``nasforge.oneshot.search(space, "darts" | "nasb" | "spos", (X, y), epochs=...)`` returns a
-:class:`SearchResult` whose ``arch`` freezes with ``nf.freeze(space, arch)``. One algorithm per
-module: :mod:`~nasforge.oneshot.supernet` (conversion, export, weight inheritance),
+``nasforge.oneshot.search(space, "darts" | "nasb" | "spos" | ..., (X, y), epochs=...)`` returns
+a :class:`SearchResult` whose ``arch`` freezes with ``nf.freeze(space, arch)``. One algorithm per
+module, each registered by name with its own settings (:mod:`~nasforge.oneshot.algorithms`):
+:mod:`~nasforge.oneshot.supernet` (conversion, export, weight inheritance),
 :mod:`~nasforge.oneshot.darts`, :mod:`~nasforge.oneshot.nasb`, :mod:`~nasforge.oneshot.spos`,
+:mod:`~nasforge.oneshot.enas`, :mod:`~nasforge.oneshot.fewshot`,
 :mod:`~nasforge.oneshot.proxyless` (with :mod:`~nasforge.oneshot.op_latency`, its latency tables);
 :mod:`~nasforge.oneshot.runner` runs a search as a recorded run (``nasforge run``, kind
 ``oneshot``); :mod:`~nasforge.oneshot.cmp` splits a DARTS/NASB search over consecutive
@@ -23,6 +25,10 @@ from nasforge._lazy import Target, lazy_names
 
 #: name -> the module that defines it (loaded on first use)
 _EXPORTS: dict[str, Target] = {
+    "ALGORITHMS": "nasforge.oneshot.algorithms",
+    "config_for": "nasforge.oneshot.algorithms",
+    "get_algorithm": "nasforge.oneshot.algorithms",
+    "register_algorithm": "nasforge.oneshot.algorithms",
     "cmp_search": "nasforge.oneshot.cmp",
     "SearchConfig": "nasforge.oneshot.common",
     "SearchResult": "nasforge.oneshot.common",
@@ -38,12 +44,13 @@ _EXPORTS: dict[str, Target] = {
     "set_reconstruct": "nasforge.oneshot.reversible",
     "OneShot": "nasforge.oneshot.runner",
     "OneShotSearch": "nasforge.oneshot.runner",
-    "ALGORITHMS": "nasforge.oneshot.search",
     "SearchState": "nasforge.oneshot.search",
-    "get_algorithm": "nasforge.oneshot.search",
     "search": "nasforge.oneshot.search",
     "supernet": "nasforge.oneshot.search",
+    "EvolutionSettings": "nasforge.oneshot.selection",
+    "SelectionSettings": "nasforge.oneshot.selection",
     "Algorithm": "nasforge.oneshot.supernet",
+    "NoSettings": "nasforge.oneshot.supernet",
     "Supernet": "nasforge.oneshot.supernet",
     "inherit_weights": "nasforge.oneshot.supernet",
 }
@@ -52,6 +59,8 @@ __all__ = [
     "ALGORITHMS",
     "Algorithm",
     "Context",
+    "EvolutionSettings",
+    "NoSettings",
     "OneShot",
     "OneShotSearch",
     "RevSearchConfig",
@@ -61,13 +70,16 @@ __all__ = [
     "SearchConfig",
     "SearchResult",
     "SearchState",
+    "SelectionSettings",
     "Supernet",
     "activate",
     "cmp_search",
+    "config_for",
     "get_algorithm",
     "inherit_weights",
     "peak_saved_bytes",
     "recalibrate_bn",
+    "register_algorithm",
     "rev_search",
     "search",
     "set_reconstruct",
@@ -78,6 +90,12 @@ __getattr__, __dir__ = lazy_names(globals(), _EXPORTS, __all__)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from nasforge.oneshot.algorithms import (
+        ALGORITHMS,
+        config_for,
+        get_algorithm,
+        register_algorithm,
+    )
     from nasforge.oneshot.cmp import cmp_search
     from nasforge.oneshot.common import SearchConfig, SearchResult, activate, recalibrate_bn
     from nasforge.oneshot.dartsformer import RevSearchConfig, RevSearchResult, rev_search
@@ -89,5 +107,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         set_reconstruct,
     )
     from nasforge.oneshot.runner import OneShot, OneShotSearch
-    from nasforge.oneshot.search import ALGORITHMS, SearchState, get_algorithm, search, supernet
-    from nasforge.oneshot.supernet import Algorithm, Supernet, inherit_weights
+    from nasforge.oneshot.search import SearchState, search, supernet
+    from nasforge.oneshot.selection import EvolutionSettings, SelectionSettings
+    from nasforge.oneshot.supernet import Algorithm, NoSettings, Supernet, inherit_weights

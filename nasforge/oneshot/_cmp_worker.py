@@ -39,7 +39,7 @@ from nasforge.oneshot.cmp_partition import backward, owned_names, run, units
 from nasforge.oneshot.cmp_schedule import partition_order
 from nasforge.oneshot.common import SearchConfig, Split, apply_arch, batches
 from nasforge.oneshot.search import get_algorithm
-from nasforge.oneshot.supernet import Supernet
+from nasforge.oneshot.supernet import Algorithm, Supernet
 
 __all__: list[str] = []  # internal: nasforge.oneshot.cmp is the public face
 
@@ -51,7 +51,9 @@ class Job:
     """Returns nothing; everything a worker needs (picklable for spawned processes)."""
 
     space: Any
-    algorithm: str
+    # the class, pickled by reference: a spawned worker imports its module, so an algorithm
+    # registered in a user's module is found there too
+    algorithm: type[Algorithm]
     split: Split
     cfg: SearchConfig
     bounds: list[tuple[int, int]]
@@ -426,7 +428,7 @@ class PartitionWorker:
                     lv_all.append(lv)
                     if not (math.isfinite(lt) and math.isfinite(lv)):
                         raise DivergenceError(
-                            f"{self.job.algorithm}: the loss became {(lt, lv)} at epoch "
+                            f"{self.algo.name}: the loss became {(lt, lv)} at epoch "
                             f"{self.epoch + 1}, step {i + 1}; lower the learning rate (w_lr="
                             f"{cfg.w_lr}, a_lr={cfg.a_lr}) or check the data"
                         )

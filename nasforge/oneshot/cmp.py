@@ -46,6 +46,7 @@ import torch
 from nasforge.errors import ConfigError, DivergenceError, WorkerError
 from nasforge.oneshot._cmp_transport import DistTransport, ThreadTransport
 from nasforge.oneshot._cmp_worker import Job, PartitionWorker
+from nasforge.oneshot.algorithms import config_for, with_settings
 from nasforge.oneshot.cmp_partition import owned_names, partition, unit_costs, units
 from nasforge.oneshot.cmp_schedule import SCHEDULES
 from nasforge.oneshot.common import (
@@ -83,8 +84,9 @@ def check_parallel(
     """Returns None when the parallel settings can run.
 
     Raises:
-        ConfigError: a setting out of range, ``order='alternate'``, or an algorithm without
-            architecture gradients (SPOS).
+        ConfigError: a setting out of range, settings the algorithm cannot run in parallel
+            (``order='alternate'``: :meth:`~nasforge.oneshot.supernet.Algorithm.parallel_problem`),
+            or an algorithm without architecture gradients (SPOS).
     """
     algo = get_algorithm(algorithm)
     if not (algo.uses_val and algo.learns_arch and algo.model_parallel):
@@ -99,11 +101,9 @@ def check_parallel(
         raise ConfigError(f"schedule must be one of {list(SCHEDULES)}, got {schedule!r}")
     if workers not in WORKERS:
         raise ConfigError(f"workers must be one of {list(WORKERS)}, got {workers!r}")
-    if cfg.order != "consecutive":
-        raise ConfigError(
-            f"model parallel search runs Algorithm 1 (order='consecutive'), got order="
-            f"{cfg.order!r}: CMP overlaps F_A with F_w, which needs both to use G_t"
-        )
+    problem = algo.parallel_problem(with_settings(algo, cfg))
+    if problem:
+        raise ConfigError(problem)
 
 
 @dataclass
@@ -151,10 +151,11 @@ def cmp_search(
     ``parallel.model_parallel`` consecutive partitions (times ``parallel.replicas``) under
     ``parallel.schedule``.
 
-    ``parallel`` is a :class:`CMPSettings` (or a mapping of its fields); ``settings`` are
-    :class:`~nasforge.oneshot.common.SearchConfig` fields when no ``config`` is given, as for
-    :func:`~nasforge.oneshot.search.search`. A :class:`CMPSettings` field given as a keyword
-    (``model_parallel=2``) still works until nasforge 0.4.0 and warns (DeprecationWarning).
+    ``parallel`` is a :class:`CMPSettings` (or a mapping of its fields); ``settings`` are the
+    loop's :class:`~nasforge.oneshot.common.SearchConfig` fields and the algorithm's own when no
+    ``config`` is given, as for :func:`~nasforge.oneshot.search.search`. A :class:`CMPSettings`
+    field given as a keyword (``model_parallel=2``) still works until nasforge 0.4.0 and warns
+    (DeprecationWarning).
 
     Raises:
         ConfigError: a bad setting (also ``order='alternate'``, an algorithm without
@@ -187,7 +188,7 @@ def cmp_search(
         with tempfile.TemporaryDirectory(prefix="nasforge-cmp-") as out:
             init = str(Path(out) / "init.pt")
             torch.save(state.state_dict(), init)
-            job = Job(space, algo.name, split, cfg, list(bounds), schedule, replicas, init, out,
+            job = Job(space, algo, split, cfg, list(bounds), schedule, replicas, init, out,
                       torch.get_num_threads(), dev, defer_arch_grads=defer_arch_grads)  # fmt: skip
             with _Workers(job, workers, timeout_s) as pool:
                 t0 = time.perf_counter()
@@ -226,12 +227,8 @@ def _prepare(
     """Returns the algorithm, config, split, the one-device search state (as ``search`` builds
     it) and the partitions' unit ranges."""  # fmt: skip
     algo = get_algorithm(algorithm)
-    try:
-        cfg = config or SearchConfig(**settings)
-    except TypeError as exc:
-        raise ConfigError(f"unknown search setting: {exc}; see SearchConfig") from exc
+    cfg = with_settings(algo, config) if config is not None else config_for(algo, settings)
     cfg.check(allow_no_epochs=weights is not None)
-    algo.warmup_epochs(cfg)  # ConfigError: warmup_epochs set for an algorithm without one
     check_parallel(model_parallel, replicas, schedule, workers, cfg, algorithm)
     split, state = initial_state(space, algo, data, cfg, weights, resume_from)  # the CPU's
     net = state.net
@@ -299,7 +296,7 @@ def profile_steps(
     with tempfile.TemporaryDirectory(prefix="nasforge-cmp-") as out:
         init = str(Path(out) / "init.pt")
         torch.save(state.state_dict(), init)
-        job = Job(space, algo.name, split, cfg, bounds, schedule, replicas, init, out,
+        job = Job(space, algo, split, cfg, bounds, schedule, replicas, init, out,
                   torch.get_num_threads(), dev, (warmup, steps), defer_arch_grads,
                   variants)  # fmt: skip
         with _Workers(job, workers, timeout_s) as pool:

@@ -16,7 +16,6 @@ import torch
 from torch import nn
 
 from nasforge.errors import ConfigError
-from nasforge.proxies import get_proxy
 from nasforge.runtime.devices import check_device
 from nasforge.space.search_space import Arch
 from nasforge.weightsharing import accuracy, follow_path
@@ -35,16 +34,22 @@ __all__ = [
     "accuracy",
     "activate",
     "recalibrate_bn",
+    "check_optional_int",
 ]
 
 Batch = tuple[torch.Tensor, torch.Tensor]
-#: what ``SearchConfig.selection`` may name (nasforge/oneshot/selection.py)
-SELECTIONS = ("hybrid", "loss", "accuracy")
 
 
 @dataclass
 class SearchConfig:
-    """Returns nothing; holds one search's settings (defaults: NASB paper, Appendix C)."""
+    """Returns nothing; holds the settings of the search loop that every algorithm uses
+    (defaults: NASB paper, Appendix C) and, as ``algo``, the algorithm's own settings.
+
+    ``algo`` is an instance of the algorithm's ``settings_class`` (e.g.
+    :class:`~nasforge.oneshot.spos.SposSettings`); None means its defaults, filled in by
+    :func:`~nasforge.oneshot.algorithms.config_for`, which also builds the whole config from one
+    flat mapping of settings (a run file's ``strategy`` section).
+    """
 
     epochs: int = 10
     batch_size: int = 64
@@ -57,125 +62,35 @@ class SearchConfig:
     a_betas: tuple[float, float] = (0.5, 0.999)
     grad_clip: float = 5.0
     seed: int = 0
-    order: str = "consecutive"  # NASB update order: "consecutive" (Alg. 1) or "alternate" (Alg. 2)
-    # SPOS evolution (after supernet training)
-    population: int = 20
-    cycles: int = 60
-    sample_size: int = 5
     bn_batches: int = 4  # training batches used to recalibrate batch norm before each evaluation
-    # ENAS (nasforge/oneshot/enas.py): the controller's REINFORCE phase after each epoch
-    controller_steps: int = 50  # controller steps (validation batches) per epoch
-    controller_lr: float = 3.5e-3  # Adam on the LSTM controller
-    entropy_weight: float = 1e-3  # bonus for the entropy of the controller's distribution
-    final_samples: int = 20  # architectures drawn from the trained controller for the pick
-    # epochs of uniform paths before the architecture moves (ENAS's controller, NASB's A);
-    # None: the algorithm's share of ``epochs`` (ENAS 3/4, NASB and NASP 1/2; ``Algorithm.warmup``)
-    warmup_epochs: int | None = None
-    controller_reward: str = "loss"  # "loss": minus validation cross-entropy; "accuracy"
-    controller_batch: int | None = None  # validation examples per reward; None: batch_size
-    # how SPOS's and few-shot's evolution and ENAS's pick compare candidates with inherited
-    # weights (nasforge/oneshot/selection.py): "hybrid" (supernet loss + zero-cost proxy),
-    # "loss" or "accuracy" (the SPOS paper's)
-    selection: str = "hybrid"
-    selection_proxy: str = "synflow"  # the hybrid's zero-cost proxy (nasforge.proxies)
-    # uniform architectures that set the hybrid's scale; its resolution is 1 / this, and too
-    # few leave the best candidates tied at the top (docs/oneshot.md has the figures)
-    selection_reference: int = 200
     # where the supernet and the data live during the search: "cpu", "cuda" or "cuda:N"
     device: str = "cpu"
-    # ProxylessNAS's expected-latency term (nasforge/oneshot/proxyless.py); latencies in ms of
-    # the searched operations (the latency table's entries of the chosen candidates, summed)
-    latency_target: float | None = None  # None: no latency term (latency is still reported)
-    latency_loss: str = "mul"  # "mul": loss * (E[lat] / target) ** w; "add": + w * E[lat] / target
-    latency_weight: float = 1.0  # w above
-    latency_table: str | dict[str, Any] | None = None  # a JSON file or mapping; None: measured
+    # the algorithm's own settings (its ``settings_class``); None: its defaults
+    algo: Any = None
 
     def check(self, allow_no_epochs: bool = False) -> None:
-        """Raises ConfigError on an impossible setting (``epochs=0`` is allowed only when the
-        supernet starts from trained weights), or a ``device`` this machine does not have."""
+        """Raises ConfigError on an impossible setting of the loop (``epochs=0`` is allowed only
+        when the supernet starts from trained weights) or of ``algo`` (its own ``check``), or a
+        ``device`` this machine does not have."""
         if self.epochs < (0 if allow_no_epochs else 1) or self.batch_size < 1:
             raise ConfigError(
                 f"epochs and batch_size must be >= 1, got {self.epochs} and {self.batch_size}"
                 + ("" if allow_no_epochs else "; epochs=0 needs trained supernet weights")
             )
-        if self.order not in ("consecutive", "alternate"):
-            raise ConfigError(
-                f"order must be 'consecutive' (Algorithm 1) or 'alternate' (Algorithm 2), "
-                f"got {self.order!r}"
-            )
         check_device(self.device)
-        self._check_latency()
-        if self.population < 2 or self.sample_size < 1 or self.cycles < 1:
-            raise ConfigError(
-                f"SPOS evolution needs population >= 2, sample_size >= 1 and cycles >= 1, got "
-                f"{self.population}, {self.sample_size} and {self.cycles}"
-            )
-        if self.controller_steps < 0 or self.final_samples < 1:
-            raise ConfigError(
-                f"ENAS needs controller_steps >= 0 and final_samples >= 1, got "
-                f"{self.controller_steps} and {self.final_samples}"
-            )
-        self._check_controller()
-        self.check_selection()
-        if not (self.controller_lr > 0 and self.entropy_weight >= 0):
-            raise ConfigError(
-                f"ENAS needs controller_lr > 0 and entropy_weight >= 0, got "
-                f"{self.controller_lr} and {self.entropy_weight}"
-            )
+        if self.algo is not None:
+            self.algo.check()
 
-    def _check_controller(self) -> None:
-        """Raises ConfigError on a bad ENAS warm-up, reward or reward batch."""
-        w, b = self.warmup_epochs, self.controller_batch
-        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0):
-            raise ConfigError(
-                f"warmup_epochs must be an int >= 0 (epochs of uniform paths before the "
-                f"architecture moves: ENAS, NASB) or null for the algorithm's default, got {w!r}"
-            )
-        if self.controller_reward not in ("loss", "accuracy"):
-            raise ConfigError(
-                f"controller_reward must be 'loss' (minus the validation cross-entropy) or "
-                f"'accuracy', got {self.controller_reward!r}"
-            )
-        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 1):
-            raise ConfigError(
-                f"controller_batch must be an int >= 1 (validation examples per reward) or null "
-                f"for batch_size, got {b!r}"
-            )
 
-    def check_selection(self) -> None:
-        """Raises ConfigError on a bad selection, proxy or reference size (also checked by
-        :class:`nasforge.oneshot.selection.Selection`, which may get an unchecked config)."""
-        if self.selection not in SELECTIONS:
-            raise ConfigError(
-                f"selection must be one of {list(SELECTIONS)} (how candidates with inherited "
-                f"weights are compared), got {self.selection!r}"
-            )
-        get_proxy(self.selection_proxy)
-        r = self.selection_reference
-        if isinstance(r, bool) or not isinstance(r, int) or r < 1:
-            raise ConfigError(f"selection_reference must be an int >= 1, got {r!r}")
-
-    def _check_latency(self) -> None:
-        """Raises ConfigError on a bad setting of the latency term."""
-        t = self.latency_target
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0):
-            raise ConfigError(
-                f"latency_target must be a positive number of milliseconds or null, got {t!r}"
-            )
-        if self.latency_loss not in ("mul", "add"):
-            raise ConfigError(
-                f"latency_loss must be 'mul' (loss * (E[lat]/target)**w) or 'add' (loss + w * "
-                f"E[lat]/target), got {self.latency_loss!r}"
-            )
-        w = self.latency_weight
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
-            raise ConfigError(f"latency_weight must be a number >= 0, got {w!r}")
-        if not (self.latency_table is None or isinstance(self.latency_table, (str, Mapping))):
-            raise ConfigError(
-                "latency_table must be the path of a JSON latency table, a mapping "
-                f"(module path -> {{candidate: ms}} or candidate -> ms) or null, got "
-                f"{type(self.latency_table).__name__}"
-            )
+def check_optional_int(name: str, value: Any, minimum: int, meaning: str, none: str) -> None:
+    """Raises ConfigError unless ``value`` (the setting ``name``: ``meaning``) is an int of at
+    least ``minimum`` or None (which means ``none``); the one check of such settings."""
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or value < minimum
+    ):
+        raise ConfigError(
+            f"{name} must be an int >= {minimum} ({meaning}) or null for {none}, got {value!r}"
+        )
 
 
 @dataclass

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from nasforge.oneshot.algorithms import register_algorithm
 from nasforge.oneshot.common import SearchConfig, arch_step, weight_step
 from nasforge.oneshot.supernet import Algorithm, MixedInput, MixedLayer, MixedRepeat, Supernet
 
@@ -55,8 +56,10 @@ class DartsRepeat(MixedRepeat):
         return sum(w[i] * outs[d] for i, d in enumerate(self.values))
 
 
+@register_algorithm
 class Darts(Algorithm):
-    """The DARTS mixed ops; a step updates alpha on a validation batch, then the weights."""
+    """The DARTS mixed ops; a step updates alpha on a validation batch, then the weights (no
+    settings of its own: the loop's learning rates are all it reads)."""
 
     name = "darts"
     layer = DartsLayer

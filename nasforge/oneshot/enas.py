@@ -38,20 +38,23 @@ from __future__ import annotations
 
 import logging
 import random
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from nasforge.oneshot.common import Batch, activate, batches, weight_step
-from nasforge.oneshot.selection import Selection, pick
+from nasforge.errors import ConfigError
+from nasforge.oneshot.algorithms import register_algorithm
+from nasforge.oneshot.common import Batch, activate, batches, check_optional_int, weight_step
+from nasforge.oneshot.selection import Selection, SelectionSettings, pick
 from nasforge.oneshot.selection import check as check_selection
 from nasforge.oneshot.spos import SposInput, SposLayer, SposRepeat
 from nasforge.oneshot.supernet import Algorithm, Supernet, frozen_bn_stats
 from nasforge.space.search_space import Arch, SearchSpace
 from nasforge.strategy.base import RewardBaseline
 
-__all__ = ["Enas", "Controller"]
+__all__ = ["Enas", "EnasSettings", "Controller"]
 
 logger = logging.getLogger(__name__)
 
@@ -159,11 +162,52 @@ def _reward(net: Supernet, batch: Batch, kind: str) -> float:
         return -float(nn.functional.cross_entropy(out, y))
 
 
+@dataclass
+class EnasSettings(SelectionSettings):
+    """Returns nothing; the settings of ENAS: its controller's phase after each epoch, its
+    final pick (selection's settings included) and its warm-up."""
+
+    controller_steps: int = 50  # controller steps (validation batches) per epoch
+    controller_lr: float = 3.5e-3  # Adam on the LSTM controller
+    entropy_weight: float = 1e-3  # bonus for the entropy of the controller's distribution
+    final_samples: int = 20  # architectures drawn from the trained controller for the pick
+    # epochs of uniform paths before the controller moves; None: 3/4 of ``epochs``
+    warmup_epochs: int | None = None
+    controller_reward: str = "loss"  # "loss": minus validation cross-entropy; "accuracy"
+    controller_batch: int | None = None  # validation examples per reward; None: batch_size
+
+    def check(self) -> None:
+        """Raises ConfigError on a bad selection setting, controller phase, reward or warm-up."""
+        super().check()
+        if self.controller_steps < 0 or self.final_samples < 1:
+            raise ConfigError(
+                f"ENAS needs controller_steps >= 0 and final_samples >= 1, got "
+                f"{self.controller_steps} and {self.final_samples}"
+            )
+        if not (self.controller_lr > 0 and self.entropy_weight >= 0):
+            raise ConfigError(
+                f"ENAS needs controller_lr > 0 and entropy_weight >= 0, got "
+                f"{self.controller_lr} and {self.entropy_weight}"
+            )
+        check_optional_int("warmup_epochs", self.warmup_epochs, 0,
+                           "epochs of uniform paths before the architecture moves: ENAS, NASB",
+                           "the algorithm's default")  # fmt: skip
+        if self.controller_reward not in ("loss", "accuracy"):
+            raise ConfigError(
+                f"controller_reward must be 'loss' (minus the validation cross-entropy) or "
+                f"'accuracy', got {self.controller_reward!r}"
+            )
+        check_optional_int("controller_batch", self.controller_batch, 1,
+                           "validation examples per reward", "batch_size")  # fmt: skip
+
+
+@register_algorithm
 class Enas(Algorithm):
     """The single-path mixed ops, sampled by an LSTM controller that learns by REINFORCE on
     validation loss or accuracy after a warm-up of uniform paths (see the module docstring)."""
 
     name = "enas"
+    settings_class = EnasSettings
     uses_val = False  # the controller phase reads the validation split itself
     warmup = 0.75  # of the epochs (see the module docstring)
     learns_arch = True
@@ -179,7 +223,7 @@ class Enas(Algorithm):
     @classmethod
     def arch_optimizer(cls, params: list[nn.Parameter], cfg: Any) -> torch.optim.Optimizer:
         """Returns Adam on the controller (``controller_lr``; no weight decay)."""
-        return torch.optim.Adam(params, lr=cfg.controller_lr)
+        return torch.optim.Adam(params, lr=cfg.algo.controller_lr)
 
     @staticmethod
     def _controller(net: Supernet) -> Controller:
@@ -209,18 +253,19 @@ class Enas(Algorithm):
                 return {"reward": None, "entropy": float(ctrl.sample(None)[2])}
         rewards: list[float] = []
         entropies: list[float] = []
-        size = cfg.controller_batch or cfg.batch_size
+        s: EnasSettings = cfg.algo
+        size = s.controller_batch or cfg.batch_size
         val_iter = batches(split.val, size, state.g)
-        for _ in range(cfg.controller_steps):
+        for _ in range(s.controller_steps):
             batch = next(val_iter, None)
             if batch is None:
                 val_iter = batches(split.val, size, state.g)
                 batch = next(val_iter)
             positions, log_p, entropy = ctrl.sample(state.rng)
             activate(net, ctrl.space.from_index(positions))
-            reward = _reward(net, batch, cfg.controller_reward)
+            reward = _reward(net, batch, s.controller_reward)
             advantage = ctrl.baseline.advantage(reward)
-            loss = -(advantage * log_p + cfg.entropy_weight * entropy)
+            loss = -(advantage * log_p + s.entropy_weight * entropy)
             loss.backward()
             state.opt_a.step()
             state.opt_a.zero_grad(set_to_none=True)
@@ -244,15 +289,15 @@ class Enas(Algorithm):
     @classmethod
     def finish(cls, net: Supernet, split: Any, cfg: Any) -> tuple[Arch, list[tuple[Arch, float]]]:
         """Returns the best of ``final_samples`` architectures drawn from the controller,
-        compared by ``cfg.selection`` (:mod:`nasforge.oneshot.selection`: inherited weights,
+        compared by ``selection`` (:mod:`nasforge.oneshot.selection`: inherited weights,
         recalibrated batch norm, the whole validation split), and every distinct sample with
         its validation accuracy."""
         ctrl = cls._controller(net)
         rng = random.Random(cfg.seed)
-        samples = [ctrl.arch(rng) for _ in range(cfg.final_samples)]
+        samples = [ctrl.arch(rng) for _ in range(cfg.algo.final_samples)]
         sel = Selection(net.space, lambda arch: net, split.train, split.val, cfg)
         best, history = pick(sel, samples)
         n, acc = len(history), sel.inherited(best)[0]
         logger.info("enas: %d distinct of %d samples scored, best by %s: val acc %.4f",
-                    n, cfg.final_samples, cfg.selection, acc)  # fmt: skip
+                    n, cfg.algo.final_samples, cfg.algo.selection, acc)  # fmt: skip
         return best, history

@@ -14,6 +14,15 @@ share weights with the others there. With ``K`` candidates per split decision th
 The budget is the caller's: Zhao et al. train the one-shot supernet, split it, then train each
 sub-supernet further; ``benchmarks/ranking.py`` spends on the one-shot part and on the
 sub-supernets together as many steps as the one-shot supernet it compares against.
+
+As a search (``search(space, "fewshot", data)``, a run file's ``strategy: {name: fewshot}``),
+:class:`FewShotSpos` runs the same recipe through the search loop: the first ``split_epoch``
+epochs (default half) train the one supernet as SPOS does, then it is split on the decisions
+``split_on`` (default: the first decision with the most candidates) and every later step
+trains a uniform path in the sub-supernet that holds it; SPOS's evolution ends the search,
+each candidate scored in its own sub-supernet. The supernet itself holds the architectures of
+the first combination, the others are held sub-supernets (:meth:`Supernet.hold`), so the
+record, checkpoints, resume and export are the loop's.
 """
 
 from __future__ import annotations
@@ -24,20 +33,32 @@ import logging
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
 
 from nasforge.errors import ConfigError
 from nasforge.oneshot import selection
-from nasforge.oneshot.common import Batch, SearchConfig, activate, batches, weight_optimizer
-from nasforge.oneshot.selection import Selection
-from nasforge.oneshot.supernet import Supernet
+from nasforge.oneshot.algorithms import register_algorithm
+from nasforge.oneshot.common import (
+    Batch,
+    SearchConfig,
+    activate,
+    batches,
+    check_optional_int,
+    weight_optimizer,
+    weight_step,
+)
+from nasforge.oneshot.selection import EvolutionSettings, Selection
+from nasforge.oneshot.spos import Spos, SposInput, SposLayer, SposRepeat
+from nasforge.oneshot.supernet import Algorithm, Supernet
 from nasforge.space.search_space import Arch
 
 __all__ = [
     "FewShot",
+    "FewShotSettings",
+    "FewShotSpos",
     "uniform_paths",
     "train_single_path",
     "split_supernet",
@@ -155,3 +176,151 @@ def evolve_fewshot(
     """
     space = next(iter(few.subnets.values())).space
     return selection.evolve(Selection(space, few.net_for, train, val, cfg), cfg, allowed)
+
+
+@dataclass
+class FewShotSettings(EvolutionSettings):
+    """Returns nothing; the settings of a few-shot search: where and when the supernet splits,
+    and SPOS's evolution and selection."""
+
+    # the decisions whose candidates split the supernet (one or two labels); None: the first
+    # decision with the most candidates
+    split_on: list[str] | None = None
+    # epochs of one-shot training before the split; None: half of ``epochs`` (rounded down)
+    split_epoch: int | None = None
+
+    def check(self) -> None:
+        """Raises ConfigError on a bad evolution or selection setting, ``split_on`` that is not
+        one or two labels, or ``split_epoch`` that is not an int >= 0 or None."""
+        super().check()
+        on = self.split_on
+        if on is not None and (
+            isinstance(on, str)
+            or not isinstance(on, Sequence)
+            or not 1 <= len(on) <= 2
+            or not all(isinstance(d, str) for d in on)
+        ):
+            raise ConfigError(
+                f"split_on must be a list of one or two decision labels (or null for the "
+                f"decision with the most candidates), got {on!r}"
+            )
+        check_optional_int("split_epoch", self.split_epoch, 0, "epochs before the split",
+                           "half of epochs")  # fmt: skip
+
+
+@register_algorithm
+class FewShotSpos(Algorithm):
+    """Few-shot SPOS (see the module docstring): single-path steps on the one supernet, then,
+    after ``split_epoch`` epochs, in the sub-supernet that holds each sampled path; the search
+    ends with SPOS's evolution, each candidate scored in its own sub-supernet."""
+
+    name = "fewshot"
+    settings_class = FewShotSettings
+    uses_val = False
+    learns_arch = False
+    layer = SposLayer
+    input = SposInput
+    repeat = SposRepeat
+
+    @staticmethod
+    def split_on(space: Any, cfg: SearchConfig) -> tuple[str, ...]:
+        """Returns the decisions of ``space`` (the model space) the supernet splits on:
+        ``split_on``, or the first decision with the most candidates.
+
+        Raises:
+            ConfigError: a label of ``split_on`` is not a decision of the space.
+        """
+        decisions = space.search_space().decisions
+        given = cast(FewShotSettings, cfg.algo).split_on
+        if given is None:
+            return (max(decisions, key=len).label,)  # max keeps the first of equals
+        labels = [d.label for d in decisions]
+        unknown = [d for d in given if d not in labels]
+        if unknown or len(set(given)) != len(given):
+            raise ConfigError(
+                f"split_on {list(given)} must name distinct decisions of the space {labels}"
+            )
+        return tuple(given)
+
+    @staticmethod
+    def split_epoch(cfg: SearchConfig) -> int:
+        """Returns the epochs of one-shot training before the split."""
+        given = cast(FewShotSettings, cfg.algo).split_epoch
+        return cfg.epochs // 2 if given is None else given
+
+    @classmethod
+    def check_space(cls, space: Any, cfg: SearchConfig) -> None:
+        """Raises ConfigError when ``split_on`` names no distinct decisions of ``space`` or
+        ``split_epoch`` lies beyond ``epochs``."""
+        cls.split_on(space, cfg)
+        if cls.split_epoch(cfg) > cfg.epochs:
+            raise ConfigError(
+                f"split_epoch {cls.split_epoch(cfg)} is beyond the search's {cfg.epochs} epochs; "
+                "lower it or leave it null (half of epochs)"
+            )
+
+    @classmethod
+    def prepare(cls, net: Supernet, split: Any, cfg: SearchConfig) -> None:
+        """Checks the selection, and gives ``net`` one held copy of itself per combination of
+        the split decisions' candidates but the first (which ``net`` holds).
+
+        Raises:
+            ConfigError: the selection cannot score the space.
+        """
+        selection.check(net.space, split.train, cfg)
+        on = cls.split_on(net.space, cfg)
+        by_label = {d.label: d for d in net.space.search_space().decisions}
+        combos = list(itertools.product(*(by_label[d].values for d in on)))
+        # copies first, each with its own memo: the space is shared, not copied
+        subs = [copy.deepcopy(net, {id(net.space): net.space}) for _ in combos[1:]]
+        for sub, combo in zip(subs, combos[1:]):
+            net.hold(sub, dict(zip(on, combo)))
+        logger.info("fewshot: %d sub-supernets on %s after epoch %d", len(combos), list(on),
+                    cls.split_epoch(cfg))  # fmt: skip
+
+    @classmethod
+    def step(
+        cls, net: Supernet, state: Any, train: Batch, val: Any, cfg: SearchConfig
+    ) -> tuple[float, float | None]:
+        """Returns (train loss, None) after one weight step of a uniformly sampled path, in the
+        supernet before the split and in the sub-supernet that holds it after."""
+        arch = net.space.search_space().sample(state.rng)
+        sub = net if state.epoch < cls.split_epoch(cfg) else net.holder(arch)
+        activate(sub, arch)
+        return weight_step(sub, state.opt_w, train, cfg), None
+
+    @classmethod
+    def after_epoch(cls, net: Supernet, state: Any, split: Any, cfg: SearchConfig) -> dict:
+        """Splits the supernet after epoch ``split_epoch``: each held sub-supernet starts
+        from its weights and their momentum; returns no numbers."""
+        if state.epoch + 1 == cls.split_epoch(cfg):
+            copy_into_held(net, state.opt_w)
+        return {}
+
+    @classmethod
+    def current_arch(cls, net: Supernet) -> Arch:
+        """Returns SPOS's: the space's default architecture (which ``net`` itself holds, as
+        the first combination of the split), activated."""
+        return Spos.current_arch(net)
+
+    @classmethod
+    def finish(
+        cls, net: Supernet, split: Any, cfg: SearchConfig
+    ) -> tuple[Arch, list[tuple[Arch, float]]]:
+        """Returns the best architecture of SPOS's evolution, each candidate scored in the
+        sub-supernet that holds it, and every architecture it scored."""
+        sel = Selection(net.space, net.holder, split.train, split.val, cfg)
+        return selection.evolve(sel, cfg)
+
+
+def copy_into_held(net: Supernet, opt: torch.optim.Optimizer) -> None:
+    """Copies ``net``'s model (weights, buffers, and the momentum ``opt`` keeps for them) into
+    each sub-supernet it holds."""
+    state = net.model.state_dict()
+    for sub in net.held:
+        sub = cast(Supernet, sub)
+        sub.model.load_state_dict(state)
+        for p, q in zip(net.model.parameters(), sub.model.parameters()):
+            kept = opt.state.get(p, {})
+            if "momentum_buffer" in kept:
+                opt.state[q]["momentum_buffer"] = kept["momentum_buffer"].clone()

@@ -28,17 +28,21 @@ straight-through mask G; its architecture gradients equal NASB's.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
+from nasforge.errors import ConfigError
+from nasforge.oneshot.algorithms import register_algorithm
 from nasforge.oneshot.common import (
     SearchConfig,
     apply_arch,
     apply_weights,
     arch_grads,
     arch_step,
+    check_optional_int,
     weight_grads,
     weight_step,
 )
@@ -54,6 +58,7 @@ from nasforge.oneshot.supernet import (
 __all__ = [
     "Nasb",
     "Nasp",
+    "NasbSettings",
     "NasbLayer",
     "NasbInput",
     "NasbRepeat",
@@ -260,10 +265,32 @@ class NaspRepeat(NasbRepeat):
         return sum(gate[i] * outs[d] for i, d in enumerate(self.values))
 
 
+@dataclass
+class NasbSettings:
+    """Returns nothing; the settings of NASB and NASP."""
+
+    order: str = "consecutive"  # update order: "consecutive" (Alg. 1) or "alternate" (Alg. 2)
+    # epochs of uniform gates before A moves; None: half of ``epochs`` (``Nasb.warmup``)
+    warmup_epochs: int | None = None
+
+    def check(self) -> None:
+        """Raises ConfigError on an unknown order or a bad warm-up."""
+        if self.order not in ("consecutive", "alternate"):
+            raise ConfigError(
+                f"order must be 'consecutive' (Algorithm 1) or 'alternate' (Algorithm 2), "
+                f"got {self.order!r}"
+            )
+        check_optional_int("warmup_epochs", self.warmup_epochs, 0,
+                           "epochs of uniform paths before the architecture moves: ENAS, NASB",
+                           "the algorithm's default")  # fmt: skip
+
+
+@register_algorithm
 class Nasb(Algorithm):
-    """The NASB binary mixed ops; a step follows ``cfg.order`` (Algorithm 1 or 2)."""
+    """The NASB binary mixed ops; a step follows the setting ``order`` (Algorithm 1 or 2)."""
 
     name = "nasb"
+    settings_class = NasbSettings
     layer: type[MixedLayer] = NasbLayer  # Nasp swaps in NaspLayer, a sibling class
     input = NasbInput
     repeat = NasbRepeat
@@ -299,7 +326,18 @@ class Nasb(Algorithm):
         binarize(net)
         return net.export()
 
+    @classmethod
+    def parallel_problem(cls, cfg: Any) -> str:
+        """Returns why ``order='alternate'`` cannot run model-parallel ("" for Algorithm 1)."""
+        if cfg.algo.order == "consecutive":
+            return ""
+        return (
+            f"model parallel search runs Algorithm 1 (order='consecutive'), got order="
+            f"{cfg.algo.order!r}: CMP overlaps F_A with F_w, which needs both to use G_t"
+        )
 
+
+@register_algorithm
 class Nasp(Nasb):
     """NASB's binarisation with dense (NASP) layers: every candidate kept in the graph."""
 
@@ -319,7 +357,7 @@ def nasb_step(
     cfg: SearchConfig,
     uniform: torch.Generator | None = None,
 ) -> tuple[float, float]:
-    """Returns (train loss, val loss) of one NASB step in ``cfg.order``.
+    """Returns (train loss, val loss) of one NASB step in ``cfg.algo.order``.
 
     consecutive (Algorithm 1): G_t; F_A, B_A on val; F_w, B_w on train; then update A and w.
     alternate (Algorithm 2): G_t; update A on val; G_{t+1}; update w on train.
@@ -334,7 +372,7 @@ def nasb_step(
             val_loss = float(nn.functional.cross_entropy(net(val_batch[0]), val_batch[1]))
         train_loss = weight_grads(net, train_batch)
         apply_weights(net, opt_w, cfg)
-    elif cfg.order == "consecutive":
+    elif cfg.algo.order == "consecutive":
         val_loss, grads = arch_grads(net, val_batch)
         train_loss = weight_grads(net, train_batch)
         apply_arch(net, opt_a, grads)

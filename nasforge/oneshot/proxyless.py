@@ -35,13 +35,16 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
+from nasforge.errors import ConfigError
 from nasforge.oneshot import op_latency
+from nasforge.oneshot.algorithms import register_algorithm
 from nasforge.oneshot.common import SearchConfig, apply_arch, weight_step
 from nasforge.oneshot.nasb import _ArchGrad
 from nasforge.oneshot.supernet import (
@@ -56,6 +59,7 @@ from nasforge.space.search_space import Arch
 
 __all__ = [
     "ProxylessNas",
+    "ProxylessSettings",
     "ProxylessLayer",
     "ProxylessInput",
     "ProxylessRepeat",
@@ -292,13 +296,14 @@ def expected_latency(net: Supernet, sampled: bool = False) -> torch.Tensor:
 
 
 def _with_latency(loss: torch.Tensor, net: Supernet, cfg: SearchConfig) -> torch.Tensor:
-    """Returns the loss with the latency term of ``cfg`` (unchanged without a target)."""
-    if cfg.latency_target is None:
+    """Returns the loss with the latency term of ``cfg.algo`` (unchanged without a target)."""
+    s: ProxylessSettings = cfg.algo
+    if s.latency_target is None:
         return loss
-    ratio = expected_latency(net, sampled=True) / cfg.latency_target
-    if cfg.latency_loss == "mul":
-        return loss * ratio.clamp_min(1e-12) ** cfg.latency_weight
-    return loss + cfg.latency_weight * ratio
+    ratio = expected_latency(net, sampled=True) / s.latency_target
+    if s.latency_loss == "mul":
+        return loss * ratio.clamp_min(1e-12) ** s.latency_weight
+    return loss + s.latency_weight * ratio
 
 
 def _arch_step(net: Supernet, opt_a: torch.optim.Optimizer, batch: Any, cfg: SearchConfig,
@@ -333,11 +338,47 @@ def proxyless_step(net: Supernet, state: Any, train: Any, val: Any, cfg: SearchC
     return train_loss, val_loss
 
 
+@dataclass
+class ProxylessSettings:
+    """Returns nothing; the settings of ProxylessNAS's expected-latency term. Latencies are in
+    ms of the searched operations (the latency table's entries of the chosen candidates,
+    summed)."""
+
+    latency_target: float | None = None  # None: no latency term (latency is still reported)
+    latency_loss: str = "mul"  # "mul": loss * (E[lat] / target) ** w; "add": + w * E[lat] / target
+    latency_weight: float = 1.0  # w above
+    latency_table: str | dict[str, Any] | None = None  # a JSON file or mapping; None: measured
+
+    def check(self) -> None:
+        """Raises ConfigError on a bad setting of the latency term."""
+        t = self.latency_target
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0):
+            raise ConfigError(
+                f"latency_target must be a positive number of milliseconds or null, got {t!r}"
+            )
+        if self.latency_loss not in ("mul", "add"):
+            raise ConfigError(
+                f"latency_loss must be 'mul' (loss * (E[lat]/target)**w) or 'add' (loss + w * "
+                f"E[lat]/target), got {self.latency_loss!r}"
+            )
+        w = self.latency_weight
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
+            raise ConfigError(f"latency_weight must be a number >= 0, got {w!r}")
+        if not (self.latency_table is None or isinstance(self.latency_table, (str, Mapping))):
+            raise ConfigError(
+                "latency_table must be the path of a JSON latency table, a mapping "
+                f"(module path -> {{candidate: ms}} or candidate -> ms) or null, got "
+                f"{type(self.latency_table).__name__}"
+            )
+
+
+@register_algorithm
 class ProxylessNas(Algorithm):
     """The ProxylessNAS binarized paths; a step updates alpha on two sampled paths per decision
     (with the latency term when ``latency_target`` is set), then the weights on one."""
 
     name = "proxylessnas"
+    settings_class = ProxylessSettings
     layer = ProxylessLayer
     input = ProxylessInput
     repeat = ProxylessRepeat
@@ -345,11 +386,11 @@ class ProxylessNas(Algorithm):
 
     @classmethod
     def prepare(cls, net: Supernet, split: Any, cfg: Any) -> None:
-        """Gives the supernet its latency table: ``cfg.latency_table`` when set, else each
+        """Gives the supernet its latency table: ``cfg.algo.latency_table`` when set, else each
         candidate timed on the supernet's device at its input shape, found by one pass with
         every layer in it (:mod:`~nasforge.oneshot.op_latency`)."""
-        if cfg.latency_table is not None:
-            table = op_latency.load_table(net, cfg.latency_table)
+        if cfg.algo.latency_table is not None:
+            table = op_latency.load_table(net, cfg.algo.latency_table)
         else:
             trace_shapes(net, split.train[0][:2])
             table = op_latency.measure_table(net)
@@ -377,13 +418,13 @@ class ProxylessNas(Algorithm):
     @classmethod
     def finish(cls, net: Supernet, split: Any, cfg: Any) -> tuple[Arch, list[tuple[Arch, float]]]:
         """Returns the argmax architecture; logs whether its latency meets the target."""
-        arch = cls.current_arch(net)
-        if cfg.latency_target is not None and hasattr(net, "latency"):
+        arch, target = cls.current_arch(net), cfg.algo.latency_target
+        if target is not None and hasattr(net, "latency"):
             ms = op_latency.arch_latency(net, arch)
-            meets = "meets" if ms <= cfg.latency_target else "MISSES"
-            log = logger.info if ms <= cfg.latency_target else logger.warning
+            meets = "meets" if ms <= target else "MISSES"
+            log = logger.info if ms <= target else logger.warning
             log("proxylessnas: the pick's latency %.4g ms %s the target %.4g ms", ms, meets,
-                cfg.latency_target)  # fmt: skip
+                target)  # fmt: skip
         return arch, []
 
     @classmethod

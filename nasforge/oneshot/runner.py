@@ -11,8 +11,8 @@
                 frozen model with the supernet's weights and batch norm recalibrated on
                 training batches, ``test_accuracy`` when the data has a test part, ``params``,
                 ``supernet_val_acc``, ``search_seconds``; its weights are its checkpoint. For
-                SPOS, every architecture the evolution scored is a trial too, and for ENAS
-                every sample of its final pick.
+                SPOS and few-shot, every architecture the evolution scored is a trial too, and
+                for ENAS every sample of its final pick.
     artifacts   ``supernet``: the trained supernet's state dict
 
 Data: ``(X, y)`` tensors (split evenly into a weight half and an architecture half), a mapping
@@ -32,7 +32,6 @@ Model and data parallel: ``model_parallel=M, schedule="cmp"`` (or ``"mp"``), ``r
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import time
@@ -45,11 +44,18 @@ import torch
 
 from nasforge.data import to_tensors
 from nasforge.errors import ConfigError, StoreError
+from nasforge.oneshot.algorithms import (
+    algorithm_names,
+    config_for,
+    flat_settings,
+    get_algorithm,
+    own_settings,
+)
 from nasforge.oneshot.cmp import DEFAULT_WORKERS, CMPSettings, check_parallel, cmp_search
-from nasforge.oneshot.common import Batch, SearchConfig, Split, accuracy, recalibrate_bn, split_data
-from nasforge.oneshot.search import ALGORITHMS, SearchState, search
+from nasforge.oneshot.common import Batch, Split, accuracy, recalibrate_bn, split_data
+from nasforge.oneshot.search import SearchState, search
 from nasforge.oneshot.search import supernet as make_supernet
-from nasforge.oneshot.supernet import inherit_weights
+from nasforge.run.files import read_recorded
 from nasforge.run.progress import fmt_time
 from nasforge.run.refs import materialize
 from nasforge.run.runner import BaseRunner, Objective, did_you_mean, find_ref, register_runner
@@ -85,35 +91,31 @@ _NUMERIC_ROW_KEYS = ("epoch", "train_loss", "val_loss", "val_acc", "seconds")
 
 
 class OneShot:
-    """Returns nothing; names a one-shot algorithm and its search settings, the one-shot
-    counterpart of a multi-trial strategy object: ``OneShot("nasb", epochs=8)``.
+    """Returns nothing; names a one-shot algorithm and its search settings (the loop's and the
+    algorithm's own, one flat mapping split by
+    :func:`~nasforge.oneshot.algorithms.config_for`), the one-shot counterpart of a
+    multi-trial strategy object: ``OneShot("nasb", epochs=8, order="alternate")``.
 
     Raises:
-        ConfigError: unknown algorithm or setting, or an impossible setting.
+        ConfigError: unknown algorithm or setting (a setting of another algorithm says
+            whose), or an impossible setting.
     """
 
     def __init__(self, name: str, **settings: Any) -> None:
-        if name not in ALGORITHMS:
-            hint = did_you_mean(str(name), sorted(ALGORITHMS))
+        if not isinstance(name, str) or name not in algorithm_names():
+            hint = did_you_mean(str(name), algorithm_names())
             raise ConfigError(
                 f"unknown strategy {name!r}; {hint + ' ' if hint else ''}expected a one-shot "
-                f"algorithm {sorted(ALGORITHMS)} or a multi-trial strategy {list_strategies()}"
+                f"algorithm {algorithm_names()} or a multi-trial strategy {list_strategies()}"
             )
-        try:
-            self.config = SearchConfig(**settings)
-        except TypeError as exc:
-            fields = sorted(f.name for f in dataclasses.fields(SearchConfig))
-            raise ConfigError(
-                f"one-shot strategy {name!r}: unknown setting in {sorted(settings)}; the "
-                f"settings are {fields}"
-            ) from exc
+        self.config = config_for(name, settings)
         self.config.check(allow_no_epochs=True)  # OneShotSearch checks epochs=0 against weights
-        ALGORITHMS[name].warmup_epochs(self.config)  # a warm-up the algorithm has not: say so
         self.name = name
 
     def settings(self) -> dict[str, Any]:
-        """Returns the search settings as JSON-able data."""
-        return json.loads(json.dumps(dataclasses.asdict(self.config)))
+        """Returns the search settings as JSON-able data: one flat mapping, the loop's then
+        the algorithm's."""
+        return json.loads(json.dumps(flat_settings(self.config)))
 
     def __repr__(self) -> str:
         return f"OneShot({self.name!r}, {self.settings()})"
@@ -129,14 +131,14 @@ def get_oneshot(spec: str | Mapping[str, Any] | OneShot, **settings: Any) -> One
     if isinstance(spec, OneShot):
         if not settings:
             return spec
-        return OneShot(spec.name, **{**dataclasses.asdict(spec.config), **settings})
+        return OneShot(spec.name, **{**flat_settings(spec.config), **settings})
     if isinstance(spec, str):
         return OneShot(spec, **settings)
     if isinstance(spec, Mapping) and "name" in spec:
         rest = {k: v for k, v in spec.items() if k != "name"}
         return OneShot(spec["name"], **{**rest, **settings})
     raise ConfigError(
-        f"a one-shot strategy is a name {sorted(ALGORITHMS)}, a mapping with 'name', or a "
+        f"a one-shot strategy is a name {algorithm_names()}, a mapping with 'name', or a "
         f"OneShot; got {spec!r:.100}"
     )
 
@@ -182,10 +184,11 @@ class OneShotSearch(BaseRunner):
     """Returns, after :meth:`run`, a one-shot search of ``space`` recorded in ``directory``
     (the ``oneshot`` kind of run; see the module docstring for what it records).
 
-    ``strategy`` is a name (``"darts"``, ``"enas"``, ``"nasb"``, ``"nasp"``,
-    ``"proxylessnas"``, ``"spos"``), a mapping or a :class:`OneShot`; ``settings`` are
-    :class:`~nasforge.oneshot.SearchConfig` fields (``epochs``, ``batch_size``, ``seed``, ...)
-    that override the strategy's. ``threads`` sets torch's thread count (default:
+    ``strategy`` is the name of a registered algorithm (``"darts"``, ``"enas"``, ``"fewshot"``,
+    ``"nasb"``, ``"nasp"``, ``"proxylessnas"``, ``"spos"``, or one of yours), a mapping or a
+    :class:`OneShot`; ``settings`` are the loop's :class:`~nasforge.oneshot.SearchConfig`
+    fields (``epochs``, ``batch_size``, ``seed``, ...) and the algorithm's own, and override
+    the strategy's. ``threads`` sets torch's thread count (default:
     :func:`nasforge.runtime.threads.default_threads`).
     ``model_parallel``, ``schedule``, ``replicas`` and ``workers`` split the search over
     partitions and replicas (:func:`~nasforge.oneshot.cmp.cmp_search`; docs/cmp.md).
@@ -233,6 +236,7 @@ class OneShotSearch(BaseRunner):
                 "its budget is `epochs` (e.g. strategy: {name: nasb, epochs: 8})"
             )
         self.strategy = get_oneshot(strategy, **settings)
+        self._recorded_strategy: dict[str, Any] | None = None  # see check()
         if not isinstance(space, ModelSpace):
             raise ConfigError(
                 f"one-shot search takes a nasforge ModelSpace, got {type(space).__name__}"
@@ -241,6 +245,7 @@ class OneShotSearch(BaseRunner):
         if len(self.search_space) == 0:
             raise ConfigError(f"the space {type(space).__name__} has no decisions to search")
         make_supernet(space, self.strategy.name)  # SpaceError now rather than mid-training
+        get_algorithm(self.strategy.name).check_space(space, self.strategy.config)
         self.supernet_run = None if supernet is None else str(supernet)
         self._weights = None if supernet is None else _supernet_weights(Path(supernet))
         self.strategy.config.check(allow_no_epochs=self._weights is not None)
@@ -266,8 +271,9 @@ class OneShotSearch(BaseRunner):
 
     @classmethod
     def names(cls) -> list[str]:
-        """Returns the one-shot algorithm names."""
-        return sorted(ALGORITHMS)
+        """Returns the names of the registered one-shot algorithms (the built-ins and every one
+        registered with :func:`~nasforge.oneshot.algorithms.register_algorithm`)."""
+        return algorithm_names()
 
     @classmethod
     def claims(cls, strategy: Any) -> bool:
@@ -279,7 +285,9 @@ class OneShotSearch(BaseRunner):
         cls, settings: Mapping[str, Any], *, base: Path | None = None, **overrides: Any
     ) -> OneShotSearch:
         """Returns a one-shot search from a run file's settings (``space``, ``strategy``,
-        ``data``, and SearchConfig fields) or a stored section.
+        ``data``, and search settings) or a stored section (whose strategy settings may hold
+        other algorithms' settings too, as a record written while one config held them all
+        does: those are dropped).
 
         Raises:
             ConfigError: no space or data, a bad reference or setting.
@@ -294,7 +302,8 @@ class OneShotSearch(BaseRunner):
         space = materialize(s.pop("space"), base)
         strategy = s.pop("strategy")
         if isinstance(strategy, Mapping) and "config" in strategy:  # a stored section
-            strategy = {"name": strategy["name"], **strategy["config"]}
+            name = strategy["name"]
+            strategy = {"name": name, **own_settings(name, strategy["config"])}
         data = s.pop("data", None)
         if isinstance(data, Mapping) and "unrebuildable" in data:
             raise ConfigError(
@@ -311,6 +320,28 @@ class OneShotSearch(BaseRunner):
         """Returns the settings a resume must keep: the space and the algorithm's settings."""
         return ("search_space", "strategy")
 
+    def check(self) -> None:
+        """Returns None; on a resume of a run whose record holds the strategy section of a
+        nasforge where one config held every algorithm's settings, keeps that section as
+        written (:meth:`section`) when it agrees with this search on every setting the
+        algorithm reads and its other keys are other algorithms' settings, so that the run
+        resumes; otherwise the shared resume check compares the sections as usual."""
+        self._recorded_strategy = None
+        try:
+            recorded = read_recorded(self.directory).config.get(self.kind)
+        except StoreError:  # no run there yet
+            return
+        stored = recorded.get("strategy") if isinstance(recorded, Mapping) else None
+        if not (
+            isinstance(stored, Mapping)
+            and stored.get("name") == self.strategy.name
+            and isinstance(stored.get("config"), Mapping)
+        ):
+            return
+        settings = self.strategy.settings()
+        if own_settings(self.strategy.name, stored["config"]) == settings:
+            self._recorded_strategy = dict(stored)
+
     def section(self) -> dict[str, Any]:
         """Returns the search's settings as JSON-able data."""
         data = self.data
@@ -319,7 +350,8 @@ class OneShotSearch(BaseRunner):
             data = ref if ref is not None else {"unrebuildable": type(data).__name__}
         return {
             "search_space": self.search_space.to_dict(),
-            "strategy": {"name": self.strategy.name, "config": self.strategy.settings()},
+            "strategy": self._recorded_strategy
+            or {"name": self.strategy.name, "config": self.strategy.settings()},
             "data": data,
             "threads": self.threads,
             "supernet": self.supernet_run,
@@ -392,7 +424,7 @@ class OneShotSearch(BaseRunner):
         for evaluated, acc in result.evaluated:
             outcome = TrialOutcome("done", {"accuracy": acc}, evaluation="inherited")
             store.record_trial(arch_id(evaluated), evaluated, outcome)
-        model = inherit_weights(net, arch)
+        model = net.extract(arch)  # from the (sub-)supernet that holds it
         recalibrate_bn(model, self.split.train, cfg.batch_size, cfg.bn_batches, cfg.seed)
         rows = store.progress()
         metrics = {

@@ -5,7 +5,8 @@ The loop is the same for every algorithm; what differs is a method of the algori
 (:class:`~nasforge.oneshot.supernet.Algorithm`): its training step, the architecture it points
 to after an epoch, what it does at the end of an epoch (ENAS's controller phase), and how the search
 ends (argmax export, SPOS's evolution, ENAS's best of its controller's samples). Adding an
-algorithm touches its own module and :data:`ALGORITHMS`, nothing here.
+algorithm touches its own module only: it registers itself by name and owns its settings
+(:mod:`nasforge.oneshot.algorithms`), nothing here.
 
 Like every path that trains, :func:`search` chooses torch's thread count
 (:func:`nasforge.runtime.threads.set_threads`: ``threads=``, else ``NASFORGE_THREADS``, else half
@@ -34,8 +35,9 @@ from typing import Any
 
 import torch
 
-from nasforge.errors import ConfigError, DivergenceError
-from nasforge.oneshot import darts, enas, nasb, proxyless, spos
+from nasforge.errors import DivergenceError
+from nasforge.oneshot import darts, enas, fewshot, nasb, proxyless, spos  # noqa: F401 - registered
+from nasforge.oneshot.algorithms import ALGORITHMS, config_for, get_algorithm, with_settings
 from nasforge.oneshot.common import (
     SearchConfig,
     SearchResult,
@@ -55,36 +57,11 @@ __all__ = ["ALGORITHMS", "SearchState", "search", "supernet", "get_algorithm", "
 
 logger = logging.getLogger(__name__)
 
-#: Algorithm name -> mixed-op family.
-ALGORITHMS: dict[str, type[Algorithm]] = {
-    "darts": darts.Darts,
-    "enas": enas.Enas,
-    "nasb": nasb.Nasb,
-    "nasp": nasb.Nasp,
-    "proxylessnas": proxyless.ProxylessNas,
-    "spos": spos.Spos,
-}
-
-
-def get_algorithm(name: str | type[Algorithm]) -> type[Algorithm]:
-    """Returns the algorithm class of ``name`` (classes pass through).
-
-    Raises:
-        ConfigError: unknown algorithm.
-    """
-    if isinstance(name, type) and issubclass(name, Algorithm):
-        return name
-    if name not in ALGORITHMS:
-        raise ConfigError(
-            f"unknown one-shot algorithm {name!r}; expected one of {sorted(ALGORITHMS)}"
-        )
-    return ALGORITHMS[name]
-
 
 def supernet(space: ModelSpace, algorithm: str | type[Algorithm], example: Any = None) -> Supernet:
-    """Returns the supernet of ``space`` for ``algorithm`` ("darts", "enas", "nasb", "nasp",
-    "spos");
-    ``example`` (an input batch) lets it find the nodes of cell spaces.
+    """Returns the supernet of ``space`` for ``algorithm`` (a registered name, e.g. "darts",
+    "nasb", "spos", or a class); ``example`` (an input batch) lets it find the nodes of cell
+    spaces.
 
     Raises:
         ConfigError: unknown algorithm.
@@ -156,9 +133,11 @@ def search(
     history and the trained supernet.
 
     ``data`` is ``(X, y)`` (split evenly into a training half for weights and a validation half
-    for architecture choice) or ``{"train": (X, y), "val": (X, y)}``. ``settings`` override
-    :class:`~nasforge.oneshot.common.SearchConfig` fields (``order="alternate"`` for NASB's
-    Algorithm 2, ``cycles=...`` for SPOS's evolution). ``resume_from`` is a
+    for architecture choice) or ``{"train": (X, y), "val": (X, y)}``. ``settings`` are the
+    loop's :class:`~nasforge.oneshot.common.SearchConfig` fields and the algorithm's own
+    (``order="alternate"`` for NASB's Algorithm 2, ``cycles=...`` for SPOS's evolution;
+    :func:`~nasforge.oneshot.algorithms.config_for` splits them); ``config`` (a whole
+    ``SearchConfig``) replaces ``epochs``, ``batch_size`` and ``settings``. ``resume_from`` is a
     :meth:`SearchState.state_dict` saved by ``checkpoint``: the search goes on after that epoch.
     ``weights`` (a state dict of the space, e.g. a supernet trained by the pipeline) start the
     supernet; with ``epochs=0`` the search goes straight to its finish. ``threads`` is torch's
@@ -174,8 +153,9 @@ def search(
     resume (on the CPU; a GPU's kernels need not be bitwise deterministic).
 
     Raises:
-        ConfigError: unknown algorithm or setting, malformed data, ``threads`` not a positive
-            int, a ``device`` this machine does not have.
+        ConfigError: unknown algorithm or setting (or a setting of another algorithm),
+            malformed data, ``threads`` not a positive int, a ``device`` this machine does not
+            have.
         SpaceError: the space cannot be made a supernet (the message names the label).
         DivergenceError: a loss became NaN or infinite.
     """
@@ -201,14 +181,12 @@ def _search(
 ) -> SearchResult:
     """Returns :func:`search`'s result once torch's thread count is chosen."""
     algo = get_algorithm(algorithm)
-    try:
-        cfg = config or SearchConfig(epochs=epochs, batch_size=batch_size, **settings)
-    except TypeError as exc:
-        raise ConfigError(
-            f"unknown search setting: {exc}; see nasforge.oneshot.SearchConfig"
-        ) from exc
+    if config is not None:
+        cfg = with_settings(algo, config)
+    else:
+        cfg = config_for(algo, settings, epochs=epochs, batch_size=batch_size)
     cfg.check(allow_no_epochs=weights is not None)
-    algo.warmup_epochs(cfg)  # ConfigError: warmup_epochs set for an algorithm without one
+    algo.check_space(space, cfg)
     split, state = initial_state(space, algo, data, cfg, weights, resume_from, cfg.device)
     if resume_from is not None:
         logger.info("%s: resuming after epoch %d of %d", algo.name, state.epoch, cfg.epochs)

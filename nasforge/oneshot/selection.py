@@ -3,7 +3,7 @@ weights: SPOS's and few-shot's evolution, and ENAS's best of its controller's sa
 
 Each candidate is extracted from its supernet (its path activated, batch norm recalibrated on
 ``bn_batches`` training batches) and scored on the whole validation split. ``selection``
-(a :class:`~nasforge.oneshot.SearchConfig` field) says what is compared:
+(a field of :class:`SelectionSettings`) says what is compared:
 
     accuracy  the validation accuracy (SPOS's paper)
     loss      minus the validation cross-entropy: the same weights, a finer score (accuracies
@@ -25,6 +25,9 @@ only the choice uses ``selection``.
 
     sel = Selection(net.space, lambda arch: net, train, val, cfg)
     best, history = evolve(sel, cfg)                 # history: (arch, val accuracy)
+
+``cfg`` is the search's :class:`~nasforge.oneshot.common.SearchConfig`; its ``algo`` (the
+settings of SPOS, ENAS or few-shot) extends :class:`SelectionSettings`.
 """
 
 from __future__ import annotations
@@ -32,18 +35,21 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from nasforge.errors import ConfigError
-from nasforge.oneshot.common import SELECTIONS, Batch, activate, recalibrate_bn
+from nasforge.oneshot.common import Batch, activate, recalibrate_bn
 from nasforge.oneshot.supernet import Supernet
-from nasforge.proxies import score_arch
+from nasforge.proxies import get_proxy, score_arch
 from nasforge.space.search_space import Arch, arch_id
 from nasforge.strategy import RegularizedEvolution
 from nasforge.weightsharing import accuracy_and_loss
 
 __all__ = [
     "SELECTIONS",
+    "SelectionSettings",
+    "EvolutionSettings",
     "REJECTED",
     "share_below",
     "Selection",
@@ -58,6 +64,68 @@ logger = logging.getLogger(__name__)
 REJECTED = -1e9
 #: rejected asks an evolution may make, per cycle, before it gives up
 REJECTED_ASKS = 100
+#: what ``SelectionSettings.selection`` may name
+SELECTIONS = ("hybrid", "loss", "accuracy")
+
+
+@dataclass
+class SelectionSettings:
+    """Returns nothing; how a single-path search compares candidates with inherited weights
+    (see the module docstring): the settings of selection, which the settings of every
+    algorithm that selects extend (SPOS's, ENAS's, few-shot's)."""
+
+    # "hybrid" (supernet loss + zero-cost proxy), "loss" or "accuracy" (the SPOS paper's)
+    selection: str = "hybrid"
+    selection_proxy: str = "synflow"  # the hybrid's zero-cost proxy (nasforge.proxies)
+    # uniform architectures that set the hybrid's scale; its resolution is 1 / this, and too
+    # few leave the best candidates tied at the top (docs/oneshot.md has the figures)
+    selection_reference: int = 200
+
+    def check(self) -> None:
+        """Raises ConfigError on a bad selection, proxy or reference size."""
+        if self.selection not in SELECTIONS:
+            raise ConfigError(
+                f"selection must be one of {list(SELECTIONS)} (how candidates with inherited "
+                f"weights are compared), got {self.selection!r}"
+            )
+        get_proxy(self.selection_proxy)
+        r = self.selection_reference
+        if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+            raise ConfigError(f"selection_reference must be an int >= 1, got {r!r}")
+
+
+@dataclass
+class EvolutionSettings(SelectionSettings):
+    """Returns nothing; the settings of a regularized evolution over a trained supernet
+    (:func:`evolve`; SPOS's settings, which few-shot's extend), selection's included."""
+
+    population: int = 20
+    cycles: int = 60
+    sample_size: int = 5  # the tournament (at most ``population``)
+
+    def check(self) -> None:
+        """Raises ConfigError on a bad selection setting or evolution size."""
+        super().check()
+        if self.population < 2 or self.sample_size < 1 or self.cycles < 1:
+            raise ConfigError(
+                f"evolution needs population >= 2, sample_size >= 1 and cycles >= 1, got "
+                f"{self.population}, {self.sample_size} and {self.cycles}"
+            )
+
+
+def settings_of(cfg: Any) -> Any:
+    """Returns ``cfg.algo``, the selection settings (and more) of the search's algorithm.
+
+    Raises:
+        ConfigError: the algorithm's settings do not extend :class:`SelectionSettings`.
+    """
+    s = cfg.algo
+    if not isinstance(s, SelectionSettings):
+        raise ConfigError(
+            f"selection needs settings that extend SelectionSettings (SPOS's, ENAS's, "
+            f"few-shot's), got {type(s).__name__}"
+        )
+    return s
 
 
 def share_below(value: float, reference: Sequence[float]) -> float:
@@ -66,10 +134,10 @@ def share_below(value: float, reference: Sequence[float]) -> float:
 
 
 def proxy_score(space: Any, arch: Arch, train: Batch, cfg: Any) -> float:
-    """Returns ``cfg.selection_proxy`` of ``arch`` at initialisation (weights seeded with the
+    """Returns ``selection_proxy`` of ``arch`` at initialisation (weights seeded with the
     search's seed; the first ``batch_size`` training examples)."""
     x, y = train[0][: cfg.batch_size], train[1][: cfg.batch_size]
-    return score_arch(space, arch, cfg.selection_proxy, x, y, cfg.seed)
+    return score_arch(space, arch, settings_of(cfg).selection_proxy, x, y, cfg.seed)
 
 
 class Selection:
@@ -79,13 +147,14 @@ class Selection:
     per selection.
 
     Raises:
-        ConfigError: a bad selection setting of ``cfg`` (:meth:`SearchConfig.check_selection`).
+        ConfigError: a bad selection setting of ``cfg.algo`` (:meth:`SelectionSettings.check`).
     """
 
     def __init__(
         self, space: Any, net_for: Callable[[Arch], Supernet], train: Batch, val: Batch, cfg: Any
     ) -> None:
-        cfg.check_selection()
+        self.settings: SelectionSettings = settings_of(cfg)
+        SelectionSettings.check(self.settings)  # its own fields: ``cfg`` may be unchecked
         self.space, self.net_for, self.cfg = space, net_for, cfg
         self.train, self.val = train, val
         self._inherited: dict[str, tuple[float, float]] = {}
@@ -115,7 +184,7 @@ class Selection:
         if self._reference is None:
             rng = random.Random(self.cfg.seed)
             space = self.space.search_space()
-            archs = [space.sample(rng) for _ in range(self.cfg.selection_reference)]
+            archs = [space.sample(rng) for _ in range(self.settings.selection_reference)]
             self._reference = ([-self.inherited(a)[1] for a in archs],
                                [self.proxy(a) for a in archs])  # fmt: skip
         return self._reference
@@ -123,26 +192,27 @@ class Selection:
     def value(self, arch: Arch) -> float:
         """Returns what the choice compares for ``arch`` (higher is better)."""
         acc, loss = self.inherited(arch)
-        if self.cfg.selection == "accuracy":
+        if self.settings.selection == "accuracy":
             return acc
-        if self.cfg.selection == "loss":
+        if self.settings.selection == "loss":
             return -loss
         ref_loss, ref_proxy = self.reference()
         return (share_below(-loss, ref_loss) + share_below(self.proxy(arch), ref_proxy)) / 2
 
 
 def check(space: Any, train: Batch, cfg: Any) -> None:
-    """Raises ConfigError before any training when ``cfg.selection`` is ``"hybrid"`` and its
+    """Raises ConfigError before any training when ``selection`` is ``"hybrid"`` and its
     proxy cannot score ``space``'s default architecture (e.g. SynFlow's all-ones input on a
     model that takes token ids), naming the setting that avoids it."""
-    if cfg.selection != "hybrid":
+    s = settings_of(cfg)
+    if s.selection != "hybrid":
         return
     try:
         proxy_score(space, space.search_space().default(), train, cfg)
     except Exception as exc:  # any failure of a user's model under the proxy: say what to set
         raise ConfigError(
             f"selection 'hybrid' compares candidates by the zero-cost proxy "
-            f"{cfg.selection_proxy!r}, which fails on this space ({type(exc).__name__}: {exc}); "
+            f"{s.selection_proxy!r}, which fails on this space ({type(exc).__name__}: {exc}); "
             "set selection: loss (or another selection_proxy)"
         ) from exc
 
@@ -151,26 +221,33 @@ def evolve(
     selection: Selection, cfg: Any, allowed: Callable[[Arch], bool] | None = None
 ) -> tuple[Arch, list[tuple[Arch, float]]]:
     """Returns the architecture of the best ``selection`` value found by a regularized evolution
-    (``cfg``'s population, cycles, tournament size and seed, driven by ask/tell as an
-    experiment drives it) and every architecture it scored, with its validation accuracy.
+    (``cfg.algo``'s population, cycles and tournament size, the search's seed; driven by
+    ask/tell as an experiment drives it) and every architecture it scored, with its validation
+    accuracy.
 
     A cycle is one ask of an architecture ``allowed`` accepts (asked again, it is scored
     once). One it rejects is told ``-1e9``, never scored and not counted, so a constrained
-    search spends all ``cfg.cycles`` on architectures within its constraint; at most
-    ``REJECTED_ASKS`` times ``cfg.cycles`` rejected asks are made.
+    search spends all ``cycles`` on architectures within its constraint; at most
+    ``REJECTED_ASKS`` times ``cycles`` rejected asks are made.
 
     Raises:
         ConfigError: ``allowed`` rejected every architecture asked.
     """
+    s = settings_of(cfg)
+    if not isinstance(s, EvolutionSettings):
+        raise ConfigError(
+            f"evolution needs settings that extend EvolutionSettings (SPOS's, few-shot's), got "
+            f"{type(s).__name__}"
+        )
     space = selection.space.search_space()
-    strategy = RegularizedEvolution(cfg.population, min(cfg.sample_size, cfg.population),
+    strategy = RegularizedEvolution(s.population, min(s.sample_size, s.population),
                                     cfg.seed)  # fmt: skip
     strategy.setup(space)
     told: dict[str, float] = {}
     history: list[tuple[Arch, float]] = []
     best: tuple[float, Arch] | None = None
     cycles = rejected = 0
-    while cycles < cfg.cycles and rejected < REJECTED_ASKS * cfg.cycles:
+    while cycles < s.cycles and rejected < REJECTED_ASKS * s.cycles:
         arch = strategy.ask()
         assert arch is not None  # regularized evolution is never exhausted
         key = arch_id(arch)
@@ -190,7 +267,7 @@ def evolve(
     if best is None:
         raise ConfigError(f"the constraint rejected all {rejected} architectures evolution asked")
     logger.info("evolution by %s: %d evaluations (%d rejected asks), best %.4f",
-                cfg.selection, len(history), rejected, best[0])  # fmt: skip
+                s.selection, len(history), rejected, best[0])  # fmt: skip
     return best[1], history
 
 

@@ -21,8 +21,9 @@ from typing import Any
 import torch
 
 from nasforge.oneshot import selection
+from nasforge.oneshot.algorithms import register_algorithm
 from nasforge.oneshot.common import Batch, activate, recalibrate_bn, weight_step
-from nasforge.oneshot.selection import Selection
+from nasforge.oneshot.selection import EvolutionSettings, Selection
 from nasforge.oneshot.supernet import Algorithm, MixedInput, MixedLayer, MixedRepeat, Supernet
 from nasforge.space.search_space import Arch
 from nasforge.weightsharing import PathInput, PathLayer, PathRepeat
@@ -85,11 +86,14 @@ class SposRepeat(MixedRepeat, PathRepeat):
         return self.path(x)
 
 
+@register_algorithm
 class Spos(Algorithm):
     """The single-path mixed ops; a step trains one uniformly sampled path, and the search
-    ends with an evolution over the trained supernet."""
+    ends with an evolution over the trained supernet (its settings: the evolution's and
+    selection's, :class:`~nasforge.oneshot.selection.EvolutionSettings`)."""
 
     name = "spos"
+    settings_class = EvolutionSettings
     uses_val = False
     learns_arch = False
     layer = SposLayer
@@ -132,10 +136,11 @@ def evolve(
     allowed: Callable[[Arch], bool] | None = None,
 ) -> tuple[Arch, float, list[tuple[Arch, float]]]:
     """Returns the best architecture found by evolution over the trained supernet (compared by
-    ``cfg.selection``, :mod:`nasforge.oneshot.selection`), its validation accuracy (inherited
-    weights, recalibrated batch norm) and every evaluation with its validation accuracy.
+    ``cfg.algo.selection``, :mod:`nasforge.oneshot.selection`), its validation accuracy
+    (inherited weights, recalibrated batch norm) and every evaluation with its validation
+    accuracy.
 
-    Invariants: ``cfg.cycles`` asks and tells of a seeded regularized evolution (a tournament
+    Invariants: ``cfg.algo.cycles`` asks and tells of a seeded regularized evolution (a tournament
     of ``min(sample_size, population)``); an architecture asked again is scored once.
     """
     sel = Selection(net.space, lambda arch: net, train, val, cfg)

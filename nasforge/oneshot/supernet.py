@@ -26,12 +26,13 @@ import copy
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from nasforge.errors import ArchitectureError, ConfigError, SpaceError
+from nasforge.errors import ArchitectureError, SpaceError
 from nasforge.oneshot.common import arch_optimizer
 from nasforge.space import InputChoice, LayerChoice, ModelSpace, Repeat, freeze
 from nasforge.space.search_space import Arch
@@ -39,6 +40,7 @@ from nasforge.weightsharing import convert_choices
 
 __all__ = [
     "Algorithm",
+    "NoSettings",
     "MixedLayer",
     "MixedInput",
     "MixedRepeat",
@@ -226,13 +228,41 @@ class MixedRepeat(_Mixed):
         return outs
 
 
+@dataclass
+class NoSettings:
+    """Returns nothing; the settings of an algorithm that has none of its own (DARTS)."""
+
+    def check(self) -> None:
+        """Returns None: there is nothing to check."""
+
+
 class Algorithm:
-    """What a one-shot algorithm supplies: one mixed op class per kind of choice, and its
-    behaviour in a search (one training step, the architecture it points to after an epoch,
-    and how the search ends). ``search()`` calls these and never asks which algorithm it runs.
+    """What a one-shot algorithm supplies: one mixed op class per kind of choice, its own
+    settings, and its behaviour in a search (one training step, the architecture it points to
+    after an epoch, and how the search ends). ``search()`` calls these and never asks which
+    algorithm it runs.
+
+    Settings. The search loop's settings (epochs, batch size, learning rates, seed, device,
+    batch-norm batches) are :class:`~nasforge.oneshot.common.SearchConfig`'s; an algorithm's
+    own are a small dataclass, :attr:`settings_class`, each field with its default, whose
+    ``check()`` raises :class:`~nasforge.errors.ConfigError` on a bad value. Every hook that
+    takes ``cfg`` (the ``SearchConfig``) finds them, checked, as ``cfg.algo``, an instance of
+    :attr:`settings_class`: ``cfg.algo.cycles`` in SPOS's ``finish``. A run file's flat
+    ``strategy`` mapping, ``search(space, name, data, **settings)`` and ``OneShot(name,
+    **settings)`` are split between the two by :func:`~nasforge.oneshot.algorithms.config_for`,
+    so an algorithm's setting is named like a loop setting and the record keeps one flat
+    section. An algorithm that chooses among candidates with inherited weights takes
+    selection's settings along by extending
+    :class:`~nasforge.oneshot.selection.SelectionSettings` (SPOS, ENAS, few-shot).
+
+    Registering the class (:func:`~nasforge.oneshot.algorithms.register_algorithm`) makes
+    its name known to ``search()``, run files and ``nasforge run``.
     """
 
     name = ""
+    #: the dataclass of the algorithm's own settings (every field with a default, a
+    #: ``check()``); :class:`NoSettings` when it has none
+    settings_class: type = NoSettings
     #: whether a step takes a validation batch (for the architecture parameters)
     uses_val: bool = True
     #: whether the search learns the architecture parameters (their strengths are recorded)
@@ -248,34 +278,37 @@ class Algorithm:
     #: paths per pass and says no
     model_parallel: bool = True
     #: the share of ``epochs`` whose steps train uniformly drawn paths while the architecture
-    #: waits, when ``SearchConfig.warmup_epochs`` is None (ENAS 3/4, NASB 1/2); None: the
+    #: waits, when its setting ``warmup_epochs`` is None (ENAS 3/4, NASB 1/2); None: the
     #: algorithm has no warm-up
     warmup: float | None = None
 
     @classmethod
     def warmup_epochs(cls, cfg: Any) -> int:
-        """Returns the epochs of uniform paths before the architecture moves:
-        ``cfg.warmup_epochs``, or :attr:`warmup` of ``cfg.epochs`` (rounded down) when it is
-        None; 0 for an algorithm without a warm-up.
-
-        Raises:
-            ConfigError: ``cfg.warmup_epochs`` is set for an algorithm without a warm-up.
-        """
-        given = cfg.warmup_epochs
+        """Returns the epochs of uniform paths before the architecture moves: the setting
+        ``warmup_epochs`` of ``cfg.algo``, or :attr:`warmup` of ``cfg.epochs`` (rounded down)
+        when it is None or the settings have none; 0 for an algorithm without a warm-up."""
         if cls.warmup is None:
-            if given:
-                raise ConfigError(
-                    f"{cls.name} has no warm-up (warmup_epochs applies to enas, nasb and nasp); "
-                    f"leave warmup_epochs unset, got {given!r}"
-                )
             return 0
+        given = getattr(cfg.algo, "warmup_epochs", None)
         return int(cls.warmup * cfg.epochs) if given is None else int(given)
+
+    @classmethod
+    def parallel_problem(cls, cfg: Any) -> str:
+        """Returns why model-parallel search (``oneshot/cmp*.py``) cannot run ``cfg``'s settings
+        of this algorithm, "" when it can (NASB: ``order='alternate'``); by default ""."""
+        return ""
 
     @classmethod
     def draw_gates(cls, net: Supernet, uniform: torch.Generator | None = None) -> None:  # noqa: B027
         """Draws the mixed ops' gates before a pass (only where :attr:`draws_gates`; by default
         nothing): from the architecture parameters, or uniformly at random from ``uniform``
         (a warm-up step)."""
+
+    @classmethod
+    def check_space(cls, space: Any, cfg: Any) -> None:  # noqa: B027 - optional hook
+        """Raises ConfigError when the settings ``cfg.algo`` cannot search ``space`` (few-shot:
+        ``split_on`` names no decision of it); called before a run's record is created and
+        before any supernet is built; by default nothing."""
 
     @classmethod
     def prepare(cls, net: Supernet, split: Any, cfg: Any) -> None:  # noqa: B027 - optional hook
@@ -410,6 +443,10 @@ class Supernet(nn.Module):
         #: what learns the architecture when the algorithm has one (ENAS's controller): its
         #: parameters are then the architecture parameters
         self.policy: nn.Module | None = algorithm.policy(self)
+        #: sub-supernets whose weights the algorithm trains beside ``model`` (few-shot's),
+        #: added by its ``prepare`` through :meth:`hold`: weights too, and in the state dict
+        self.held = nn.ModuleList()
+        self._fixed: list[dict[str, Any]] = []  # the decisions' values each held one holds
         if example is not None:
             self.find_nodes(example)
 
@@ -458,8 +495,26 @@ class Supernet(nn.Module):
         return [m for m in self.model.modules() if isinstance(m, _Mixed)]
 
     def weights(self) -> list[nn.Parameter]:
-        """Returns the network weights (every parameter but the architecture parameters)."""
-        return list(self.model.parameters())
+        """Returns the network weights (every parameter but the architecture parameters), the
+        held sub-supernets' after the model's."""
+        subs = [sub for sub in self.held if isinstance(sub, Supernet)]  # all of them (hold)
+        return [*self.model.parameters(), *(p for sub in subs for p in sub.weights())]
+
+    def hold(self, sub: Supernet, fixed: Mapping[str, Any]) -> None:
+        """Keeps ``sub`` (a supernet of the same space) as the part of this one that holds the
+        architectures taking ``fixed``'s values (few-shot's sub-supernets): its weights are
+        weights of this one (:meth:`weights`), and it moves, saves and loads with it."""
+        self.held.append(sub)
+        self._fixed.append(dict(fixed))
+
+    def holder(self, arch: Mapping[str, Any]) -> Supernet:
+        """Returns the supernet whose weights hold ``arch``: the first held one whose fixed
+        decisions ``arch`` takes (:meth:`hold`), else this one."""
+        for sub, fixed in zip(self.held, self._fixed):
+            if all(arch.get(k) == v for k, v in fixed.items()):
+                assert isinstance(sub, Supernet)
+                return sub
+        return self
 
     def arch_parameters(self) -> list[nn.Parameter]:
         """Returns the architecture parameters: one per decision label, or the parameters of
@@ -499,8 +554,9 @@ class Supernet(nn.Module):
 
     def extract(self, arch: Mapping[str, Any]) -> nn.Module:
         """Returns ``arch`` as a plain frozen module with weights copied from the supernet
-        (:func:`inherit_weights`; the weight-sharing protocol's ``extract``)."""
-        return inherit_weights(self, arch)
+        (:func:`inherit_weights`; the weight-sharing protocol's ``extract``): from the
+        supernet that holds it (:meth:`holder`)."""
+        return inherit_weights(self.holder(arch), arch)
 
     def strength(self, m: _Mixed) -> torch.Tensor:
         """Returns how strongly each candidate of ``m`` is chosen (the algorithm's measure)."""

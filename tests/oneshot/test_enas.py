@@ -13,9 +13,8 @@ from torch import nn
 import nasforge as nf
 from nasforge.cli import main
 from nasforge.errors import ConfigError
-from nasforge.oneshot import search, supernet
+from nasforge.oneshot import config_for, search, supernet
 from nasforge.oneshot.cmp import check_parallel
-from nasforge.oneshot.common import SearchConfig
 from nasforge.oneshot.enas import Controller, Enas
 from nasforge.oneshot.runner import OneShot
 from nasforge.oneshot.search import initial_state
@@ -93,7 +92,7 @@ def test_enas_warmup_trains_uniform_paths_and_leaves_the_controller_alone() -> N
     a loss reward (minus a cross-entropy) below 0."""
     data = _data()
     kw = {"batch_size": 32, "progress": "off", "controller_steps": 5, "final_samples": 3}
-    cfg = SearchConfig(epochs=2, warmup_epochs=3, batch_size=32, controller_steps=5)
+    cfg = config_for("enas", epochs=2, warmup_epochs=3, batch_size=32, controller_steps=5)
     policy = initial_state(TwoOps(), Enas, data, cfg)[1].net.policy
     start = {k: v.clone() for k, v in policy.state_dict().items()}
     res = search(TwoOps(), "enas", data, epochs=2, warmup_epochs=3, **kw)
@@ -101,9 +100,9 @@ def test_enas_warmup_trains_uniform_paths_and_leaves_the_controller_alone() -> N
     assert all(torch.equal(start[k], after[k]) for k in start if torch.is_tensor(start[k]))
     assert [r["reward"] for r in res.history] == [None, None]
     assert TwoOps().search_space().validate(res.arch) == res.arch
-    assert Enas.warmup_epochs(SearchConfig(epochs=5)) == 3
-    assert Enas.warmup_epochs(SearchConfig(epochs=158)) == 118
-    assert Enas.warmup_epochs(SearchConfig(epochs=5, warmup_epochs=0)) == 0
+    assert Enas.warmup_epochs(config_for("enas", epochs=5)) == 3
+    assert Enas.warmup_epochs(config_for("enas", epochs=158)) == 118
+    assert Enas.warmup_epochs(config_for("enas", epochs=5, warmup_epochs=0)) == 0
     acc = search(TwoOps(), "enas", data, epochs=1, controller_reward="accuracy", **kw)
     loss = search(TwoOps(), "enas", data, epochs=1, controller_batch=64, **kw)
     assert 0 <= acc.history[0]["reward"] <= 1 and loss.history[0]["reward"] < 0

@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from nasforge.errors import ConfigError
-from nasforge.oneshot import search, supernet
-from nasforge.oneshot.common import SearchConfig, weight_optimizer
+from nasforge.oneshot import config_for, search, supernet
+from nasforge.oneshot.common import weight_optimizer
 from nasforge.oneshot.memory import saved_bytes
 from nasforge.oneshot.nasb import NasbLayer, binarize, nasb_step
 from nasforge.oneshot.search import get_algorithm, initial_state
@@ -125,7 +125,7 @@ def test_update_orders(order: str) -> None:
     x = torch.randn(8, 1, 8, 8)
     y = torch.randint(0, 3, (8,))
     net = supernet(ToySpace(), "nasb", example=x[:2])
-    cfg = SearchConfig(order=order)
+    cfg = config_for("nasb", order=order)
     opt_w, _ = weight_optimizer(net.weights(), cfg, 10)
     layer = net.model.blocks._modules["0"].op  # block 0 runs at every depth
     with torch.no_grad():
@@ -164,7 +164,7 @@ def test_a_warm_up_step_draws_uniform_gates_and_keeps_a() -> None:
     x = torch.randn(8, 1, 8, 8)
     y = torch.randint(0, 3, (8,))
     net = supernet(ToySpace(), "nasb", example=x[:2])
-    cfg = SearchConfig()
+    cfg = config_for("nasb")
     opt_w, _ = weight_optimizer(net.weights(), cfg, 10)
     layers = [m for m in net.mixed() if isinstance(m, NasbLayer) and m.node is None]
     with torch.no_grad():
@@ -195,12 +195,14 @@ def test_nasb_warms_up_half_the_epochs_by_default_and_only_enas_and_nasb_warm_up
     algorithm without a warm-up refuses the setting before any training."""
 
     nasb, enas = get_algorithm("nasb"), get_algorithm("enas")
-    assert nasb.warmup_epochs(SearchConfig(epochs=10)) == 5
-    assert nasb.warmup_epochs(SearchConfig(epochs=10, warmup_epochs=0)) == 0
-    assert enas.warmup_epochs(SearchConfig(epochs=10)) == 7
-    assert get_algorithm("darts").warmup_epochs(SearchConfig(epochs=10)) == 0
+    assert nasb.warmup_epochs(config_for("nasb", epochs=10)) == 5
+    assert nasb.warmup_epochs(config_for("nasb", epochs=10, warmup_epochs=0)) == 0
+    assert enas.warmup_epochs(config_for("enas", epochs=10)) == 7
+    assert get_algorithm("darts").warmup_epochs(config_for("darts", epochs=10)) == 0
     x, y = torch.randn(16, 1, 8, 8), torch.randint(0, 3, (16,))
-    with pytest.raises(ConfigError, match="darts has no warm-up"):
+    with pytest.raises(
+        ConfigError, match="'warmup_epochs' is a setting of enas, nasb, nasp, not darts"
+    ):
         search(tiny_cell_space(), "darts", (x, y), epochs=1, warmup_epochs=1, progress="off")
 
 
@@ -209,7 +211,7 @@ def test_a_search_keeps_a_through_its_warm_up_epochs() -> None:
     warm-up epoch of two, it moves in the second."""
     x, y = torch.randn(32, 1, 8, 8), torch.randint(0, 3, (32,))
     kw = {"epochs": 2, "batch_size": 16, "seed": 1}
-    cfg = SearchConfig(**kw)
+    cfg = config_for("nasb", **kw)
     _, state = initial_state(tiny_cell_space(), get_algorithm("nasb"), (x, y), cfg, None, None)
     start = [a.detach().clone() for a in state.net.arch_parameters()]
     for warm, kept in [(2, True), (1, False)]:

@@ -20,7 +20,7 @@ import nasforge as nf
 from nasforge.cli import main
 from nasforge.engine import Store
 from nasforge.errors import ConfigError
-from nasforge.oneshot import OneShot, search, supernet
+from nasforge.oneshot import OneShot, config_for, search, supernet
 from nasforge.oneshot.cmp import check_parallel
 from nasforge.oneshot.common import SearchConfig, arch_optimizer
 from nasforge.oneshot.op_latency import arch_latency, attach, load_table, measure_table
@@ -150,7 +150,7 @@ def test_update_keeps_unsampled_entries_and_their_probabilities() -> None:
     with torch.no_grad():
         for p in net.arch_parameters():
             p.copy_(torch.randn_like(p))
-    cfg = SearchConfig(a_lr=0.1)
+    cfg = config_for("proxylessnas", a_lr=0.1)
     opt = arch_optimizer(net.arch_parameters(), cfg)
     before = [p.detach().clone() for p in net.arch_parameters()]
     plan = sample_paths(net, random.Random(3), two=True)

@@ -166,7 +166,7 @@ def test_yaml_one_shot_with_data_reference(tmp_path: Path) -> None:
         "data: osmod:load\nprogress: 'off'\n"
     )
     exp = load_experiment(f, directory=tmp_path / "y")
-    assert isinstance(exp, OneShotSearch) and exp.strategy.config.order == "alternate"
+    assert isinstance(exp, OneShotSearch) and exp.strategy.config.algo.order == "alternate"
     exp.run()
     assert exp.best(1)[0].metrics["test_accuracy"] >= 0
 

@@ -85,7 +85,8 @@ def test_search_with_repeat_depth_and_explicit_split(data: tuple, algo: str) -> 
 
     space = ToySpace()
     split = {"train": (data[0][:32], data[1][:32]), "val": (data[0][32:], data[1][32:])}
-    result = search(space, algo, split, epochs=1, batch_size=16, cycles=3, population=2)
+    evolution = {"cycles": 3, "population": 2} if algo == "spos" else {}  # SPOS's own settings
+    result = search(space, algo, split, epochs=1, batch_size=16, **evolution)
     assert result.arch["depth"] in (1, 2, 3)
     assert nf.freeze(space, result.arch)(data[0][:2]).shape == (2, 3)
 

@@ -10,7 +10,7 @@ from torch import nn
 
 import nasforge as nf
 from nasforge.errors import ConfigError
-from nasforge.oneshot import SearchConfig, search, supernet
+from nasforge.oneshot import config_for, search, supernet
 from nasforge.oneshot.fewshot import evolve_fewshot, split_supernet
 from nasforge.oneshot.selection import Selection, evolve, pick, share_below
 from nasforge.proxies import score_arch
@@ -41,7 +41,7 @@ def test_each_selection_compares_what_it_names(how: str) -> None:
     from those figures."""
     space, net = _net()
     data = _data()
-    cfg = SearchConfig(batch_size=16, bn_batches=2, selection=how, selection_reference=6)
+    cfg = config_for("spos", batch_size=16, bn_batches=2, selection=how, selection_reference=6)
     sel = Selection(space, lambda a: net, data, data, cfg)
     for seed in range(3):
         arch = space.search_space().sample(seed)
@@ -63,8 +63,8 @@ def test_evolution_picks_the_best_value_and_records_accuracies() -> None:
     architecture once with its inherited validation accuracy; rejected ones are not scored."""
     space, net = _net()
     data = _data()
-    cfg = SearchConfig(population=4, cycles=12, sample_size=2, batch_size=16, bn_batches=1,
-                       selection="loss")  # fmt: skip
+    cfg = config_for("spos", population=4, cycles=12, sample_size=2, batch_size=16,
+                     bn_batches=1, selection="loss")  # fmt: skip
     sel = Selection(space, lambda a: net, data, data, cfg)
     best, history = evolve(sel, cfg, allowed=lambda a: a["e1"] == "conv1")
     assert history and all(a["e1"] == "conv1" for a, _ in history)
@@ -78,8 +78,8 @@ def test_few_shot_evolution_scores_each_architecture_in_its_own_sub_supernet() -
     space, net = _net()
     data = _data()
     few = split_supernet(net, ["e1"])
-    cfg = SearchConfig(population=3, cycles=6, sample_size=2, batch_size=16, bn_batches=1,
-                       selection="accuracy")  # fmt: skip
+    cfg = config_for("spos", population=3, cycles=6, sample_size=2, batch_size=16,
+                     bn_batches=1, selection="accuracy")  # fmt: skip
     before = dict((nf.arch_id(a), acc) for a, acc in evolve_fewshot(few, data, data, cfg)[1])
     with torch.no_grad():
         for p in few.subnets[("conv3",)].parameters():
@@ -92,7 +92,7 @@ def test_few_shot_evolution_scores_each_architecture_in_its_own_sub_supernet() -
 def test_pick_takes_distinct_candidates_and_the_first_of_equals() -> None:
     space, net = _net()
     data = _data()
-    cfg = SearchConfig(batch_size=16, bn_batches=1, selection="accuracy")
+    cfg = config_for("enas", batch_size=16, bn_batches=1, selection="accuracy")
     sel = Selection(space, lambda a: net, data, data, cfg)
     archs = [space.search_space().sample(s) for s in (0, 1, 0, 2)]
     best, history = pick(sel, archs)
@@ -124,8 +124,9 @@ def test_a_hybrid_selection_that_cannot_score_the_space_fails_before_training(
     data = (x, (x[:, 0] > 4).long())
     with pytest.raises(ConfigError, match="selection: loss"):
         search(Tokens(), algorithm, data, epochs=1, batch_size=8, progress="off")
+    small = {"spos": {"cycles": 2, "population": 2}, "enas": {"final_samples": 2}}[algorithm]
     res = search(Tokens(), algorithm, data, epochs=1, batch_size=8, progress="off",
-                 selection="loss", cycles=2, population=2, final_samples=2)  # fmt: skip
+                 selection="loss", **small)  # fmt: skip
     assert res.arch["op"] in ("a", "b")
 
 
@@ -134,7 +135,7 @@ def test_bad_selection_settings_are_refused() -> None:
                        ({"selection_proxy": "nope"}, "unknown proxy"),
                        ({"selection_reference": 0}, "selection_reference")):  # fmt: skip
         with pytest.raises(ConfigError, match=match):
-            SearchConfig(**bad).check()
+            config_for("spos", **bad).check()
 
 
 def test_a_constrained_evolution_spends_every_cycle_within_the_constraint() -> None:
@@ -142,8 +143,8 @@ def test_a_constrained_evolution_spends_every_cycle_within_the_constraint() -> N
     constraint nothing meets is an error, not a default architecture."""
     space, net = _net()
     data = _data()
-    cfg = SearchConfig(population=3, cycles=5, sample_size=2, batch_size=16, bn_batches=1,
-                       selection="accuracy")  # fmt: skip
+    cfg = config_for("spos", population=3, cycles=5, sample_size=2, batch_size=16,
+                     bn_batches=1, selection="accuracy")  # fmt: skip
     sel = Selection(space, lambda a: net, data, data, cfg)
     asked: list[dict] = []
 
@@ -154,6 +155,6 @@ def test_a_constrained_evolution_spends_every_cycle_within_the_constraint() -> N
     best, history = evolve(sel, cfg, allowed)
     assert best["e0"] == "pool" and best["e1"] == "conv1"
     assert history and all(a["e0"] == "pool" and a["e1"] == "conv1" for a, _ in history)
-    assert len(asked) > cfg.cycles  # rejected asks did not use up the cycles
+    assert len(asked) > cfg.algo.cycles  # rejected asks did not use up the cycles
     with pytest.raises(ConfigError, match="rejected all"):
         evolve(sel, cfg, lambda a: False)

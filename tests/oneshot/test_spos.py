@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 import nasforge as nf
-from nasforge.oneshot import SearchConfig, activate, recalibrate_bn, supernet
+from nasforge.oneshot import activate, config_for, recalibrate_bn, supernet
 from nasforge.oneshot.spos import SposLayer, evolve
 from nasforge.strategy import RegularizedEvolution
 
@@ -55,8 +55,8 @@ def test_evolve_uses_the_engines_evolution_and_is_seeded() -> None:
     net = supernet(space, "spos", example=x[:2])
     runs = []
     for _ in range(2):
-        cfg = SearchConfig(population=3, cycles=8, sample_size=5, batch_size=8, bn_batches=1,
-                           seed=7, selection="accuracy")  # fmt: skip
+        cfg = config_for("spos", population=3, cycles=8, sample_size=5, batch_size=8,
+                         bn_batches=1, seed=7, selection="accuracy")  # fmt: skip
         best, score, history = evolve(net, data, data, cfg)
         assert ss.validate(best) == best and 0.0 <= score <= 1.0
         assert len({nf.arch_id(a) for a, _ in history}) == len(history) <= 8
