@@ -18,7 +18,7 @@ FLOOR = {
     "spaces": {"_lazy", "errors", "space"},
     "proxies": {"errors", "space"},
     "data": {"errors"},
-    "weightsharing": {"errors", "space"},
+    "weightsharing": {"errors", "runtime", "space"},
     "partition": {"errors"},
     "runtime": {"errors"},
     "run": {"_deprecated", "_version", "errors", "runtime", "space", "strategy"},

@@ -3,6 +3,14 @@
 Settings follow Appendix C of the NASB paper: weights by momentum SGD (0.9, L2 3e-4, cosine from
 0.025 to 0.001), architecture parameters by Adam (3e-4, L2 1e-3, betas (0.5, 0.999)), the
 training data split evenly into a training half (weights) and a validation half (architecture).
+
+Data parallel: the gradient steps below read the supernet's ``ranks``
+(:class:`nasforge.runtime.distributed.Ranks`; one process unless the search runs on several
+ranks). Each rank computes its shard of every batch, its mean loss scaled by its share of the
+batch, and the gradients are summed across ranks (with the loss, in one collective) before any
+optimizer step: every rank then holds the gradient of the whole batch's mean and takes the same
+step, so the replicas stay equal, and one process with batch B computes what N ranks with
+batch B/N do, up to the order of float sums.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from torch import nn
 
 from nasforge.errors import ConfigError
 from nasforge.runtime.devices import check_device
+from nasforge.runtime.distributed import ONE, Ranks
 from nasforge.space.search_space import Arch
 from nasforge.weightsharing import accuracy, follow_path
 from nasforge.weightsharing import recalibrate_bn as ws_recalibrate_bn
@@ -35,6 +44,8 @@ __all__ = [
     "activate",
     "recalibrate_bn",
     "check_optional_int",
+    "ranks_of",
+    "sharded_loss",
 ]
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -65,6 +76,9 @@ class SearchConfig:
     bn_batches: int = 4  # training batches used to recalibrate batch norm before each evaluation
     # where the supernet and the data live during the search: "cpu", "cuda" or "cuda:N"
     device: str = "cpu"
+    # steps between checkpoints inside an epoch (0: at each epoch's end only); a run's resume,
+    # a stop and a restart of a data-parallel job go on from the last one
+    checkpoint_every: int = 0
     # the algorithm's own settings (its ``settings_class``); None: its defaults
     algo: Any = None
 
@@ -78,6 +92,12 @@ class SearchConfig:
                 + ("" if allow_no_epochs else "; epochs=0 needs trained supernet weights")
             )
         check_device(self.device)
+        c = self.checkpoint_every
+        if isinstance(c, bool) or not isinstance(c, int) or c < 0:
+            raise ConfigError(
+                f"checkpoint_every must be an int >= 0 (steps between checkpoints inside an "
+                f"epoch; 0: at each epoch's end), got {c!r}"
+            )
         if self.algo is not None:
             self.algo.check()
 
@@ -163,6 +183,44 @@ def batches(data: Batch, batch_size: int, g: torch.Generator) -> Iterator[Batch]
         yield x[idx], y[idx]
 
 
+class Pass:
+    """Returns batches of one shuffled pass over ``data`` from :meth:`next`, as
+    :func:`batches` yields them (the order drawn from ``g`` at the first batch, not before),
+    and says where it is (:meth:`state`), so that a checkpoint taken inside an epoch resumes
+    at the same batch of the same order."""
+
+    def __init__(
+        self,
+        data: Batch,
+        batch_size: int,
+        g: torch.Generator,
+        perm: torch.Tensor | None = None,
+        pos: int = 0,
+    ) -> None:
+        self.data, self.batch_size, self.g = data, batch_size, g
+        self.perm, self.pos = perm, pos
+
+    @property
+    def done(self) -> bool:
+        """Returns whether every batch of the pass was taken."""
+        return self.perm is not None and self.pos >= len(self.data[0])
+
+    def next(self) -> Batch | None:
+        """Returns the next batch, or None when the pass is over."""
+        x, y = self.data
+        if self.perm is None:
+            self.perm = torch.randperm(len(x), generator=self.g)
+        if self.pos >= len(x):
+            return None
+        idx = self.perm[self.pos : self.pos + self.batch_size]
+        self.pos += self.batch_size
+        return x[idx], y[idx]
+
+    def state(self) -> tuple[torch.Tensor | None, int]:
+        """Returns (the pass's order, or None before its first batch; batches taken, in rows)."""
+        return self.perm, self.pos
+
+
 def weight_optimizer(
     weights: list[nn.Parameter], cfg: SearchConfig, steps: int
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
@@ -179,16 +237,34 @@ def arch_optimizer(params: list[nn.Parameter], cfg: SearchConfig) -> torch.optim
     return torch.optim.Adam(params, lr=cfg.a_lr, betas=cfg.a_betas, weight_decay=cfg.a_weight_decay)
 
 
+def ranks_of(net: Any) -> Ranks:
+    """Returns the ranks a supernet trains on (its ``ranks``; one process by default)."""
+    return getattr(net, "ranks", ONE)
+
+
+def sharded_loss(net: Any, batch: Batch) -> tuple[torch.Tensor, float]:
+    """Returns (this rank's loss on its shard of ``batch`` scaled by its share, the share):
+    the ranks' values sum to the mean cross-entropy of the whole batch (one process: the mean
+    itself, share 1)."""
+    ranks = ranks_of(net)
+    if not ranks.distributed:
+        x, y = batch
+        return nn.functional.cross_entropy(net(x), y), 1.0
+    share = ranks.share(len(batch[0]))
+    x, y = ranks.shard(batch)
+    return nn.functional.cross_entropy(net(x), y) * share, share
+
+
 def arch_grads(net: Any, batch: Batch) -> tuple[float, list[torch.Tensor]]:
     """Returns the loss on ``batch`` and its gradients for the architecture parameters only
-    (no weight gradients are accumulated)."""
-    x, y = batch
-    loss = nn.functional.cross_entropy(net(x), y)
+    (no weight gradients are accumulated); on several ranks, the whole batch's, summed across
+    ranks."""
+    loss, _ = sharded_loss(net, batch)
     params = net.arch_parameters()
     grads = torch.autograd.grad(loss, params, allow_unused=True)
-    return float(loss.detach()), [
-        torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)
-    ]
+    out = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+    (value,) = ranks_of(net).all_reduce_tensors(out, float(loss.detach()))
+    return value, out
 
 
 def apply_arch(net: Any, opt: torch.optim.Optimizer, grads: list[torch.Tensor]) -> None:
@@ -208,18 +284,19 @@ def arch_step(net: Any, opt: torch.optim.Optimizer, batch: Batch) -> float:
 
 def weight_grads(net: Any, batch: Batch) -> float:
     """Returns the training loss on ``batch``; accumulates weight gradients only (the
-    architecture parameters are held out of the graph for this pass)."""
-    x, y = batch
+    architecture parameters are held out of the graph for this pass); on several ranks, the
+    whole batch's, summed across ranks."""
     params = net.arch_parameters()
     for p in params:
         p.requires_grad_(False)
     try:
-        loss = nn.functional.cross_entropy(net(x), y)
+        loss, _ = sharded_loss(net, batch)
         loss.backward()
     finally:
         for p in params:
             p.requires_grad_(True)
-    return float(loss.detach())
+    (value,) = ranks_of(net).all_reduce_grads(net.weights(), float(loss.detach()))
+    return value
 
 
 def apply_weights(net: Any, opt: torch.optim.Optimizer, cfg: SearchConfig) -> None:

@@ -46,7 +46,14 @@ from torch import nn
 
 from nasforge.errors import ConfigError
 from nasforge.oneshot.algorithms import register_algorithm
-from nasforge.oneshot.common import Batch, activate, batches, check_optional_int, weight_step
+from nasforge.oneshot.common import (
+    Batch,
+    activate,
+    batches,
+    check_optional_int,
+    ranks_of,
+    weight_step,
+)
 from nasforge.oneshot.selection import Selection, SelectionSettings, pick
 from nasforge.oneshot.selection import check as check_selection
 from nasforge.oneshot.spos import SposInput, SposLayer, SposRepeat
@@ -153,8 +160,17 @@ def _reward(net: Supernet, batch: Batch, kind: str) -> float:
     """Returns the reward of the active path on ``batch``: its accuracy (``kind`` "accuracy",
     the paper's) or minus its mean cross-entropy ("loss"), batch norm by batch statistics
     (train mode) and its running statistics untouched."""
-    x, y = batch
+    ranks = ranks_of(net)
     net.train()
+    if ranks.distributed:  # this rank's shard; the sums over every rank's shard
+        x, y = ranks.shard(batch)
+        with torch.no_grad(), frozen_bn_stats(net):
+            out = net(x)
+            right = float((out.argmax(-1) == y).sum())
+            loss = float(nn.functional.cross_entropy(out, y, reduction="sum"))
+        right, loss, n = ranks.all_reduce_tensors([], right, loss, float(len(y)))
+        return right / n if kind == "accuracy" else -loss / n
+    x, y = batch
     with torch.no_grad(), frozen_bn_stats(net):
         out = net(x)
         if kind == "accuracy":
@@ -271,6 +287,7 @@ class Enas(Algorithm):
             state.opt_a.zero_grad(set_to_none=True)
             rewards.append(reward)
             entropies.append(float(entropy.detach()))
+        ranks_of(net).sync_module(ctrl)  # the same controller on every rank, whatever the floats
         n = max(1, len(rewards))
         return {"reward": sum(rewards) / n, "entropy": sum(entropies) / n}
 

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import nn
 
 from nasforge.errors import ConfigError
 from nasforge.oneshot.algorithms import register_algorithm
@@ -43,6 +42,8 @@ from nasforge.oneshot.common import (
     arch_grads,
     arch_step,
     check_optional_int,
+    ranks_of,
+    sharded_loss,
     weight_grads,
     weight_step,
 )
@@ -369,7 +370,8 @@ def nasb_step(
     binarize(net, uniform)
     if uniform is not None:
         with torch.no_grad():
-            val_loss = float(nn.functional.cross_entropy(net(val_batch[0]), val_batch[1]))
+            shard_loss, _ = sharded_loss(net, val_batch)  # this rank's shard (one process: all)
+            (val_loss,) = ranks_of(net).all_reduce_tensors([], float(shard_loss))
         train_loss = weight_grads(net, train_batch)
         apply_weights(net, opt_w, cfg)
     elif cfg.algo.order == "consecutive":

@@ -40,12 +40,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import nn
 
 from nasforge.errors import ConfigError
 from nasforge.oneshot import op_latency
 from nasforge.oneshot.algorithms import register_algorithm
-from nasforge.oneshot.common import SearchConfig, apply_arch, weight_step
+from nasforge.oneshot.common import (
+    SearchConfig,
+    apply_arch,
+    ranks_of,
+    sharded_loss,
+    weight_step,
+)
 from nasforge.oneshot.nasb import _ArchGrad
 from nasforge.oneshot.supernet import (
     Algorithm,
@@ -295,27 +300,31 @@ def expected_latency(net: Supernet, sampled: bool = False) -> torch.Tensor:
     return total
 
 
-def _with_latency(loss: torch.Tensor, net: Supernet, cfg: SearchConfig) -> torch.Tensor:
-    """Returns the loss with the latency term of ``cfg.algo`` (unchanged without a target)."""
+def _with_latency(
+    loss: torch.Tensor, net: Supernet, cfg: SearchConfig, share: float = 1.0
+) -> torch.Tensor:
+    """Returns the loss with the latency term of ``cfg.algo`` (unchanged without a target);
+    ``share`` is this rank's share of the batch (the added term is split like the loss)."""
     s: ProxylessSettings = cfg.algo
     if s.latency_target is None:
         return loss
     ratio = expected_latency(net, sampled=True) / s.latency_target
     if s.latency_loss == "mul":
         return loss * ratio.clamp_min(1e-12) ** s.latency_weight
-    return loss + s.latency_weight * ratio
+    return loss + share * s.latency_weight * ratio
 
 
 def _arch_step(net: Supernet, opt_a: torch.optim.Optimizer, batch: Any, cfg: SearchConfig,
                plan: dict[str, tuple[list, list]]) -> float:  # fmt: skip
     """Returns the validation loss after one two-path update of the architecture parameters
     (weights frozen), with the paper's rescaling of the two sampled entries."""
-    x, y = batch
-    ce = nn.functional.cross_entropy(net(x), y)
+    ce, share = sharded_loss(net, batch)
     params = net.arch_parameters()
-    grads = torch.autograd.grad(_with_latency(ce, net, cfg), params, allow_unused=True)
+    grads = torch.autograd.grad(_with_latency(ce, net, cfg, share), params, allow_unused=True)
+    full = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+    (value,) = ranks_of(net).all_reduce_tensors(full, float(ce.detach()))  # the whole batch's
     before = [p.detach().clone() for p in params]
-    apply_arch(net, opt_a, [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)])
+    apply_arch(net, opt_a, full)
     with torch.no_grad():
         for label, (active, alt) in plan.items():
             i = net.key_of[label]
@@ -324,7 +333,7 @@ def _arch_step(net: Supernet, opt_a: torch.optim.Optimizer, batch: Any, cfg: Sea
             p.copy_(old)  # unsampled entries as they were (Adam's decay and momentum included)
             if len(idx) > 1:
                 p[idx] = new + (torch.logsumexp(old[idx], 0) - torch.logsumexp(new, 0))
-    return float(ce.detach())
+    return value
 
 
 def proxyless_step(net: Supernet, state: Any, train: Any, val: Any, cfg: SearchConfig

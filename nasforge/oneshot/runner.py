@@ -321,10 +321,11 @@ class OneShotSearch(BaseRunner):
         return ("search_space", "strategy")
 
     def check(self) -> None:
-        """Returns None; on a resume of a run whose record holds the strategy section of a
-        nasforge where one config held every algorithm's settings, keeps that section as
-        written (:meth:`section`) when it agrees with this search on every setting the
-        algorithm reads and its other keys are other algorithms' settings, so that the run
+        """Returns None; on a resume of a run whose record holds the strategy section of an
+        earlier nasforge (one where one config held every algorithm's settings, or one that
+        lacked a loop setting added since), keeps that section as written (:meth:`section`)
+        when it agrees with this search on every setting the algorithm reads (a missing one at
+        its default) and its other keys are other algorithms' settings, so that the run
         resumes; otherwise the shared resume check compares the sections as usual."""
         self._recorded_strategy = None
         try:
@@ -339,7 +340,12 @@ class OneShotSearch(BaseRunner):
         ):
             return
         settings = self.strategy.settings()
-        if own_settings(self.strategy.name, stored["config"]) == settings:
+        try:  # the recorded settings with today's defaults for what its nasforge lacked
+            own = own_settings(self.strategy.name, stored["config"])
+            filled = json.loads(json.dumps(flat_settings(config_for(self.strategy.name, own))))
+        except (ConfigError, TypeError, ValueError):
+            return
+        if filled == settings:
             self._recorded_strategy = dict(stored)
 
     def section(self) -> dict[str, Any]:
@@ -373,14 +379,24 @@ class OneShotSearch(BaseRunner):
         progress = self.progress(cfg.epochs, None, self.progress_mode)
         t0 = time.monotonic() - float(store.get_meta("elapsed", "0") or 0)
 
-        def checkpoint(row: dict[str, Any], state: SearchState) -> None:
-            path = ckpt / f"oneshot_epoch{row['epoch']}.pt"
+        def checkpoint(row: dict[str, Any] | None, state: SearchState) -> None:
+            # the file first, then the row and the resume point that names it: a kill between
+            # them resumes from the checkpoint before
+            name = (f"oneshot_epoch{state.epoch}.pt" if row is not None
+                    else f"oneshot_epoch{state.epoch}_step{state.step}.pt")  # fmt: skip
+            path = ckpt / name
             save_state(state.state_dict(), path)
-            store.add_progress(row["epoch"], row)  # committed after the file: resume point
+            if row is not None:
+                store.add_progress(row["epoch"], row)
+            store.add_artifact("search_state", f"checkpoints/{name}", "checkpoint",
+                               {"epoch": state.epoch, "step": state.step})  # fmt: skip
             store.set_meta("elapsed", repr(time.monotonic() - t0))
             for old in ckpt.glob("oneshot_epoch*.pt"):
                 if old != path:
                     old.unlink()
+            if row is None:
+                self.check_stop()  # nasforge stop: this step is saved, so the run may end here
+                return
             elapsed = time.monotonic() - t0
             eta = elapsed / row["epoch"] * (cfg.epochs - row["epoch"])
             val_loss = "-" if row["val_loss"] is None else f"{row['val_loss']:.4f}"
@@ -456,8 +472,20 @@ class OneShotSearch(BaseRunner):
 
 
 def _last_checkpoint(store: Store, ckpt: Path) -> dict[str, Any] | None:
-    """Returns the state saved after the last recorded epoch (None: start from epoch 1)."""
-    rows = store.progress(last=1)
+    """Returns the state of the run's last checkpoint (the resume point its record names:
+    an epoch's end or a step inside one), with the progress rows after it dropped; None: start
+    from the first step."""
+    point = store.artifacts().get("search_state")
+    if point is not None:
+        path = store.directory / point["path"]
+        if not path.exists():
+            raise StoreError(
+                f"{store.directory}: the checkpoint {path} of step {point['meta'].get('step')} "
+                "is recorded but missing; restore it, or run the search again in a new directory"
+            )
+        store.truncate_progress(int(point["meta"]["epoch"]))
+        return torch.load(path, weights_only=True, map_location="cpu")
+    rows = store.progress(last=1)  # a record from before checkpoints named their step
     if not rows:
         return None
     epoch = rows[-1]["step"]

@@ -39,17 +39,18 @@ from nasforge.errors import DivergenceError
 from nasforge.oneshot import darts, enas, fewshot, nasb, proxyless, spos  # noqa: F401 - registered
 from nasforge.oneshot.algorithms import ALGORITHMS, config_for, get_algorithm, with_settings
 from nasforge.oneshot.common import (
+    Pass,
     SearchConfig,
     SearchResult,
     Split,
     accuracy,
-    batches,
     n_steps,
     split_data,
     weight_optimizer,
 )
 from nasforge.oneshot.supernet import Algorithm, Supernet
 from nasforge.run.progress import Progress, fmt_time
+from nasforge.runtime.distributed import ONE, Ranks
 from nasforge.runtime.threads import threads_for
 from nasforge.space import ModelSpace, arch_id
 
@@ -84,6 +85,10 @@ class SearchState:
     g: torch.Generator  # data order
     rng: random.Random  # architecture sampling (SPOS, ENAS)
     epoch: int = 0  # epochs finished
+    step: int = 0  # weight steps taken, across epochs
+    #: where the current epoch is (its data orders and positions, its losses so far); None at
+    #: an epoch's start: what a checkpoint taken inside an epoch resumes from
+    cursor: dict[str, Any] | None = None
 
     def state_dict(self) -> dict[str, Any]:
         """Returns the state as tensors and plain data (``torch.save``-able, and loadable with
@@ -91,6 +96,8 @@ class SearchState:
         version, internal, gauss = self.rng.getstate()
         return {
             "epoch": self.epoch,
+            "step": self.step,
+            "cursor": self.cursor,
             "net": self.net.state_dict(),
             "opt_w": self.opt_w.state_dict(),
             "sched": self.sched.state_dict(),
@@ -101,8 +108,11 @@ class SearchState:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restores what :meth:`state_dict` returned."""
+        """Restores what :meth:`state_dict` returned (a checkpoint written before steps were
+        counted resumes at its epoch's end)."""
         self.epoch = int(state["epoch"])
+        self.step = int(state.get("step", 0))
+        self.cursor = state.get("cursor")
         self.net.load_state_dict(state["net"])
         self.opt_w.load_state_dict(state["opt_w"])
         self.sched.load_state_dict(state["sched"])
@@ -122,11 +132,12 @@ def search(
     batch_size: int = 64,
     config: SearchConfig | None = None,
     on_epoch: Callable[[dict[str, Any]], None] | None = None,
-    checkpoint: Callable[[dict[str, Any], SearchState], None] | None = None,
+    checkpoint: Callable[[dict[str, Any] | None, SearchState], None] | None = None,
     resume_from: Mapping[str, Any] | None = None,
     weights: Mapping[str, torch.Tensor] | None = None,
     threads: int | None = None,
     progress: str = "auto",
+    ranks: Ranks = ONE,
     **settings: Any,
 ) -> SearchResult:
     """Returns the architecture a one-shot search of ``space`` finds on ``data``, the per-epoch
@@ -147,6 +158,16 @@ def search(
     setting) trains on a GPU: the supernet is built and initialised on the CPU, then it and the
     data move to the device, where the returned supernet stays.
 
+    ``checkpoint(row, state)`` is called after each epoch (``row``: its progress row) and, with
+    the setting ``checkpoint_every=K``, every K steps inside an epoch (``row`` None); a state
+    saved either way resumes at that step. ``ranks`` (:func:`nasforge.runtime.distributed.join`)
+    makes the search data parallel: every rank calls ``search`` with the same arguments, trains
+    its shard of each batch of the same path, and the gradients are summed across ranks, so
+    every rank holds the same supernet and ends with the same architecture (see
+    :mod:`nasforge.oneshot.common`); batch norm normalises by each rank's shard, and its
+    running statistics are averaged across ranks after each epoch. ``checkpoint`` and
+    ``on_epoch`` are called on every rank (the caller decides which one writes).
+
     Invariants: the result's ``arch`` is valid for ``space`` (``nf.freeze(space, arch)`` builds
     it); the supernet's weights start from ``cfg.seed`` (every module's ``reset_parameters``),
     so the same seed and thread count give the same result in any process, with or without a
@@ -161,7 +182,7 @@ def search(
     """
     with threads_for(threads) as n_threads:
         return _search(space, algorithm, data, epochs, batch_size, config, on_epoch, checkpoint,
-                       resume_from, weights, n_threads, progress, settings)  # fmt: skip
+                       resume_from, weights, n_threads, progress, settings, ranks)  # fmt: skip
 
 
 def _search(
@@ -172,12 +193,13 @@ def _search(
     batch_size: int,
     config: SearchConfig | None,
     on_epoch: Callable[[dict[str, Any]], None] | None,
-    checkpoint: Callable[[dict[str, Any], SearchState], None] | None,
+    checkpoint: Callable[[dict[str, Any] | None, SearchState], None] | None,
     resume_from: Mapping[str, Any] | None,
     weights: Mapping[str, torch.Tensor] | None,
     n_threads: int,
     progress: str,
     settings: dict[str, Any],
+    ranks: Ranks = ONE,
 ) -> SearchResult:
     """Returns :func:`search`'s result once torch's thread count is chosen."""
     algo = get_algorithm(algorithm)
@@ -188,18 +210,22 @@ def _search(
     cfg.check(allow_no_epochs=weights is not None)
     algo.check_space(space, cfg)
     split, state = initial_state(space, algo, data, cfg, weights, resume_from, cfg.device)
+    state.net.ranks = ranks
+    ranks.sync_module(state.net)  # equal already (same seed); rank 0's, whatever a rank did
     if resume_from is not None:
-        logger.info("%s: resuming after epoch %d of %d", algo.name, state.epoch, cfg.epochs)
+        logger.info("%s: resuming after epoch %d of %d (step %d)", algo.name, state.epoch,
+                    cfg.epochs, state.step)  # fmt: skip
     shown = Progress(cfg.epochs, None, progress, logger=logger)
     start, first = time.monotonic(), state.epoch
     per_epoch = n_steps(split, cfg) // max(1, cfg.epochs)
     where = f"{n_threads} torch thread(s)" if cfg.device == "cpu" else cfg.device
+    where += f" x {ranks.world} ranks" if ranks.distributed else ""
     shown.show(f"{algo.name}: {cfg.epochs - first} epoch(s) of {per_epoch} steps (batch "
                f"{cfg.batch_size}) on {where}", force=True)  # fmt: skip
     history: list[dict[str, Any]] = []
     try:
         while state.epoch < cfg.epochs:
-            row = _epoch(algo, state, split, cfg)
+            row = _epoch(algo, state, split, cfg, checkpoint)
             history.append(row)
             elapsed = time.monotonic() - start
             shown.show(_epoch_line(algo.name, row, cfg.epochs, elapsed, first), force=True)
@@ -268,35 +294,56 @@ def _epoch_line(name: str, row: dict[str, Any], epochs: int, elapsed: float, fir
     )
 
 
-def _epoch(algo: type[Algorithm], state: SearchState, split: Split, cfg: SearchConfig) -> dict:
-    """Returns the progress row of one epoch of search steps (and advances ``state``).
+def _epoch(
+    algo: type[Algorithm],
+    state: SearchState,
+    split: Split,
+    cfg: SearchConfig,
+    checkpoint: Callable[[dict[str, Any] | None, SearchState], None] | None = None,
+) -> dict:
+    """Returns the progress row of one epoch of search steps (and advances ``state``), from
+    where ``state.cursor`` says the epoch is; every ``cfg.checkpoint_every`` steps inside it
+    ``checkpoint(None, state)`` gets the state with its cursor.
 
     Raises:
         DivergenceError: a loss became NaN or infinite.
     """
-    t0 = time.perf_counter()
-    losses_t: list[float] = []
-    losses_v: list[float] = []
-    val_iter = batches(split.val, cfg.batch_size, state.g) if algo.uses_val else None
-    for i, train_batch in enumerate(batches(split.train, cfg.batch_size, state.g)):
+    cur = state.cursor or {"train": None, "train_pos": 0, "val": None, "val_pos": 0,
+                           "losses_t": [], "losses_v": [], "seconds": 0.0}  # fmt: skip
+    t0 = time.perf_counter() - float(cur["seconds"])
+    losses_t: list[float] = list(cur["losses_t"])
+    losses_v: list[float] = list(cur["losses_v"])
+    train = Pass(split.train, cfg.batch_size, state.g, cur["train"], int(cur["train_pos"]))
+    val = Pass(split.val, cfg.batch_size, state.g, cur["val"], int(cur["val_pos"]))
+    every = cfg.checkpoint_every
+    while (train_batch := train.next()) is not None:
         val_batch = None
-        if val_iter is not None:
-            val_batch = next(val_iter, None)
-            if val_batch is None:
-                val_iter = batches(split.val, cfg.batch_size, state.g)
-                val_batch = next(val_iter)
+        if algo.uses_val:
+            val_batch = val.next()
+            if val_batch is None:  # the validation half ran out: a new pass over it
+                val = Pass(split.val, cfg.batch_size, state.g)
+                val_batch = val.next()
         lt, lv = algo.step(state.net, state, train_batch, val_batch, cfg)
         if not (math.isfinite(lt) and (lv is None or math.isfinite(lv))):
             raise DivergenceError(
                 f"{algo.name}: the loss became {lt if lv is None else (lt, lv)} at epoch "
-                f"{state.epoch + 1}, step {i + 1}; lower the learning rate (w_lr={cfg.w_lr}, "
-                f"a_lr={cfg.a_lr}) or check the data"
+                f"{state.epoch + 1}, step {len(losses_t) + 1}; lower the learning rate "
+                f"(w_lr={cfg.w_lr}, a_lr={cfg.a_lr}) or check the data"
             )
         losses_t.append(lt)
         if lv is not None:
             losses_v.append(lv)
         state.sched.step()
+        state.step += 1
+        if checkpoint is not None and every and state.step % every == 0 and not train.done:
+            (tp, tpos), (vp, vpos) = train.state(), val.state()
+            state.cursor = {"train": tp, "train_pos": tpos, "val": vp, "val_pos": vpos,
+                            "losses_t": losses_t, "losses_v": losses_v,
+                            "seconds": time.perf_counter() - t0}  # fmt: skip
+            checkpoint(None, state)
+    state.cursor = None
     extra = algo.after_epoch(state.net, state, split, cfg)  # e.g. ENAS's controller phase
+    state.net.ranks.average_buffers(state.net)  # batch norm's statistics of every shard
     state.epoch += 1
     row = epoch_row(algo, state, split, losses_t, losses_v, time.perf_counter() - t0)
     return {**row, **extra}
@@ -318,7 +365,7 @@ def epoch_row(
         "epoch": state.epoch,
         "train_loss": sum(losses_t) / max(1, len(losses_t)),
         "val_loss": sum(losses_v) / len(losses_v) if losses_v else None,
-        "val_acc": accuracy(state.net, split.val),
+        "val_acc": accuracy(state.net, split.val, ranks=state.net.ranks),
         "arch": arch,
         "arch_id": arch_id(arch),
         "seconds": seconds,

@@ -23,6 +23,14 @@ docs/oneshot.md ("How a single-path search chooses") has the ranking benchmark's
 The recorded figure of every candidate stays its validation accuracy (what a trial reports);
 only the choice uses ``selection``.
 
+On several ranks (a data-parallel search), scoring is split across them: candidates known in
+advance (the hybrid's reference sample, the evolution's random first population, ENAS's
+samples) are dealt out whole, one rank scoring each, and gathered (:meth:`Selection.prefetch`:
+the values of one process, bitwise); a candidate known only once the one before was told (an
+evolution's child) is scored on every rank's shard of the validation split, the sums added
+(the same accuracy; the loss up to the order of float sums). Every rank then holds every
+score and makes the same choice.
+
     sel = Selection(net.space, lambda arch: net, train, val, cfg)
     best, history = evolve(sel, cfg)                 # history: (arch, val accuracy)
 
@@ -32,6 +40,7 @@ settings of SPOS, ENAS or few-shot) extends :class:`SelectionSettings`.
 
 from __future__ import annotations
 
+import copy
 import logging
 import random
 from collections.abc import Callable, Sequence
@@ -39,9 +48,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from nasforge.errors import ConfigError
-from nasforge.oneshot.common import Batch, activate, recalibrate_bn
+from nasforge.oneshot.common import Batch, activate, ranks_of, recalibrate_bn
 from nasforge.oneshot.supernet import Supernet
 from nasforge.proxies import get_proxy, score_arch
+from nasforge.runtime.distributed import ONE, Ranks
 from nasforge.space.search_space import Arch, arch_id
 from nasforge.strategy import RegularizedEvolution
 from nasforge.weightsharing import accuracy_and_loss
@@ -160,17 +170,45 @@ class Selection:
         self._inherited: dict[str, tuple[float, float]] = {}
         self._proxy: dict[str, float] = {}
         self._reference: tuple[list[float], list[float]] | None = None
+        #: the ranks the supernet trained on: scoring is split across them
+        self.ranks: Ranks = ranks_of(net_for(space.search_space().default()))
+
+    def _inherited_on(self, arch: Arch, ranks: Ranks) -> tuple[float, float]:
+        """Returns (validation accuracy, loss) of ``arch``: its path activated, batch norm
+        recalibrated (alike on every rank), the validation split scored across ``ranks``."""
+        net, cfg = self.net_for(arch), self.cfg
+        activate(net, arch)
+        recalibrate_bn(net, self.train, cfg.batch_size, cfg.bn_batches, cfg.seed)
+        return accuracy_and_loss(net, self.val, 1024, ranks=ranks)
 
     def inherited(self, arch: Arch) -> tuple[float, float]:
         """Returns (validation accuracy, validation loss) of ``arch`` with inherited weights
-        and recalibrated batch norm."""
+        and recalibrated batch norm (on several ranks: scored on their shards, summed)."""
         key = arch_id(arch)
         if key not in self._inherited:
-            net, cfg = self.net_for(arch), self.cfg
-            activate(net, arch)
-            recalibrate_bn(net, self.train, cfg.batch_size, cfg.bn_batches, cfg.seed)
-            self._inherited[key] = accuracy_and_loss(net, self.val, 1024)
+            self._inherited[key] = self._inherited_on(arch, self.ranks)
         return self._inherited[key]
+
+    def prefetch(self, archs: Sequence[Arch]) -> None:
+        """Returns None once every one of ``archs`` is scored (inherited weights, and the
+        proxy when the selection is the hybrid): on several ranks, each rank scores whole
+        candidates of its share and every rank gathers all the scores (one process leaves them
+        to :meth:`inherited` and :meth:`proxy`, in the order the selection asks)."""
+        if not self.ranks.distributed:
+            return
+        todo = list({arch_id(a): a for a in archs if arch_id(a) not in self._inherited}.values())
+        if not todo:
+            return
+        hybrid = self.settings.selection == "hybrid"
+        mine = [
+            (self._inherited_on(a, ONE), proxy_score(self.space, a, self.train, self.cfg)
+             if hybrid else None)
+            for a in self.ranks.split(todo)
+        ]  # fmt: skip
+        for arch, (scores, proxy) in zip(todo, self.ranks.gather(mine, len(todo))):
+            self._inherited[arch_id(arch)] = tuple(scores)  # type: ignore[assignment]
+            if proxy is not None:
+                self._proxy.setdefault(arch_id(arch), proxy)
 
     def proxy(self, arch: Arch) -> float:
         """Returns :func:`proxy_score` of ``arch`` (computed once per selection)."""
@@ -185,6 +223,7 @@ class Selection:
             rng = random.Random(self.cfg.seed)
             space = self.space.search_space()
             archs = [space.sample(rng) for _ in range(self.settings.selection_reference)]
+            self.prefetch(archs)  # split across ranks when there are several
             self._reference = ([-self.inherited(a)[1] for a in archs],
                                [self.proxy(a) for a in archs])  # fmt: skip
         return self._reference
@@ -243,6 +282,10 @@ def evolve(
     strategy = RegularizedEvolution(s.population, min(s.sample_size, s.population),
                                     cfg.seed)  # fmt: skip
     strategy.setup(space)
+    if selection.ranks.distributed:  # the first population is random: score it in parallel
+        ahead = copy.deepcopy(strategy)
+        first = [ahead.ask() for _ in range(min(s.population, s.cycles))]
+        selection.prefetch([a for a in first if a is not None and (allowed is None or allowed(a))])
     told: dict[str, float] = {}
     history: list[tuple[Arch, float]] = []
     best: tuple[float, Arch] | None = None
@@ -275,6 +318,7 @@ def pick(selection: Selection, candidates: Sequence[Arch]) -> tuple[Arch, list[t
     """Returns the candidate of the best ``selection`` value (the first of equals) and every
     distinct candidate with its validation accuracy."""
     distinct = list({arch_id(a): a for a in candidates}.values())
+    selection.prefetch(distinct)  # split across ranks when there are several
     values = [selection.value(a) for a in distinct]
     i = max(range(len(distinct)), key=lambda j: values[j])
     return distinct[i], [(a, selection.inherited(a)[0]) for a in distinct]

@@ -34,6 +34,7 @@ from torch import nn
 
 from nasforge.errors import ArchitectureError, SpaceError
 from nasforge.oneshot.common import arch_optimizer
+from nasforge.runtime.distributed import ONE, Ranks
 from nasforge.space import InputChoice, LayerChoice, ModelSpace, Repeat, freeze
 from nasforge.space.search_space import Arch
 from nasforge.weightsharing import convert_choices
@@ -504,8 +505,22 @@ class Supernet(nn.Module):
         """Keeps ``sub`` (a supernet of the same space) as the part of this one that holds the
         architectures taking ``fixed``'s values (few-shot's sub-supernets): its weights are
         weights of this one (:meth:`weights`), and it moves, saves and loads with it."""
+        sub.ranks = self.ranks
         self.held.append(sub)
         self._fixed.append(dict(fixed))
+
+    @property
+    def ranks(self) -> Ranks:
+        """Returns the ranks this supernet trains on, data parallel (one process by default):
+        the gradient steps of :mod:`nasforge.oneshot.common` shard each batch across them and
+        sum the gradients, so every rank's replica takes the same step."""
+        return self.__dict__.get("_ranks", ONE)
+
+    @ranks.setter
+    def ranks(self, ranks: Ranks) -> None:
+        self.__dict__["_ranks"] = ranks
+        for sub in self.__dict__.get("_modules", {}).get("held", []):
+            sub.ranks = ranks
 
     def holder(self, arch: Mapping[str, Any]) -> Supernet:
         """Returns the supernet whose weights hold ``arch``: the first held one whose fixed

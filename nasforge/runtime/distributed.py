@@ -102,7 +102,11 @@ class Ranks:
 
     # -- data ------------------------------------------------------------------------------------
     def bounds(self, n: int) -> tuple[int, int]:
-        """Returns the rows ``[start, stop)`` of an ``n``-row batch that are this rank's."""
+        """Returns the rows ``[start, stop)`` of an ``n``-row batch that are this rank's (every
+        row when the batch has fewer rows than there are ranks: each then takes a
+        ``1 / world`` share of it, so no rank is left with an empty batch)."""
+        if n < self.world:
+            return 0, n
         base, extra = divmod(n, self.world)
         start = self.rank * base + min(self.rank, extra)
         return start, start + base + (1 if self.rank < extra else 0)
@@ -120,11 +124,15 @@ class Ranks:
         return batch[start:stop]
 
     def share(self, n: int) -> float:
-        """Returns this rank's share of an ``n``-row batch (its rows over ``n``): what a mean
-        over its shard is multiplied by so that the ranks' gradients sum to the gradient of
-        the mean over the whole batch."""
+        """Returns this rank's share of an ``n``-row batch (its rows over ``n``; ``1 / world``
+        when every rank takes the whole batch): what a mean over its shard is multiplied by so
+        that the ranks' gradients sum to the gradient of the mean over the whole batch."""
+        if not n:
+            return 0.0
+        if n < self.world:
+            return 1.0 / self.world
         start, stop = self.bounds(n)
-        return (stop - start) / n if n else 0.0
+        return (stop - start) / n
 
     def split(self, items: Sequence[Any]) -> list[Any]:
         """Returns this rank's items of ``items`` (every ``world``-th, from its rank): work
@@ -144,27 +152,52 @@ class Ranks:
         return out
 
     # -- collectives -----------------------------------------------------------------------------
-    def all_reduce_grads(self, params: Iterable[Any]) -> None:
-        """Returns None after summing the gradients of ``params`` across ranks in place (one
-        flat buffer per dtype and device). Every rank must hold gradients for the same
-        parameters, in the same order (the same path of a supernet); a parameter without a
-        gradient is left out on every rank alike."""
+    def all_reduce_tensors(self, tensors: Sequence[Any], *extra: float) -> list[float]:
+        """Returns ``extra`` (numbers, e.g. a loss) summed across ranks, after summing
+        ``tensors`` across ranks in place: one flat buffer (float64 for the numbers), one
+        collective. Every rank must give tensors of the same shapes in the same order."""
         if not self.distributed:
-            return
+            return [float(e) for e in extra]
         import torch
         import torch.distributed as dist
 
-        grads = [p.grad for p in params if p.grad is not None]
-        groups: dict[tuple[Any, Any], list[Any]] = {}
-        for g in grads:
-            groups.setdefault((g.dtype, g.device), []).append(g)
-        for same in groups.values():
-            flat = torch.cat([g.reshape(-1) for g in same])
-            dist.all_reduce(flat)
-            offset = 0
-            for g in same:
-                g.copy_(flat[offset : offset + g.numel()].view_as(g))
-                offset += g.numel()
+        parts = [t.detach().reshape(-1).to(torch.float64) for t in tensors]
+        device = tensors[0].device if tensors else "cpu"
+        parts.append(torch.tensor([float(e) for e in extra], dtype=torch.float64, device=device))
+        flat = torch.cat(parts)
+        dist.all_reduce(flat)
+        offset = 0
+        for t in tensors:
+            t.copy_(flat[offset : offset + t.numel()].view_as(t).to(t.dtype))
+            offset += t.numel()
+        return [float(v) for v in flat[offset:].tolist()]
+
+    def all_reduce_grads(self, params: Iterable[Any], *extra: float) -> list[float]:
+        """Returns ``extra`` summed across ranks, after summing the gradients of ``params``
+        across ranks in place (:meth:`all_reduce_tensors`). Every rank must hold gradients for
+        the same parameters, in the same order (the same path of a supernet); a parameter
+        without a gradient is left out on every rank alike."""
+        return self.all_reduce_tensors([p.grad for p in params if p.grad is not None], *extra)
+
+    def average_buffers(self, module: Any) -> None:
+        """Returns None after averaging ``module``'s floating-point buffers across ranks (batch
+        norm's running statistics, each estimated on a rank's shards); counters are left."""
+        if not self.distributed:
+            return
+        floats = [b for b in module.buffers() if b.is_floating_point()]
+        if floats:
+            self.all_reduce_tensors(floats)
+            for b in floats:
+                b.div_(self.world)
+
+    def sync_module(self, module: Any) -> None:
+        """Returns None once every rank holds rank 0's parameters and buffers of ``module``."""
+        if not self.distributed:
+            return
+        import torch.distributed as dist
+
+        for t in [*module.parameters(), *module.buffers()]:
+            dist.broadcast(t.data, src=0)
 
     def all_reduce_sum(self, values: Sequence[float]) -> list[float]:
         """Returns ``values`` summed across ranks (float64), e.g. a validation pass's loss
