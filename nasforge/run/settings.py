@@ -5,11 +5,17 @@ A runner takes what it runs on (a space, a data folder) and ``settings``, one da
 fields are every other setting with its default, written once; its record's section is that
 dataclass as data, so a resume builds the same one back. Keywords that name fields still work
 for one release and warn (:class:`DeprecationWarning`) that they go.
+
+Whatever the source (a run file, ``--set KEY=VALUE``, a stored section, keywords), a field
+written ``int``, ``float`` or ``bool`` (or one of them ``| None``) takes only that type: a
+bool is no int and a string no number, so ``--set n_trials=true`` is one line naming the
+setting rather than a run of one trial.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import warnings
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -17,7 +23,7 @@ from typing import Any, TypeVar
 from nasforge.errors import ConfigError
 from nasforge.run.runner import did_you_mean
 
-__all__ = ["kind_settings", "settings_data"]
+__all__ = ["kind_settings", "settings_data", "check_types"]
 
 S = TypeVar("S")
 
@@ -35,8 +41,8 @@ def kind_settings(
     keyword warns that ``owner`` takes ``settings=cls(...)`` instead.
 
     Raises:
-        ConfigError: a key that is no field of ``cls`` (the message suggests the closest), or
-            ``settings`` of another type.
+        ConfigError: a key that is no field of ``cls`` (the message suggests the closest),
+            ``settings`` of another type, or a field of the wrong type (:func:`check_types`).
     """
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     given = {} if settings is None or isinstance(settings, cls) else settings
@@ -61,7 +67,53 @@ def kind_settings(
             stacklevel=3,
         )
     base = settings if isinstance(settings, cls) else cls(**given)
-    return dataclasses.replace(base, **keywords) if keywords else base  # type: ignore[type-var]
+    built = dataclasses.replace(base, **keywords) if keywords else base  # type: ignore[type-var]
+    check_types(built, owner)
+    return built
+
+
+#: what a field written as the key takes: (the test, the words for it)
+_SCALARS: dict[str, tuple[Any, str]] = {
+    "int": (lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool), "an int"),
+    "float": (lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool), "a number"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+}
+
+
+def _scalar(annotation: Any) -> tuple[str, bool] | None:
+    """Returns ``(type name, None allowed)`` of a field written ``int``, ``float`` or ``bool``,
+    alone or ``| None``; None for any other annotation (those are checked by their kind)."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", None)
+    text = text if text is not None else repr(annotation)
+    parts = [p.strip() for p in text.split("|")]
+    rest = [p for p in parts if p != "None"]
+    if len(rest) != 1 or rest[0] not in _SCALARS:
+        return None
+    return rest[0], len(rest) < len(parts)
+
+
+def check_types(settings: Any, owner: str) -> None:
+    """Returns None when every field of the ``settings`` dataclass written ``int``, ``float``
+    or ``bool`` (alone or ``| None``) holds a value of that type: an int is no bool, a number
+    no bool and no string (a float field takes an int).
+
+    Raises:
+        ConfigError: the first field that does not; the message names the field, the value
+            and its type, and what the field takes.
+    """
+    for f in dataclasses.fields(settings):
+        scalar = _scalar(f.type)
+        if scalar is None:
+            continue
+        name, optional = scalar
+        value = getattr(settings, f.name)
+        ok, words = _SCALARS[name]
+        if (value is None and optional) or (value is not None and ok(value)):
+            continue
+        raise ConfigError(
+            f"{owner}: {f.name} must be {words}{' or None (null)' if optional else ''}, got "
+            f"{value!r} (a {type(value).__name__})"
+        )
 
 
 def settings_data(settings: Any) -> dict[str, Any]:

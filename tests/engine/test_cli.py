@@ -215,3 +215,44 @@ def test_set_stopper_null_turns_the_files_stopper_off(tmp_path):
         assert s.config()["multitrial"]["stopper"] is not None
     with Store.open(off) as s:
         assert s.config()["multitrial"]["stopper"] is None
+
+
+INTERRUPTED = """
+import os
+from nasforge.space.search_space import Decision, SearchSpace
+
+space = SearchSpace([Decision(n, "value", tuple(range(6))) for n in ("a", "b")])
+strategy = "random"
+config = {"n_trials": 30, "executor": "inprocess", "progress": "off"}
+calls = []
+
+
+def evaluate(arch, report):
+    calls.append(arch)
+    if len(calls) == int(os.environ.get("NF_INTERRUPT_AT", "0")):
+        raise KeyboardInterrupt  # as Ctrl-C does, after a few trials
+    return float(arch["a"] + arch["b"])
+"""
+
+
+# -- --set is typed (issue 50, item 5) ------------------------------------------------------------
+@pytest.mark.parametrize(
+    "pair, words",
+    [
+        ("n_trials=true", ["n_trials", "True", "an int"]),
+        ('time_budget="soon"', ["time_budget", "'soon'", "a number"]),
+        ("n_trials=2.5", ["n_trials", "2.5", "an int"]),
+    ],
+)
+def test_a_set_of_the_wrong_type_is_one_line_and_writes_nothing(tmp_path, caplog, pair, words):
+    """`--set n_trials=true` (it ran one trial, exit 0) and `--set time_budget='"soon"'` (a
+    Python comparison error naming no setting) are one line naming the setting, the value
+    and what it takes; exit 2, no run directory."""
+    f = tmp_path / "exp.py"
+    f.write_text(INTERRUPTED)
+    d = tmp_path / "run"
+    assert main(["run", str(f), "--dir", str(d), "--set", pair]) == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and len(errors[0].splitlines()) == 1, errors
+    assert all(w in errors[0] for w in words), errors[0]
+    assert not d.exists()

@@ -283,6 +283,45 @@ def test_kind_settings_takes_an_instance_a_mapping_or_nothing() -> None:
         kind_settings(ExperimentSettings, 3, {}, "x")  # type: ignore[arg-type]
 
 
+def _settings_class(path: str) -> type:
+    module, _, name = path.partition(":")
+    return getattr(__import__(module, fromlist=[name]), name)
+
+
+@pytest.mark.parametrize(
+    "cls, name, bad, words",
+    [
+        ("nasforge.engine.settings:ExperimentSettings", "n_trials", True, "an int or None"),
+        ("nasforge.engine.settings:ExperimentSettings", "time_budget", "soon", "a number"),
+        ("nasforge.parallel.runner:PipelineSettings", "n_eval", True, "an int"),
+        ("nasforge.oneshot.dartsformer.runner:Seq2SeqSettings", "time_budget_s", "1", "a number"),
+        ("nasforge.ofa.runner:OFARunSettings", "full_epochs", 1.5, "an int"),
+        ("nasforge.ofa.deploy_runner:OFADeploySettings", "mutate_prob", None, "a number"),
+        ("nasforge.oneshot.cmp:CMPSettings", "defer_arch_grads", 1, "true or false"),
+    ],
+)
+def test_every_kind_s_settings_are_typed(cls: str, name: str, bad: object, words: str) -> None:
+    """A field written int, float or bool takes only that (a bool is no int, a string no
+    number, None only where the field allows it), whatever builds the settings: one line
+    naming the owner, the setting, the value and what it takes."""
+    settings = _settings_class(cls)
+    with pytest.raises(ConfigError) as exc:
+        kind_settings(settings, {name: bad}, {}, "a run")
+    assert str(exc.value).startswith(f"a run: {name} must be {words}")
+    assert repr(bad) in str(exc.value) and len(str(exc.value).splitlines()) == 1
+
+
+def test_typed_settings_take_numbers_of_any_numeric_type() -> None:
+    """A float field takes an int, an int field a NumPy int, and None where it is allowed."""
+    import numpy as np
+
+    from nasforge.parallel.runner import PipelineSettings
+
+    got = kind_settings(PipelineSettings, {"lr": 1, "steps": np.int64(3)}, {}, "x")
+    assert got.lr == 1 and got.steps == 3
+    assert kind_settings(ExperimentSettings, {"n_trials": None}, {}, "x").n_trials is None
+
+
 # -- dartsformer, ofa, ofa-deploy: the record's section as before ------------------------------
 def _record_and_rebuild(run: BaseRunner, directory: Path) -> BaseRunner:
     """Returns the runner a resume rebuilds from the record ``run`` starts in ``directory``."""
