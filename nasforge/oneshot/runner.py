@@ -282,8 +282,17 @@ class OneShotSearch(BaseRunner):
         Raises:
             ConfigError: no space or data, a bad reference or setting.
         """
-        s = {**dict(settings), **overrides}
+        s = dict(settings)
         s.pop("objective", None)
+        s.pop("search_space", None)  # stored for the resume check; the space rebuilds it
+        stored = s.get("strategy")
+        if isinstance(stored, Mapping) and "config" in stored:  # a stored section
+            # its strategy holds every search setting the run ran with: a run file's own
+            # copies (read again on resume) do not replace them; overrides do
+            s["strategy"] = {"name": stored["name"], **stored["config"]}
+            for f in dataclasses.fields(SearchConfig):
+                s.pop(f.name, None)
+        s.update(overrides)
         if "space" not in s:
             raise ConfigError(
                 "a one-shot run needs `space`; see docs/oneshot.md. (Resuming a run started "
@@ -291,8 +300,6 @@ class OneShotSearch(BaseRunner):
             )
         space = materialize(s.pop("space"), base)
         strategy = s.pop("strategy")
-        if isinstance(strategy, Mapping) and "config" in strategy:  # a stored section
-            strategy = {"name": strategy["name"], **strategy["config"]}
         data = s.pop("data", None)
         if isinstance(data, Mapping) and "unrebuildable" in data:
             raise ConfigError(
