@@ -78,8 +78,8 @@ def _parser(
 
 
 def _target(args: argparse.Namespace) -> str | None:
-    """Returns the run file or directory the ``run`` or ``resume`` in ``args`` names."""
-    return getattr(args, "file", None) or getattr(args, "dir", None)
+    """Returns the run file ``run`` names, or the directory ``resume`` names, in ``args``."""
+    return getattr(args, "file" if args.command == "run" else "dir", None)
 
 
 def _kinds(command: str, target: str | None) -> tuple[list[type[BaseRunner]], Any]:
