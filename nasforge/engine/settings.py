@@ -81,7 +81,7 @@ class ExperimentSettings:
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise ConfigError(f"n_trials must be a positive int or None, got {n!r}")
         if t is not None and (isinstance(t, bool) or not isinstance(t, numbers.Real) or t <= 0):
-            raise ConfigError(f"time_budget must be > 0 seconds or None, got {t!r}")
+            raise ConfigError(f"time_budget must be a number of seconds > 0 or None, got {t!r}")
         if self.mode not in ("max", "min"):
             raise ConfigError(f"mode must be 'max' or 'min', got {self.mode!r}")
         k = self.keep_checkpoints

@@ -6,10 +6,11 @@ fields are every other setting with its default, written once; its record's sect
 dataclass as data, so a resume builds the same one back. Keywords that name fields still work
 for one release and warn (:class:`DeprecationWarning`) that they go.
 
-Whatever the source (a run file, ``--set KEY=VALUE``, a stored section, keywords), a field
-written ``int``, ``float`` or ``bool`` (or one of them ``| None``) takes only that type: a
-bool is no int and a string no number, so ``--set n_trials=true`` is one line naming the
-setting rather than a run of one trial.
+Whatever the source (a run file, ``--set KEY=VALUE``, a stored section, keywords), the built
+settings pass their class's ``check()`` (where it has one) and a field written ``int``,
+``float`` or ``bool`` (or one of them ``| None``) takes only that type: a bool is no int and a
+string no number, so ``--set n_trials=true`` is one line naming the setting rather than a run
+of one trial.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def kind_settings(
 
     Raises:
         ConfigError: a key that is no field of ``cls`` (the message suggests the closest),
-            ``settings`` of another type, or a field of the wrong type (:func:`check_types`).
+            ``settings`` of another type, or settings that fail their class's ``check()``
+            (where it has one) or :func:`check_types` (a field of the wrong type).
     """
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     given = {} if settings is None or isinstance(settings, cls) else settings
@@ -68,8 +70,27 @@ def kind_settings(
         )
     base = settings if isinstance(settings, cls) else cls(**given)
     built = dataclasses.replace(base, **keywords) if keywords else base  # type: ignore[type-var]
-    check_types(built, owner)
+    _check(built, owner)
     return built
+
+
+def _check(settings: Any, owner: str) -> None:
+    """Returns None when the settings pass their class's own ``check()``, where it has one
+    (it knows what a setting means, so it speaks first: "n_trials must be a positive int"),
+    and :func:`check_types`.
+
+    Raises:
+        ConfigError: from either; a check that fails on a value of the wrong type with a
+            TypeError is answered by :func:`check_types`, which names the setting.
+    """
+    check = getattr(settings, "check", None)
+    if callable(check):
+        try:
+            check()
+        except TypeError:
+            check_types(settings, owner)
+            raise
+    check_types(settings, owner)
 
 
 #: what a field written as the key takes: (the test, the words for it)

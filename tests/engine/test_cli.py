@@ -335,9 +335,9 @@ def test_a_killed_run_resumes_with_its_flags_and_what_set_changed(tmp_path):
 @pytest.mark.parametrize(
     "pair, words",
     [
-        ("n_trials=true", ["n_trials", "True", "an int"]),
-        ('time_budget="soon"', ["time_budget", "'soon'", "a number"]),
-        ("n_trials=2.5", ["n_trials", "2.5", "an int"]),
+        ("n_trials=true", ["n_trials", "True", "a positive int"]),
+        ('time_budget="soon"', ["time_budget", "'soon'", "a number of seconds"]),
+        ("n_trials=2.5", ["n_trials", "2.5", "a positive int"]),
     ],
 )
 def test_a_set_of_the_wrong_type_is_one_line_and_writes_nothing(tmp_path, caplog, pair, words):
