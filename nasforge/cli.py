@@ -3,6 +3,11 @@
 The shared commands (``run``, ``resume``, ``status``, ``export``, ``plot``) come from
 :mod:`nasforge.run.cli` and work on every kind of run. ``nasforge ofa ...`` and
 ``nasforge train-supernet`` are thin aliases that build a run of their kind from flags.
+
+The line is parsed in two phases (:func:`build_parser`): the first, with no kind's flags,
+finds the command and the run it names; the second adds that run's kind's flags and parses
+the whole line, so an unknown flag is argparse's usual error (status 2), and a reading
+command (``status``, ``export``, ``plot``, ``logs``) imports no runner.
 """
 
 from __future__ import annotations
@@ -14,8 +19,8 @@ import os
 import select
 import sqlite3
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from nasforge import runners
 from nasforge._version import __version__
@@ -25,74 +30,38 @@ from nasforge.ofa import cli as ofa_cli
 from nasforge.parallel import cli as parallel_cli
 from nasforge.run import cli as run_cli
 from nasforge.run import control as control_cli
-from nasforge.run.files import RecordedRun, read_recorded
 from nasforge.run.runner import BaseRunner
 
 __all__ = ["main", "build_parser"]
 
 
-#: The commands whose parser takes the run kinds' own flags (each runner's ``add_arguments``);
-#: building those imports the kinds' runner modules, which the reading commands (``plot``,
-#: ``status``, ``export``) skip.
-KIND_FLAG_COMMANDS = frozenset({"run", "resume"})
+class _Unparsed(Exception):
+    """Raised by a :class:`_Quiet` parser where argparse would print and exit."""
 
 
-def _command(argv: Sequence[str] | None) -> str | None:
-    """Returns the subcommand ``argv`` names (its first word that is no option), or None."""
-    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
-    return words[0] if words else None
+class _Quiet(argparse.ArgumentParser):
+    """Returns nothing; a parser that raises :class:`_Unparsed` where argparse would print
+    an error, a help or the version and exit: a phase that only looks ahead stays silent,
+    and the parser the command line is then parsed with says it once."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _Unparsed(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        raise _Unparsed(message or "")
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        pass
 
 
-def _recorded_run(argv: Sequence[str] | None) -> RecordedRun | None:
-    """Returns what resuming needs from the run that ``nasforge resume ... DIR`` names (the
-    first word after ``resume`` that is a run directory), or None when none is found or it
-    cannot be read (``resume`` then reads it again and reports why)."""
-    from nasforge.run.store import DB_NAME
-
-    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
-    for word in words[1:]:
-        if (Path(word) / DB_NAME).is_file():
-            try:
-                return read_recorded(word)
-            except NasforgeError:
-                return None
-    return None
-
-
-def _no_kinds() -> list[type[BaseRunner]]:
-    """Returns no runner class: ``run`` and ``resume`` get only their shared flags."""
-    return []
-
-
-def _flag_kinds(
-    argv: Sequence[str] | None, recorded: RecordedRun | None
-) -> Callable[[], list[type[BaseRunner]]]:
-    """Returns what lists the kinds whose flags ``run`` and ``resume`` take, for the command
-    ``argv`` names: every built-in kind for ``run``; for ``resume`` the kind that wrote the run
-    (``recorded``, so resuming imports no other family), every kind when the run is not found;
-    else the kinds whose runner modules import no torch."""
-    command = _command(argv)
-    if command == "resume" and recorded is not None:
-
-        def own_kind() -> list[type[BaseRunner]]:
-            runners.load(recorded.kind)
-            return runners.flag_kinds()
-
-        return own_kind
-    every = command in KIND_FLAG_COMMANDS
-    return lambda: runners.flag_kinds(every=every)
-
-
-def build_parser(
-    argv: Sequence[str] | None = None, kind_flags: bool = True
+def _parser(
+    kinds: Sequence[type[BaseRunner]] | None = None,
+    opened: tuple[str, Any] | None = None,
+    quiet: bool = False,
 ) -> argparse.ArgumentParser:
-    """Returns the parser with every subcommand. When ``argv`` (default: the process's
-    arguments) names ``run``, every built-in kind is loaded first so that their flags
-    (``nasforge run --help``) are all there, and for ``resume`` the kind that wrote the run;
-    any other command loads only the kinds whose runner modules import no torch (the
-    multi-trial one). Without ``kind_flags``, ``run`` and ``resume`` lack the kinds' own flags:
-    a parser for a reading command, built without importing any runner."""
-    parser = argparse.ArgumentParser(
+    """Returns the parser with every subcommand; ``run`` and ``resume`` take the flags of
+    ``kinds`` (None: the first phase, see :func:`nasforge.run.cli.register`)."""
+    parser = (_Quiet if quiet else argparse.ArgumentParser)(
         prog="nasforge", description="Neural architecture search on PyTorch."
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
@@ -100,20 +69,69 @@ def build_parser(
         "--version", action="version", version=f"nasforge {__version__}", help="show the version"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    # the record `resume` names is read once, here: its kind picks the flags, and the command
-    # rebuilds the run from what was read
-    recorded = _recorded_run(argv) if kind_flags and _command(argv) == "resume" else None
-    run_cli.register(
-        sub,
-        load_runners=runners.load,
-        flag_kinds=_flag_kinds(argv, recorded) if kind_flags else _no_kinds,
-        recorded=recorded,
-    )
+    run_cli.register(sub, kinds, opened)
     control_cli.register(sub)
     parallel_cli.register(sub)
     ofa_cli.register(sub)
     dashboard_cli.register(sub)
     return parser
+
+
+def _target(args: argparse.Namespace) -> str | None:
+    """Returns the run file ``run`` names, or the directory ``resume`` names, in ``args``."""
+    return getattr(args, "file" if args.command == "run" else "dir", None)
+
+
+def _kinds(command: str, target: str | None) -> tuple[list[type[BaseRunner]], Any]:
+    """Returns the kinds whose flags ``command`` takes for ``target`` and what was read of it:
+    its own kind and the RunFile or RecordedRun (:func:`nasforge.run.cli.open_target`); every
+    kind and the error when it cannot be read (the command reports that error); every kind
+    and None without a target (``nasforge run --help`` lists every kind's flags)."""
+    read: Any = None
+    if target is not None:
+        try:
+            read = run_cli.open_target(command, target)
+            return [run_cli.kind_of(read)], read
+        except NasforgeError as exc:
+            read = exc
+    return runners.every_kind(), read
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """Returns the parser of the command line ``argv``, built in two phases.
+
+    Phase 1 parses ``argv`` with no kind's flags (``parse_known_args``) to find the command
+    and, for ``run`` and ``resume``, its FILE or DIR. Phase 2 reads that run once (the run
+    file, its kind resolved through the registry; the record and its recorded kind) and
+    returns the parser whose ``run`` and ``resume`` take that kind's flags (its runner's
+    ``add_arguments``) and hand what was read to the command. Without a run (``nasforge run
+    --help``), or with one that cannot be read (the command then reports why), they take
+    every kind's flags. For any other command, or without ``argv``, it is the phase-1
+    parser, which loads no runner. Should the whole line name another FILE than phase 1
+    found (a kind's flag before it, whose value phase 1 took for the FILE), phase 2 runs again
+    for that one.
+    """
+    if argv is None:
+        return _parser()
+    try:
+        found = _parser(quiet=True).parse_known_args(argv)[0]
+    except _Unparsed:  # the phase-1 parser says what is wrong, or prints the help asked for
+        return _parser()
+    command = found.command
+    if command not in run_cli.RUN_COMMANDS:
+        return _parser()
+    target, tried = _target(found), []
+    while True:
+        kinds, read = _kinds(command, target)
+        parser = _parser(kinds, None if target is None else (target, read))
+        tried.append(target)
+        try:
+            named = _target(_parser(kinds, quiet=True).parse_known_args(argv)[0])
+        except _Unparsed:  # the parser returned says what is wrong, or prints the help
+            return parser
+        if named == target or named in tried:
+            return parser
+        target = named
 
 
 #: the exit status of a command whose standard output was closed under it (``... | head -1``):
@@ -167,16 +185,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     """Returns the exit code of the command ``argv`` names (see :func:`main`)."""
-    command = _command(argv)
-    parser = build_parser(argv, kind_flags=command is None or command in KIND_FLAG_COMMANDS)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose + 1, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    if getattr(args, "needs_runners", False):
-        runners.load()
     try:
         return int(args.func(args) or 0)
     except NasforgeError as exc:

@@ -32,12 +32,19 @@ def experiment_arguments(
     settings: Any, base: Path | None, overrides: dict[str, Any]
 ) -> tuple[Any, Any, Any, dict[str, Any]]:
     """Returns ``(space, evaluator, strategy, keyword arguments)`` for ``Experiment`` from a
-    run file's settings or a stored section, with ``overrides`` replacing settings.
+    run file's settings or a stored section, with ``overrides`` replacing settings. A recorded
+    ``objective`` (a resume) gives the metric, mode, constraints and second objective, over
+    any a run file read again gives.
 
     Raises:
         ConfigError: a missing space or evaluator, a bad reference or setting.
     """
-    s = {**dict(settings), **overrides}
+    s = dict(settings)
+    objective = s.pop("objective", None)
+    if objective is not None:  # the record's: it wins over a run file's copies, read again
+        s.update(metric=objective.metric, mode=objective.mode,
+                 constraints=objective.constraints, second_objective=objective.second)  # fmt: skip
+    s.update(overrides)
     if "search_space" in s:  # a stored section; one without the setting kept every file
         s.setdefault("keep_checkpoints", None)
     s.pop("search_space", None)  # stored for the resume check; the space rebuilds it
@@ -76,12 +83,6 @@ def experiment_arguments(
         strategy = dict(strategy)
         name = strategy.pop("name", None)
         strategy = get_strategy(name, **strategy.pop("config", {}), **strategy)
-    objective = s.pop("objective", None)
-    if objective is not None:
-        s.setdefault("metric", objective.metric)
-        s.setdefault("mode", objective.mode)
-        s.setdefault("constraints", objective.constraints)
-        s.setdefault("second_objective", objective.second)
     s["stopper"] = get_stopper(s.get("stopper"))  # a record without `rule`: the median
     return space, evaluator, strategy, s
 

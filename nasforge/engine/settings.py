@@ -11,13 +11,13 @@ is checked by the experiment.
 
 from __future__ import annotations
 
-import dataclasses
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nasforge.errors import ConfigError
-from nasforge.run.runner import did_you_mean
+from nasforge.run.settings import kind_settings
 
 __all__ = ["ExperimentSettings"]
 
@@ -58,41 +58,30 @@ class ExperimentSettings:
     def build(
         cls, settings: ExperimentSettings | None = None, **options: Any
     ) -> ExperimentSettings:
-        """Returns ``settings`` (default: every default) with ``options`` replacing fields.
+        """Returns ``settings`` (default: every default) with ``options`` replacing fields:
+        :func:`~nasforge.run.settings.kind_settings`, the one builder of every kind's
+        settings, with the keywords that are ``Experiment``'s documented API (no warning).
 
         Raises:
-            ConfigError: an option that is no field (the message suggests the closest) or a
-                ``settings`` that is not an ExperimentSettings.
+            ConfigError: an option that is no field (the message suggests the closest), a
+                ``settings`` that is not an ExperimentSettings (or a mapping of its fields),
+                or a field of the wrong type (``n_trials=True``, ``time_budget="soon"``).
         """
-        if settings is None:
-            settings = cls()
-        elif not isinstance(settings, cls):
-            raise ConfigError(
-                f"settings must be an ExperimentSettings, got {type(settings).__name__}; "
-                "or give the settings as keywords"
-            )
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(options) - set(names))
-        if unknown:
-            hint = did_you_mean(unknown[0], names)
-            raise ConfigError(
-                f"unknown setting(s) {unknown} of a multi-trial experiment; "
-                f"{hint + ' ' if hint else ''}the settings are {names}"
-            )
-        return dataclasses.replace(settings, **options) if options else settings
+        return kind_settings(cls, settings, options, "Experiment", deprecated=False)
 
     def check(self) -> None:
         """Returns None when each setting is valid on its own.
 
         Raises:
-            ConfigError: a non-positive trial count or time budget, a mode other than
+            ConfigError: a trial count that is not a positive int (a bool is none), a time
+                budget that is not a positive number, a mode other than
                 max/min, or a ``keep_checkpoints`` that is not a positive int or None.
         """
         n, t = self.n_trials, self.time_budget
-        if n is not None and (not isinstance(n, int) or n < 1):
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise ConfigError(f"n_trials must be a positive int or None, got {n!r}")
-        if t is not None and not t > 0:
-            raise ConfigError(f"time_budget must be > 0 seconds or None, got {t!r}")
+        if t is not None and (isinstance(t, bool) or not isinstance(t, numbers.Real) or t <= 0):
+            raise ConfigError(f"time_budget must be a number of seconds > 0 or None, got {t!r}")
         if self.mode not in ("max", "min"):
             raise ConfigError(f"mode must be 'max' or 'min', got {self.mode!r}")
         k = self.keep_checkpoints

@@ -95,7 +95,8 @@ class OFADeploy(BaseRunner):
         tables = [latency_table] if isinstance(latency_table, (str, Path)) else latency_table
         self.tables = [str(Path(t).resolve()) for t in tables]
         if s.resolutions:  # only the tables of these input sides
-            folder = Path(self.tables[0])
+            first = Path(self.tables[0])  # their folder, or one of them (a record's)
+            folder = first if first.is_dir() else first.parent
             self.tables = [str(folder / f"{int(r)}_lookup_table.yaml") for r in s.resolutions]
         for path in [*self.tables, predictor, *([s.supernet] if s.supernet else [])]:
             if not Path(path).exists():
@@ -148,6 +149,7 @@ class OFADeploy(BaseRunner):
         """
         s = {**dict(settings), **overrides}
         s.pop("objective", None)
+        s.pop("space", None)  # a record's reference to the supernet's spec: the supernet has it
         if base is not None:
             for key in ("latency_table", "predictor", "supernet"):
                 value = s.get(key)

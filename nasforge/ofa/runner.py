@@ -170,19 +170,37 @@ class OFARun(BaseRunner):
         Raises:
             ConfigError: a bad setting.
         """
-        s = {**dict(settings), **overrides}
+        s = dict(settings)
         s.pop("objective", None)
         if "spec" in s:  # a stored section: rebuild from the recorded settings
-            return cls._from_stored(s)
+            return cls._from_stored(s, overrides)
+        s.update(overrides)
         if base is not None and s.get("data", "mnist") != "mnist":
             s["data"] = str((base / s["data"]).resolve())
         where = {k: s.pop(k) for k in ("space", "directory", "source", "callbacks") if k in s}
         return cls(settings=kind_settings(OFARunSettings, s, {}, "an ofa run"), **where)
 
     @classmethod
-    def _from_stored(cls, s: Mapping[str, Any]) -> OFARun:
+    def _from_stored(cls, s: Mapping[str, Any], overrides: Mapping[str, Any]) -> OFARun:
+        """Returns the run a stored section describes (a run file's keys beside it, read again
+        on resume, are ignored: the record keeps what they built), with ``overrides`` of
+        what a resume may change: ``threads`` and ``probes``.
+
+        Raises:
+            ConfigError: an override of anything else (the spec, training config and plan
+                are the record's), or a record of ``train(...)`` without a data source.
+        """
         from nasforge.ofa.spaces import OFASpec
         from nasforge.ofa.train import TrainConfig
+
+        s = {**s, **{k: overrides[k] for k in ("directory", "source") if k in overrides}}
+        fixed = sorted(set(overrides) - {"directory", "source", "threads", "probes"})
+        if fixed:
+            raise ConfigError(
+                f"{fixed} cannot change when an ofa run resumes: its record keeps the spec, "
+                "training config and plan they built; only threads and probes can (start a "
+                "new run to train with other settings)"
+            )
 
         run = object.__new__(cls)
         run.settings = None  # the record keeps what the settings built, not the settings
@@ -195,12 +213,9 @@ class OFARun(BaseRunner):
                 "which records no data source; resume it by calling train(..., directory=DIR) "
                 "with the same data"
             )
-        run.data, run.seed, run.threads, run.probes = (
-            r["data"],
-            r["seed"],
-            r["threads"],
-            r["probes"],
-        )
+        run.data, run.seed = r["data"], r["seed"]
+        run.threads = overrides.get("threads", r["threads"])
+        run.probes = overrides.get("probes", r["probes"])
         run.search = s.get("search")
         run.plan = [stage_from_dict(d) for d in s["plan"]]
         from nasforge.ofa.mobilenet import OFAMobileNetV3

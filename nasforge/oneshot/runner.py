@@ -50,6 +50,7 @@ from nasforge.oneshot.algorithms import (
     flat_settings,
     get_algorithm,
     own_settings,
+    setting_names,
 )
 from nasforge.oneshot.cmp import DEFAULT_WORKERS, CMPSettings, check_parallel, cmp_search
 from nasforge.oneshot.common import Batch, Split, accuracy, recalibrate_bn, split_data
@@ -292,8 +293,18 @@ class OneShotSearch(BaseRunner):
         Raises:
             ConfigError: no space or data, a bad reference or setting.
         """
-        s = {**dict(settings), **overrides}
+        s = dict(settings)
         s.pop("objective", None)
+        s.pop("search_space", None)  # stored for the resume check; the space rebuilds it
+        stored = s.get("strategy")
+        if isinstance(stored, Mapping) and "config" in stored:  # a stored section
+            # its strategy holds every search setting the run ran with: a run file's own
+            # copies (read again on resume) do not replace them; overrides do
+            name = stored["name"]
+            s["strategy"] = {"name": name, **own_settings(name, stored["config"])}
+            for key in setting_names(name):
+                s.pop(key, None)
+        s.update(overrides)
         if "space" not in s:
             raise ConfigError(
                 "a one-shot run needs `space`; see docs/oneshot.md. (Resuming a run started "
@@ -301,9 +312,6 @@ class OneShotSearch(BaseRunner):
             )
         space = materialize(s.pop("space"), base)
         strategy = s.pop("strategy")
-        if isinstance(strategy, Mapping) and "config" in strategy:  # a stored section
-            name = strategy["name"]
-            strategy = {"name": name, **own_settings(name, strategy["config"])}
         data = s.pop("data", None)
         if isinstance(data, Mapping) and "unrebuildable" in data:
             raise ConfigError(

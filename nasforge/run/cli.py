@@ -4,7 +4,9 @@
 They read the record and the runner registry; none of them asks which kind of run it holds.
 ``run`` and ``resume`` share ``--threads`` and ``--set``; every other flag of theirs is a
 kind's own, added by its runner's :meth:`~nasforge.run.runner.BaseRunner.add_arguments`
-(``--n-trials`` is the multi-trial kind's) in a group named after the kind.
+(``--n-trials`` is the multi-trial kind's) in a group named after the kind. Which kinds add
+theirs is the caller's to say (:func:`register`'s ``kinds``): ``nasforge/cli.py`` parses in
+two phases, the second with the kind of the run that the first found (:func:`open_target`).
 """
 
 from __future__ import annotations
@@ -13,14 +15,21 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-from nasforge.run.files import NULL, RecordedRun, load_run_file, read_recorded, rebuild_runner
+from nasforge.errors import ConfigError, NasforgeError
+from nasforge.run.files import (
+    NULL,
+    RecordedRun,
+    RunFile,
+    open_run_file,
+    read_recorded,
+    rebuild_runner,
+)
 from nasforge.run.runner import BaseRunner, get_runner, list_runners
 
-__all__ = ["register", "add_run_commands"]
+__all__ = ["register", "add_run_commands", "open_target", "kind_of", "RUN_COMMANDS"]
 
 log = logging.getLogger("nasforge.run")
 
@@ -30,8 +39,6 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     for item in args.set or []:
         key, sep, value = item.partition("=")
         if not sep:
-            from nasforge.errors import ConfigError
-
             raise ConfigError(f"--set takes KEY=VALUE, got {item!r}")
         try:
             parsed = json.loads(value)
@@ -60,18 +67,54 @@ def _report(runner: BaseRunner) -> None:
     )
 
 
+#: The commands that run a run of some kind: their second phase adds its kind's flags.
+RUN_COMMANDS = ("run", "resume")
+
+
+def open_target(command: str, target: str) -> RunFile | RecordedRun:
+    """Returns what ``command`` (``run`` or ``resume``) reads of its ``target`` before the
+    kind's flags are parsed, read once: the run file (:func:`~nasforge.run.files.open_run_file`,
+    its kind resolved through the registry) or the record
+    (:func:`~nasforge.run.files.read_recorded`, its kind's runner loaded).
+
+    Raises:
+        ConfigError: a run file that cannot be read or names no known kind; a record of a
+            kind no runner has.
+        StoreError: no readable run in the directory.
+    """
+    if command == "run":
+        return open_run_file(target)
+    recorded = read_recorded(target)
+    get_runner(recorded.kind)  # loads the family that wrote it, and only that one
+    return recorded
+
+
+def kind_of(opened: RunFile | RecordedRun) -> type[BaseRunner]:
+    """Returns the runner class of what :func:`open_target` read."""
+    return opened.runner if isinstance(opened, RunFile) else get_runner(opened.kind)
+
+
+def _opened(args: argparse.Namespace, target: str) -> Any:
+    """Returns what the parser read of ``target`` while it was built (``opened``: a RunFile,
+    a RecordedRun, or the NasforgeError reading it raised), or None when it read another."""
+    opened, where = getattr(args, "opened", None), getattr(args, "opened_for", None)
+    if opened is None or where != target:
+        return None
+    if isinstance(opened, NasforgeError):
+        raise opened
+    return opened
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
-    runner = load_run_file(args.file, directory=args.dir, **_overrides(args))
+    run_file = _opened(args, args.file) or open_run_file(args.file)
+    runner = run_file.build(directory=args.dir, **_overrides(args))
     runner.run()
     _report(runner)
     return 0
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
-    recorded = getattr(args, "recorded", None)  # read while the parser was built
-    if recorded is None or Path(recorded.directory).resolve() != Path(args.dir).resolve():
-        recorded = read_recorded(args.dir)
-    args.load_runners(recorded.kind)  # only the family that wrote the run
+    recorded = _opened(args, args.dir) or read_recorded(args.dir)
     runner = rebuild_runner(recorded, **_overrides(args))
     runner.resume()
     _report(runner)
@@ -133,8 +176,6 @@ def add_run_commands(
     Raises:
         ConfigError: a kind adds a flag that another kind or a shared flag has.
     """
-    from nasforge.errors import ConfigError
-
     p.add_argument("--threads", type=int, help="torch threads of the training process")
     p.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="override any setting (JSON value)"
@@ -151,33 +192,38 @@ def add_run_commands(
     return dests
 
 
-def _registered_already(kind: str | None = None) -> None:
-    """Loads no runner: the default of :func:`register` when the caller registered them."""
-
-
 def register(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-    load_runners: Callable[[str | None], None] = _registered_already,
-    flag_kinds: Callable[[], Sequence[type[BaseRunner]]] = _registered,
-    recorded: RecordedRun | None = None,
+    kinds: Sequence[type[BaseRunner]] | None = None,
+    opened: tuple[str, Any] | None = None,
 ) -> None:
-    """Adds the shared subcommands to the ``nasforge`` parser; ``load_runners(kind)`` registers
-    the runner of a kind (all of them for None) before ``run`` and ``resume`` need it, and
-    ``flag_kinds()`` returns the kinds whose flags ``run`` and ``resume`` take (default: those
-    registered now). ``recorded`` is the record ``resume`` names, when the caller read it
-    already (to pick the kind's flags): ``resume`` then rebuilds from it without reading it
-    again."""
-    kinds = list(flag_kinds())
-    p = subparsers.add_parser("run", help="run a run file (.py, .yaml, .toml) of any kind")
-    p.add_argument("file", help="run file; see docs/architecture.md and each kind's guide")
+    """Adds the shared subcommands to the ``nasforge`` parser. ``kinds`` None is the first
+    phase of parsing: ``run`` and ``resume`` take only their shared flags, their FILE or DIR
+    may be missing and their ``--help`` waits for the second phase, so that
+    ``parse_known_args`` finds the command and its run whatever else the line holds. With
+    ``kinds`` (the second phase) they take those kinds' flags too, and ``opened`` is
+    ``(target, what open_target read of it, or the error it raised)``, which the command
+    uses instead of reading its file or record again."""
+    first = kinds is None
+    where, read = opened if opened is not None else (None, None)
+    p = subparsers.add_parser(
+        "run", help="run a run file (.py, .yaml, .toml) of any kind", add_help=not first
+    )
+    p.add_argument(
+        "file",
+        nargs="?" if first else None,
+        help="run file; see docs/architecture.md and each kind's guide",
+    )
     p.add_argument("--dir", help="run directory (default runs/<file stem>)")
-    add_run_commands(p, kinds)
-    p.set_defaults(func=_cmd_run, needs_runners=True, load_runners=load_runners)
+    add_run_commands(p, kinds or [])
+    p.set_defaults(func=_cmd_run, opened=read, opened_for=where)
 
-    p = subparsers.add_parser("resume", help="continue a stopped or crashed run of any kind")
-    p.add_argument("dir", help="run directory")
-    add_run_commands(p, kinds)
-    p.set_defaults(func=_cmd_resume, load_runners=load_runners, recorded=recorded)
+    p = subparsers.add_parser(
+        "resume", help="continue a stopped or crashed run of any kind", add_help=not first
+    )
+    p.add_argument("dir", nargs="?" if first else None, help="run directory")
+    add_run_commands(p, kinds or [])
+    p.set_defaults(func=_cmd_resume, opened=read, opened_for=where)
 
     p = subparsers.add_parser("status", help="state, progress and trials of a run, best first")
     p.add_argument("dir", help="run directory")

@@ -21,18 +21,22 @@ YAML and TOML, objects are ``module:attribute`` references::
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nasforge.errors import ConfigError, StoreError
 from nasforge.run.refs import load_script
-from nasforge.run.runner import BaseRunner, get_runner, runner_for_strategy
+from nasforge.run.runner import BaseRunner, Objective, get_runner, runner_for_strategy
 from nasforge.runtime.devices import check_device
 
 __all__ = [
     "read_run_file",
+    "open_run_file",
     "load_run_file",
+    "RunFile",
+    "resumed_settings",
     "rebuild_runner",
     "read_recorded",
     "RecordedRun",
@@ -107,19 +111,57 @@ def _given(overrides: dict[str, Any]) -> dict[str, Any]:
     return {k: None if v is NULL else v for k, v in overrides.items() if v is not None}
 
 
-def load_run_file(
-    path: str | Path, *, recorded_kind: str | None = None, **overrides: Any
+@dataclass(frozen=True)
+class RunFile:
+    """Returns nothing; a run file read once (:func:`open_run_file`): its settings and the
+    runner of its kind, which ``nasforge run FILE`` reads to add the kind's flags and then
+    builds the run from (:meth:`build`) without reading the file again."""
+
+    #: the file, resolved
+    path: Path
+    #: what it holds (:func:`read_run_file`), its ``kind`` taken out
+    settings: Mapping[str, Any]
+    #: the runner class of its kind
+    runner: type[BaseRunner]
+
+    def build(self, **overrides: Any) -> BaseRunner:
+        """Returns the runner the file describes, its settings replaced by ``overrides`` (None
+        values ignored; :data:`NULL` sets None). Its directory defaults to ``runs/<file
+        stem>``.
+
+        Raises:
+            ConfigError: a bad setting of the kind.
+        """
+        settings = dict(self.settings)
+        settings.setdefault("directory", str(Path("runs") / self.path.stem))
+        return _from_section(self.runner, self.path, settings, _given(overrides))
+
+
+def _from_section(
+    runner: type[BaseRunner], path: Path, settings: dict[str, Any], overrides: dict[str, Any]
 ) -> BaseRunner:
-    """Returns the runner a run file describes, its settings replaced by ``overrides`` (None
-    values ignored; :data:`NULL` sets None). Its directory defaults to ``runs/<file stem>``.
-    ``recorded_kind`` (a resume: the kind the record says wrote the run) is tried first for a
-    file that names no kind, so that resuming loads no other family when that kind still
-    claims the file's strategy.
+    """Returns ``runner.from_section`` of a run file's ``settings`` (relative paths start at
+    the file's folder).
+
+    Raises:
+        ConfigError: a bad setting of the kind (a TypeError of its constructor included).
+    """
+    try:
+        return runner.from_section(
+            settings, base=path.parent, source={"file": str(path)}, **overrides
+        )
+    except TypeError as exc:
+        raise ConfigError(f"{path}: bad setting for a {runner.kind!r} run: {exc}") from exc
+
+
+def open_run_file(path: str | Path) -> RunFile:
+    """Returns the run file ``path`` read once, with the runner of its kind: its ``kind``, or
+    the kind that claims its ``strategy``, or ``multitrial`` (a space and an evaluator).
 
     Raises:
         ConfigError: see :func:`read_run_file`; no ``kind`` and a ``strategy`` no runner
             accepts (the message suggests the closest names); a ``device`` this machine does
-            not have (whatever the kind); a bad setting of the kind.
+            not have (whatever the kind).
     """
     path = Path(path).resolve()
     settings = read_run_file(path)
@@ -128,21 +170,20 @@ def load_run_file(
     if kind is not None:
         runner = get_runner(kind)
     elif "strategy" in settings:
-        recorded = get_runner(recorded_kind) if recorded_kind is not None else None
-        if recorded is not None and recorded.claims(settings["strategy"]):
-            runner = recorded
-        else:
-            runner = runner_for_strategy(settings["strategy"])
+        runner = runner_for_strategy(settings["strategy"])
     else:
         runner = get_runner("multitrial")  # a file with a space and an evaluator
-    settings.setdefault("directory", str(Path("runs") / path.stem))
-    overrides = _given(overrides)
-    try:
-        return runner.from_section(
-            settings, base=path.parent, source={"file": str(path)}, **overrides
-        )
-    except TypeError as exc:
-        raise ConfigError(f"{path}: bad setting for a {runner.kind!r} run: {exc}") from exc
+    return RunFile(path, settings, runner)
+
+
+def load_run_file(path: str | Path, **overrides: Any) -> BaseRunner:
+    """Returns the runner a run file describes, its settings replaced by ``overrides`` (None
+    values ignored; :data:`NULL` sets None). Its directory defaults to ``runs/<file stem>``.
+
+    Raises:
+        ConfigError: see :func:`open_run_file` and :meth:`RunFile.build`.
+    """
+    return open_run_file(path).build(**overrides)
 
 
 @dataclass(frozen=True)
@@ -177,15 +218,70 @@ def read_recorded(directory: str | Path) -> RecordedRun:
         return RecordedRun(directory, store.config(), store.get_meta(MIGRATED_KEY))
 
 
+def _is_data(value: Any) -> bool:
+    """Returns whether ``value`` is plain data (what YAML, TOML or JSON hold), not an object
+    of a Python run file."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_data(v) for v in value)
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _is_data(v) for k, v in value.items())
+    return False
+
+
+def _names_object(value: Any) -> bool:
+    """Returns whether a recorded value stands for an object: a reference that rebuilds it,
+    or the description of one that could not be recorded (``{"unrebuildable": ...}``)."""
+    return isinstance(value, Mapping) and ("object" in value or "unrebuildable" in value)
+
+
+def resumed_settings(
+    file: Mapping[str, Any], config: Mapping[str, Any], directory: str | Path
+) -> dict[str, Any]:
+    """Returns what a run started from a run file is rebuilt from to resume: the record's
+    section (every setting the run ran with: its file's, those its ``nasforge run`` flags
+    and ``--set`` gave, those ``nasforge set`` changed while it ran) and objective, with the
+    objects from the file read again (``file``, :func:`read_run_file`'s mapping).
+
+    The file gives what the record does not hold as data: what the record keeps as a
+    reference or could not keep (``evaluator``, ``data``), keys the record has not (the
+    ``space``, a Python file's functions, settings it never records), and a Python file's
+    objects (instances, functions). A setting the record holds as data is the record's: the
+    file's own value of it never replaces it. A key the record keeps in another form (a
+    one-shot search's settings inside its ``strategy``, the multi-trial objective) is the
+    kind's to reconcile: its ``from_section`` lets the record's form win.
+
+    Raises:
+        StoreError: the config has no section of its kind or no objective.
+    """
+    kind = str(config.get("kind"))
+    section = config.get(kind)
+    if not isinstance(section, Mapping) or not isinstance(config.get("objective"), Mapping):
+        raise StoreError(
+            f"{directory}: the record's config has no {kind!r} section and objective; it was "
+            "not written by a runner of this nasforge, or it is damaged"
+        )
+    settings = {k: v for k, v in section.items() if not _names_object(v)}
+    for key, value in file.items():
+        if key != "kind" and (key not in settings or not _is_data(value)):
+            settings[key] = value
+    settings["objective"] = Objective.from_dict(config["objective"])
+    return settings
+
+
 def rebuild_runner(directory: str | Path | RecordedRun, **overrides: Any) -> BaseRunner:
-    """Returns the runner that wrote the run in ``directory``, rebuilt to resume it: from its
-    run file when it was started from one, else from the references its record holds.
+    """Returns the runner that wrote the run in ``directory``, rebuilt to resume it with the
+    settings it ran with (the record's), ``overrides`` replacing them (None values ignored;
+    :data:`NULL` sets None). A run started from a run file takes its objects from the file,
+    read again (:func:`resumed_settings`); any other from the references its record holds.
     ``directory`` may be what :func:`read_recorded` read, so the record is not opened again.
 
     Raises:
         StoreError: no readable run there, or a copy of a nasforge 0.1 run (``nasforge
             migrate``), whose evaluator cannot be rebuilt.
-        ConfigError: the run cannot be rebuilt (the message says what is missing).
+        ConfigError: the run cannot be rebuilt (the message says what is missing), its run
+            file is gone, or a setting is bad.
     """
     from nasforge.run.migrate import resume_problem
 
@@ -194,11 +290,12 @@ def rebuild_runner(directory: str | Path | RecordedRun, **overrides: Any) -> Bas
     problem = resume_problem(Path(directory), recorded.migrated)
     if problem:
         raise StoreError(problem)
-    source = config.get("source") or {}
-    if set(source) == {"file"}:
-        return load_run_file(
-            source["file"], directory=str(directory), recorded_kind=config.get("kind"), **overrides
-        )
     runner = get_runner(config["kind"])
     overrides = _given(overrides)
+    source = config.get("source") or {}
+    if set(source) == {"file"}:
+        path = Path(source["file"])
+        settings = resumed_settings(read_run_file(path), config, directory)
+        check_device(settings.get("device"), f"{path.name}: device")
+        return _from_section(runner, path, settings, {"directory": str(directory), **overrides})
     return runner.from_record(config, Path(directory), **overrides)

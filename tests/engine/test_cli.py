@@ -215,3 +215,140 @@ def test_set_stopper_null_turns_the_files_stopper_off(tmp_path):
         assert s.config()["multitrial"]["stopper"] is not None
     with Store.open(off) as s:
         assert s.config()["multitrial"]["stopper"] is None
+
+
+# -- a resume keeps the run's settings (issue 50, item 1) -----------------------------------------
+INTERRUPTED = """
+import os
+from nasforge.space.search_space import Decision, SearchSpace
+
+space = SearchSpace([Decision(n, "value", tuple(range(6))) for n in ("a", "b")])
+strategy = "random"
+config = {"n_trials": 30, "executor": "inprocess", "progress": "off"}
+calls = []
+
+
+def evaluate(arch, report):
+    calls.append(arch)
+    if len(calls) == int(os.environ.get("NF_INTERRUPT_AT", "0")):
+        raise KeyboardInterrupt  # as Ctrl-C does, after a few trials
+    return float(arch["a"] + arch["b"])
+"""
+
+
+def _interrupted(tmp_path: Path, monkeypatch, *flags: str) -> Path:
+    """Returns the directory of a run of a file whose n_trials is 30, started with ``flags``
+    and interrupted (status 130) after 3 trials."""
+    f = tmp_path / "exp.py"
+    f.write_text(INTERRUPTED)
+    d = tmp_path / "run"
+    monkeypatch.setenv("NF_INTERRUPT_AT", "4")
+    assert main(["run", str(f), "--dir", str(d), *flags]) == 130
+    monkeypatch.delenv("NF_INTERRUPT_AT")
+    with Store.open(d) as s:
+        assert len(s.trials()) == 4 and s.state() == "interrupted"  # 3 done, 1 cut
+    return d
+
+
+def _done(d: Path) -> int:
+    with Store.open(d) as s:
+        return sum(t.status == "done" for t in s.trials())
+
+
+def test_resume_keeps_the_trial_count_given_to_run(tmp_path, monkeypatch):
+    """`nasforge run FILE --n-trials 16`, interrupted, then `nasforge resume DIR`: 16 trials,
+    not the file's 30 (the resume read the file again and its value replaced the record's)."""
+    d = _interrupted(tmp_path, monkeypatch, "--n-trials", "16")
+    assert main(["resume", str(d)]) == 0
+    assert _done(d) == 16
+    with Store.open(d) as s:
+        assert s.config()["multitrial"]["n_trials"] == 16
+
+
+def test_resume_keeps_a_stopper_set_at_run(tmp_path, monkeypatch):
+    """A run started with `--set stopper=...asha...` resumes with ASHA (it resumed with
+    `stopper: null`, a steered search gone unsteered) and the record keeps it."""
+    asha = '{"rule": "asha", "eta": 3, "min_resource": 1}'
+    d = _interrupted(tmp_path, monkeypatch, "--n-trials", "6", "--set", f"stopper={asha}")
+    with Store.open(d) as s:
+        recorded = s.config()["multitrial"]["stopper"]
+    assert recorded["rule"] == "asha"
+    assert main(["resume", str(d)]) == 0
+    with Store.open(d) as s:
+        assert s.config()["multitrial"]["stopper"] == recorded
+    assert _done(d) == 6
+
+
+def test_resume_keeps_what_nasforge_set_recorded(tmp_path, monkeypatch):
+    """`nasforge set DIR n_trials=8` while the run ran is written into its config; a resume
+    keeps it (it went back to the file's 30)."""
+    d = _interrupted(tmp_path, monkeypatch)
+    with Store.open(d, readonly=False) as s:  # what the engine records for `nasforge set`
+        config = s.config()
+        s.set_config({**config, "multitrial": {**config["multitrial"], "n_trials": 8}})
+    assert main(["resume", str(d)]) == 0
+    assert _done(d) == 8
+
+
+def test_a_resume_flag_overrides_the_record(tmp_path, monkeypatch):
+    """Resume flags override what the record holds (`--n-trials`, `--set`), and the record
+    then holds the new values."""
+    d = _interrupted(tmp_path, monkeypatch, "--n-trials", "16")
+    assert main(["resume", str(d), "--n-trials", "5", "--set", "max_duplicates=50"]) == 0
+    assert _done(d) == 5
+    with Store.open(d) as s:
+        section = s.config()["multitrial"]
+    assert (section["n_trials"], section["max_duplicates"]) == (5, 50)
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_with_its_flags_and_what_set_changed(tmp_path):
+    """The issue's case end to end: `nasforge run FILE --n-trials 16` in a process of its
+    own, `nasforge set DIR n_trials=12` while it runs, `kill -9`, `nasforge resume DIR`:
+    12 trials (it trained to the file's 30)."""
+    import signal
+
+    from tests.runwait import wait_for_run
+
+    f = tmp_path / "exp.py"
+    f.write_text(INTERRUPTED.replace("    calls.append", "    __import__('time').sleep(0.3)\n"
+                                     "    calls.append"))  # fmt: skip
+    d = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, "-m", "nasforge.cli", "run", str(f), "--dir", str(d)]
+    proc = subprocess.Popen([*cmd, "--n-trials", "16"], env=env, stderr=subprocess.DEVNULL)
+    try:
+        done = lambda s: sum(t.status == "done" for t in s.trials()) >= 2  # noqa: E731
+        assert wait_for_run(d, done, timeout=120)
+        assert main(["set", str(d), "n_trials=12"]) == 0
+        assert wait_for_run(d, lambda s: s.config()["multitrial"]["n_trials"] == 12)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(60)
+    assert proc.returncode == -signal.SIGKILL
+    assert _done(d) < 12
+    assert main(["resume", str(d)]) == 0
+    assert _done(d) == 12
+
+
+# -- --set is typed (issue 50, item 5) ------------------------------------------------------------
+@pytest.mark.parametrize(
+    "pair, words",
+    [
+        ("n_trials=true", ["n_trials", "True", "a positive int"]),
+        ('time_budget="soon"', ["time_budget", "'soon'", "a number of seconds"]),
+        ("n_trials=2.5", ["n_trials", "2.5", "a positive int"]),
+    ],
+)
+def test_a_set_of_the_wrong_type_is_one_line_and_writes_nothing(tmp_path, caplog, pair, words):
+    """`--set n_trials=true` (it ran one trial, exit 0) and `--set time_budget='"soon"'` (a
+    Python comparison error naming no setting) are one line naming the setting, the value
+    and what it takes; exit 2, no run directory."""
+    f = tmp_path / "exp.py"
+    f.write_text(INTERRUPTED)
+    d = tmp_path / "run"
+    assert main(["run", str(f), "--dir", str(d), "--set", pair]) == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and len(errors[0].splitlines()) == 1, errors
+    assert all(w in errors[0] for w in words), errors[0]
+    assert not d.exists()

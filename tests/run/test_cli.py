@@ -162,7 +162,7 @@ def test_resume_reads_the_record_once_before_the_run_opens_it(tmp_path: Path, mo
         reads.append(str(directory))
         return read(directory)
 
-    for module in ("nasforge.cli", "nasforge.run.cli", "nasforge.run.files"):
+    for module in ("nasforge.run.cli", "nasforge.run.files"):
         monkeypatch.setattr(f"{module}.read_recorded", counted)
     rebuild = files.rebuild_runner
 

@@ -40,7 +40,8 @@ def score(arch: dict, report: object) -> float:
 
 
 def _subparser(name: str) -> argparse.ArgumentParser:
-    parser = build_parser()
+    """Returns the subparser of `nasforge NAME` with no run named (as `--help` shows it)."""
+    parser = build_parser([name])
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return sub.choices[name]
 
@@ -110,6 +111,33 @@ def test_a_kind_flag_overrides_its_setting(tmp_path: Path) -> None:
     assert given["full_epochs"] == 1 and given["max_steps"] is None
     run = load_run_file(f, directory=str(tmp_path / "r"), **given)
     assert run.settings.full_epochs == 1 and run.settings.shrink_epochs == 5  # type: ignore[attr-defined]
+
+
+def test_run_takes_its_file_s_kind_flags_only(tmp_path: Path, capsys) -> None:
+    """`nasforge run FILE --help` lists FILE's kind's flags and no other kind's; another
+    kind's flag is argparse's usual error (status 2); a kind's flag may come before FILE."""
+    from nasforge.cli import main
+
+    f = tmp_path / "exp.py"
+    f.write_text(TINY_RUN_FILE)
+    with pytest.raises(SystemExit) as exc:
+        main(["run", str(f), "--help"])
+    assert exc.value.code == 0
+    shown = capsys.readouterr().out
+    assert "multitrial runs:" in shown and "--n-trials" in shown
+    assert not any(f"{kind} runs:" in shown for kind in KIND_FLAGS if kind != "multitrial")
+    with pytest.raises(SystemExit) as exc:
+        main(["run", str(f), "--dir", str(tmp_path / "a"), "--max-steps", "3"])
+    assert (
+        exc.value.code == 2 and "unrecognized arguments: --max-steps 3" in capsys.readouterr().err
+    )
+    assert not (tmp_path / "a").exists()
+    assert main(["run", "--n-trials", "1", str(f), "--dir", str(tmp_path / "b")]) == 0
+    with Store.open(tmp_path / "b") as store:
+        assert store.config()["multitrial"]["n_trials"] == 1
+    with pytest.raises(SystemExit) as exc:  # resume: the recorded kind's flags only
+        main(["resume", str(tmp_path / "b"), "--full-epochs", "1"])
+    assert exc.value.code == 2
 
 
 def test_the_registry_is_complete_once_nasforge_runners_is_imported() -> None:
@@ -189,9 +217,10 @@ def test_building_the_parser_imports_no_torch_family() -> None:
 
 
 def test_the_reading_commands_import_no_runner() -> None:
-    """`nasforge plot/status/export` build a parser without the kinds' flags, so they import
-    no runner module nor the once-for-all package's modules (part of `plot_s_10k`); `run`
-    and `resume` still take the kinds' flags (checked in a fresh interpreter)."""
+    """`nasforge plot/status/export` parse with the first phase's parser, without the kinds'
+    flags, so they import no runner module nor the once-for-all package's modules (part of
+    `plot_s_10k`); `run` and `resume` still take the kinds' flags (checked in a fresh
+    interpreter)."""
     import subprocess
     import sys
 
@@ -200,7 +229,8 @@ def test_the_reading_commands_import_no_runner() -> None:
         "c.main(['status', '/nonexistent/run'])\n"
         "print(sorted(m for m in sys.modules if m.startswith('nasforge.engine') "
         "or m in ('nasforge.ofa.latency', 'nasforge.ofa.spaces')))\n"
-        "print(c.build_parser().parse_args(['run', 'f.py', '--n-trials', '3']).n_trials)"
+        "argv = ['run', 'f.py', '--n-trials', '3']\n"
+        "print(c.build_parser(argv).parse_args(argv).n_trials)"
     )
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -281,6 +311,46 @@ def test_kind_settings_takes_an_instance_a_mapping_or_nothing() -> None:
     assert kind_settings(ExperimentSettings, None, {}, "x") == ExperimentSettings()
     with pytest.raises(ConfigError, match="must be a ExperimentSettings"):
         kind_settings(ExperimentSettings, 3, {}, "x")  # type: ignore[arg-type]
+
+
+def _settings_class(path: str) -> type:
+    module, _, name = path.partition(":")
+    return getattr(__import__(module, fromlist=[name]), name)
+
+
+@pytest.mark.parametrize(
+    "cls, name, bad, words",
+    [
+        ("nasforge.engine.settings:ExperimentSettings", "n_trials", True, "a positive int"),
+        ("nasforge.engine.settings:ExperimentSettings", "time_budget", "soon", "a number"),
+        ("nasforge.engine.settings:ExperimentSettings", "concurrency", "2", "an int"),
+        ("nasforge.parallel.runner:PipelineSettings", "n_eval", True, "an int"),
+        ("nasforge.oneshot.dartsformer.runner:Seq2SeqSettings", "time_budget_s", "1", "a number"),
+        ("nasforge.ofa.runner:OFARunSettings", "full_epochs", 1.5, "an int"),
+        ("nasforge.ofa.deploy_runner:OFADeploySettings", "mutate_prob", None, "a number"),
+        ("nasforge.oneshot.cmp:CMPSettings", "defer_arch_grads", 1, "true or false"),
+    ],
+)
+def test_every_kind_s_settings_are_typed(cls: str, name: str, bad: object, words: str) -> None:
+    """A field written int, float or bool takes only that (a bool is no int, a string no
+    number, None only where the field allows it), whatever builds the settings: one line
+    naming the setting, the value and what it takes (the class's own check speaks first)."""
+    settings = _settings_class(cls)
+    with pytest.raises(ConfigError) as exc:
+        kind_settings(settings, {name: bad}, {}, "a run")
+    assert f"{name} must be {words}" in str(exc.value)
+    assert repr(bad) in str(exc.value) and len(str(exc.value).splitlines()) == 1
+
+
+def test_typed_settings_take_numbers_of_any_numeric_type() -> None:
+    """A float field takes an int, an int field a NumPy int, and None where it is allowed."""
+    import numpy as np
+
+    from nasforge.parallel.runner import PipelineSettings
+
+    got = kind_settings(PipelineSettings, {"lr": 1, "steps": np.int64(3)}, {}, "x")
+    assert got.lr == 1 and got.steps == 3
+    assert kind_settings(ExperimentSettings, {"n_trials": None}, {}, "x").n_trials is None
 
 
 # -- dartsformer, ofa, ofa-deploy: the record's section as before ------------------------------
