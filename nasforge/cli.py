@@ -13,6 +13,7 @@ command (``status``, ``export``, ``plot``, ``logs``) imports no runner.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import logging
 import os
@@ -31,6 +32,7 @@ from nasforge.parallel import cli as parallel_cli
 from nasforge.run import cli as run_cli
 from nasforge.run import control as control_cli
 from nasforge.run.runner import BaseRunner
+from nasforge.runtime.distributed import from_env, rank_error_file
 
 __all__ = ["main", "build_parser"]
 
@@ -188,8 +190,13 @@ def _main(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    args.argv = argv
+    rank = from_env()
     level = logging.WARNING - 10 * min(args.verbose + 1, 2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if rank is not None and rank.rank:  # rank 0 speaks for a data-parallel job
+        level = max(level, logging.WARNING)
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    logging.basicConfig(level=level, format=fmt if rank is None else f"[rank {rank.rank}] {fmt}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -197,7 +204,11 @@ def _main(argv: Sequence[str] | None) -> int:
         return int(args.func(args) or 0)
     except NasforgeError as exc:
         logging.getLogger("nasforge").error("%s", exc)
+        _rank_error(exc)
         return 2
+    except Exception as exc:
+        _rank_error(exc)
+        raise
     except KeyboardInterrupt:
         return 130
     except (OSError, sqlite3.Error) as exc:
@@ -213,6 +224,17 @@ def _main(argv: Sequence[str] | None) -> int:
             where or "DIR",
         )
         return 2
+
+
+def _rank_error(exc: BaseException) -> None:
+    """Leaves this rank's error where the ``--nproc`` job that started it reads it (its one
+    line names the rank and this error); nothing outside such a job."""
+    rank = from_env()
+    path = None if rank is None else rank_error_file(rank.rank)
+    if path is not None:
+        text = str(exc) if isinstance(exc, NasforgeError) else f"{type(exc).__name__}: {exc}"
+        with contextlib.suppress(OSError):
+            path.write_text(" ".join(text.split())[:1000])
 
 
 #: errno values that mean the disk (or the user's quota on it) has no room left

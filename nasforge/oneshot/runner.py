@@ -32,6 +32,7 @@ Model and data parallel: ``model_parallel=M, schedule="cmp"`` (or ``"mp"``), ``r
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import time
@@ -209,6 +210,7 @@ class OneShotSearch(BaseRunner):
 
     kind = "oneshot"
     controls = frozenset({"stop"})
+    data_parallel = True
 
     def __init__(
         self,
@@ -372,18 +374,57 @@ class OneShotSearch(BaseRunner):
             **self.parallel,
         }
 
-    def _execute(self, store: Store, resume: bool) -> None:
+    def device(self) -> str:
+        """Returns the device the search trains on (its ``device`` setting)."""
+        return str(self.strategy.config.device)
+
+    def _ranked_config(self) -> Any:
+        """Returns the search's config with this rank's device (``cuda`` is ``cuda:LOCAL_RANK``
+        on a rank of a data-parallel job).
+
+        Raises:
+            ConfigError: a data-parallel job asked of a model-parallel search.
+        """
         cfg = self.strategy.config
+        if not self.ranks.distributed:
+            return cfg
+        if self.parallel != _ONE_DEVICE:
+            raise ConfigError(
+                "a model-parallel search (model_parallel, replicas) runs its own processes; "
+                "start it as one process, not with torchrun or --nproc (docs/distributed.md)"
+            )
+        return dataclasses.replace(cfg, device=self.ranks.device(cfg.device))
+
+    def _follow(self, resume: bool) -> None:
+        """Trains this rank's shards beside rank 0 (see :meth:`BaseRunner._follow`): the
+        same search, started from rank 0's resume point, checkpoints left to rank 0."""
+        cfg = self._ranked_config()
+        set_threads(self.threads)
+        what, start = self.ranks.broadcast(None)
+        if what == "done":
+            return
+
+        def checkpoint(row: dict[str, Any] | None, state: SearchState) -> None:
+            self.check_stop()  # at the step rank 0 takes a stop at
+
+        search(self.space, self.strategy.name, {"train": self.split.train, "val": self.split.val},
+               config=cfg, checkpoint=checkpoint, resume_from=start, weights=self._weights,
+               threads=self.threads, progress="off", ranks=self.ranks)  # fmt: skip
+
+    def _execute(self, store: Store, resume: bool) -> None:
+        cfg = self._ranked_config()
         set_threads(self.threads)
         store.set_plan("epochs", cfg.epochs)
         ckpt = self.directory / "checkpoints"
         ckpt.mkdir(exist_ok=True)
         start = None
-        if resume:
-            if store.trials():
-                log.info("%s: the one-shot search already finished; nothing to do", self.directory)
-                return
+        done = resume and bool(store.trials())
+        if resume and not done:
             start = _last_checkpoint(store, ckpt)
+        self.ranks.broadcast(("done", None) if done else ("start", start))
+        if done:
+            log.info("%s: the one-shot search already finished; nothing to do", self.directory)
+            return
         progress = self.progress(cfg.epochs, None, self.progress_mode)
         t0 = time.monotonic() - float(store.get_meta("elapsed", "0") or 0)
 
@@ -418,7 +459,7 @@ class OneShotSearch(BaseRunner):
             self.check_stop()  # nasforge stop: this epoch is saved, so the run may end here
 
         # the line above is this run's progress (with the time spent before a resume)
-        find = partial(search, threads=self.threads, progress="off")
+        find = partial(search, threads=self.threads, progress="off", ranks=self.ranks)
         try:
             result = (find if self.parallel == _ONE_DEVICE else self._cmp_search)(
                 self.space,

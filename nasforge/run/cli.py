@@ -105,19 +105,56 @@ def _opened(args: argparse.Namespace, target: str) -> Any:
     return opened
 
 
+def _local_job(args: argparse.Namespace) -> int | None:
+    """Returns the exit code of the ``--nproc N`` job this command starts (N ranks of the same
+    command on this machine), or None when it runs here (no ``--nproc``, or this process is
+    already a rank)."""
+    from nasforge.runtime.distributed import from_env, launch_local
+
+    if args.nproc is None or from_env() is not None:
+        return None
+    argv, skip = [], False
+    for word in args.argv:  # the same command, less --nproc
+        if skip:
+            skip = False
+        elif word == "--nproc":
+            skip = True
+        elif not word.startswith("--nproc="):
+            argv.append(word)
+    return launch_local(args.nproc, argv)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
+    from nasforge.run.store import is_run
+    from nasforge.runtime.distributed import from_env
+
+    job = _local_job(args)
+    if job is not None:
+        return job
     run_file = _opened(args, args.file) or open_run_file(args.file)
     runner = run_file.build(directory=args.dir, **_overrides(args))
-    runner.run()
-    _report(runner)
+    ranks = from_env()
+    if ranks is not None and ranks.restarts and is_run(runner.directory):
+        # torchrun restarted the job (a rank died, restarts were left): go on from the record
+        log.warning("restart %d of the job: resuming %s", ranks.restarts, runner.directory)
+        runner = rebuild_runner(read_recorded(runner.directory), **_overrides(args))
+        runner.resume()
+    else:
+        runner.run()
+    if runner.ranks.writer:
+        _report(runner)
     return 0
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
+    job = _local_job(args)
+    if job is not None:
+        return job
     recorded = _opened(args, args.dir) or read_recorded(args.dir)
     runner = rebuild_runner(recorded, **_overrides(args))
     runner.resume()
-    _report(runner)
+    if runner.ranks.writer:
+        _report(runner)
     return 0
 
 
@@ -177,6 +214,12 @@ def add_run_commands(
         ConfigError: a kind adds a flag that another kind or a shared flag has.
     """
     p.add_argument("--threads", type=int, help="torch threads of the training process")
+    p.add_argument(
+        "--nproc",
+        type=int,
+        help="train data parallel in N processes on this machine (one-shot and once-for-all "
+        "runs; docs/distributed.md); torchrun starts the same command on any topology",
+    )
     p.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="override any setting (JSON value)"
     )

@@ -44,6 +44,7 @@ from nasforge.run.results import Constraints, parse_constraints, rank_trials
 from nasforge.run.store import Store, TrialRecord, check_compatible
 from nasforge.run.tracking import BaseCallback, Trackers, get_callbacks
 from nasforge.run.trial_logs import RunLog
+from nasforge.runtime.distributed import ONE, Ranks, from_env, join, leave
 
 __all__ = [
     "BaseRunner",
@@ -215,6 +216,8 @@ class BaseRunner(abc.ABC):
         #: ``finish`` or ``cancel`` once a stop was asked of the running run (None: not asked)
         self.stopping: str | None = None
         self._run_log: RunLog | None = None
+        #: this process's place in a data-parallel job (one process unless started as a rank)
+        self.ranks: Ranks = ONE
 
     # -- what a kind implements ------------------------------------------------------------------
     @classmethod
@@ -331,9 +334,12 @@ class BaseRunner(abc.ABC):
 
     def stop_asked(self) -> bool:
         """Returns whether a stop was asked, after applying the requests left for this run:
-        what a training loop asks at each :attr:`boundary` (``should_stop=``)."""
-        self.poll_requests()
-        return self.stopping is not None
+        what a training loop asks at each :attr:`boundary` (``should_stop=``). In a
+        data-parallel job, rank 0 takes the requests and every rank gets its answer, so all
+        stop at the same step (every rank must ask at the same boundaries)."""
+        if self.ranks.writer:
+            self.poll_requests()
+        return self.ranks.agree(self.stopping is not None)
 
     def check_stop(self) -> None:
         """Returns None at a boundary where everything the run did is saved, unless a stop
@@ -402,28 +408,16 @@ class BaseRunner(abc.ABC):
             DivergenceError: a loss became NaN or infinite (the run is recorded failed).
             TrialError: every trial failed (the run is recorded failed).
         """
-        if not resume:
-            Store.check_new(self.directory)  # a file there, or a run already: nothing made
-        self.check()
-        config = self.config()
-        if resume:
-            store = Store.open(self.directory, readonly=False)
-            try:
-                stored = store.config()
-                if stored.get("kind") != self.kind:
-                    raise StoreError(
-                        f"{self.directory} holds a {stored.get('kind')!r} run, not a "
-                        f"{self.kind!r} one; resume it with `nasforge resume {self.directory}`"
-                    )
-                keys = self.compatible_keys()
-                check_compatible(self.directory, stored[self.kind], config[self.kind], keys)
-                config = keep_rebuildable(stored, config)
-                store.set_config(config)
-            except BaseException:
-                store.close()
-                raise
-        else:
-            store = Store.create(self.directory, config)
+        ranks = self._join()
+        if ranks.distributed and not ranks.writer:
+            self._follow_run(ranks, resume)
+            return self
+        try:
+            store = self._open_store(resume)
+        except BaseException as exc:  # the other ranks must not wait for a run that never comes
+            ranks.broadcast(f"{type(exc).__name__}: {exc}")
+            raise
+        ranks.broadcast(None)
         self.store, self.stopping = store, None
         self._start(store)
         session = _Session(store)
@@ -452,7 +446,91 @@ class BaseRunner(abc.ABC):
                 self._run_log = None
             self.store = None
             store.close()
+            if ranks.distributed:
+                leave()
         return self
+
+    # -- data parallel: the ranks of a torchrun (or --nproc) job --------------------------------
+    #: whether a run of this kind trains data parallel across the ranks of a job (``torchrun``,
+    #: ``nasforge run FILE --nproc N``): rank 0 writes the record, the others train beside it
+    #: (:meth:`_follow`); a kind that does not refuses such a job in one line
+    data_parallel: ClassVar[bool] = False
+
+    def device(self) -> str:
+        """Returns the device the run trains on (``cpu``, ``cuda``): a data-parallel job's
+        collectives are gloo's on the CPU, NCCL's on CUDA."""
+        return "cpu"
+
+    def _join(self) -> Ranks:
+        """Returns the ranks of the job this process was started in (one process when none),
+        joined before anything is written.
+
+        Raises:
+            ConfigError: the job's rendezvous could not form, or this kind is not data
+                parallel and the job has several ranks.
+        """
+        found = from_env()
+        if found is None:
+            self.ranks = ONE
+            return ONE
+        if not self.data_parallel:
+            raise ConfigError(
+                f"a {self.kind} run does not train data parallel, and this process is rank "
+                f"{found.rank} of a job of {found.world}; run it as one process (a multi-trial "
+                "search spreads its trials with executor: ray)"
+            )
+        self.ranks = join(self.device())
+        return self.ranks
+
+    def _follow_run(self, ranks: Ranks, resume: bool) -> None:
+        """Returns None after this rank (not rank 0) trained its part of the job: it waits for
+        rank 0 to open the record (and raises rank 0's error if that failed), then trains
+        (:meth:`_follow`); a stop asked of the run ends it at the step rank 0's ends."""
+        problem = ranks.broadcast(None)
+        try:
+            if problem is not None:
+                raise ConfigError(f"rank 0 could not start the run: {problem}")
+            self._follow(resume)
+        except StopRequested:
+            pass
+        finally:
+            leave()
+
+    def _follow(self, resume: bool) -> None:
+        """Trains this rank's part of a data-parallel job beside rank 0's :meth:`_execute`
+        (same collectives in the same order; no record, no files). A data-parallel kind
+        implements it."""
+        raise NotImplementedError(f"{type(self).__name__} is not data parallel")
+
+    def _open_store(self, resume: bool) -> Store:
+        """Returns the writer's store: a new record after the preflight checks, or the record
+        of ``directory`` checked to have been made by these settings (``resume``).
+
+        Raises:
+            see :meth:`run`.
+        """
+        if not resume:
+            Store.check_new(self.directory)  # a file there, or a run already: nothing made
+        self.check()
+        config = self.config()
+        if resume:
+            store = Store.open(self.directory, readonly=False)
+            try:
+                stored = store.config()
+                if stored.get("kind") != self.kind:
+                    raise StoreError(
+                        f"{self.directory} holds a {stored.get('kind')!r} run, not a "
+                        f"{self.kind!r} one; resume it with `nasforge resume {self.directory}`"
+                    )
+                keys = self.compatible_keys()
+                check_compatible(self.directory, stored[self.kind], config[self.kind], keys)
+                config = keep_rebuildable(stored, config)
+                store.set_config(config)
+            except BaseException:
+                store.close()
+                raise
+            return store
+        return Store.create(self.directory, config)
 
     def _start(self, store: Store) -> None:
         """Returns None after recording what the run takes while it runs (its controls),

@@ -1,0 +1,39 @@
+"""Data-parallel one-shot search (2 gloo ranks on loopback): every rank takes the same steps
+whatever its global generators, and N ranks x batch B/N train what one process x batch B does."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.oneshot._dp import OWN, on_ranks, run
+
+#: the float tolerance of the equivalence: summing each rank's share of a batch's gradient
+#: rounds differently from one process's mean over the whole batch
+TOLERANCE = 1e-4
+
+
+def _check(algorithm: str, tmp_path) -> None:
+    ranks = on_ranks(algorithm, tmp_path)
+    one = run(algorithm)
+    a, b = ranks
+    assert a["steps"] == b["steps"] and len(a["steps"]) > 4  # every step, bitwise equal
+    assert a["archs"] == b["archs"] and a["arch"] == b["arch"]
+    assert all(torch.equal(a["state"][k], b["state"][k]) for k in a["state"])
+    assert a["arch"] == one["arch"] and a["archs"] == one["archs"]
+    worst = max(float((a["state"][k] - one["state"][k]).abs().max()) for k in one["state"])
+    assert worst < TOLERANCE, worst
+
+
+def test_two_ranks_agree_and_match_one_process_darts(tmp_path) -> None:
+    """DARTS on 2 ranks (global generators set apart): both take the same steps, end with the
+    same supernet and architecture, and match one process with the whole batch."""
+    _check("darts", tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", sorted(set(OWN) - {"darts"}))
+def test_two_ranks_agree_and_match_one_process(algorithm: str, tmp_path) -> None:
+    """Each algorithm on 2 ranks: the same steps on both, and the weights, architecture
+    parameters and pick of one process with the whole batch."""
+    _check(algorithm, tmp_path)
