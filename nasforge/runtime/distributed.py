@@ -66,6 +66,8 @@ log = logging.getLogger("nasforge.runtime")
 
 #: the variable naming the folder where ``--nproc``'s ranks leave their errors
 ERRORS_ENV = "NASFORGE_RANK_ERRORS"
+#: the variable that sets how long a rank waits for the others, in seconds (default 300)
+TIMEOUT_ENV = "NASFORGE_RENDEZVOUS_TIMEOUT"
 #: seconds a rank's peers get to end after it failed, before they are killed
 GRACE_S = 10.0
 
@@ -299,6 +301,8 @@ def join(device: str = "cpu", timeout_s: float = 300.0) -> Ranks:
     """Returns this process's :class:`Ranks` after joining the job's process group (gloo on
     the CPU; NCCL for CUDA, with this rank's GPU ``LOCAL_RANK`` made current), or :data:`ONE`
     when the environment names no job. Joining again returns the group already joined.
+    ``timeout_s`` (or the variable ``NASFORGE_RENDEZVOUS_TIMEOUT``) bounds how long the
+    rendezvous, and later every collective, waits for the other ranks.
 
     Raises:
         ConfigError: the rendezvous could not form within ``timeout_s`` (a wrong endpoint, a
@@ -321,6 +325,7 @@ def join(device: str = "cpu", timeout_s: float = 300.0) -> Ranks:
         import torch
 
         torch.cuda.set_device(found.local_rank)
+    timeout_s = float(os.environ.get(TIMEOUT_ENV, timeout_s))
     try:
         dist.init_process_group(backend, init_method="env://", timeout=timedelta(seconds=timeout_s))
     except Exception as exc:  # a DistNetworkError, a timeout, a refused connection
