@@ -1,8 +1,9 @@
-"""Conformance suite of the executors, plus the pool's pickling check for spawn."""
+"""The executors beyond their shared contract (tests/engine/test_executor_conformance.py runs
+every executor through that): the pool's checks for spawn, the table of names, GPU slots and
+reused workers."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import time
 from pathlib import Path
 
@@ -10,7 +11,6 @@ import pytest
 
 from nasforge.engine.evaluator import FunctionEvaluator
 from nasforge.engine.executor import InProcessExecutor, ProcessPoolExecutor, get_executor
-from nasforge.engine.trial import TrialTask
 from nasforge.errors import ConfigError
 from nasforge.space.search_space import Decision, SearchSpace
 
@@ -22,52 +22,6 @@ def _ev(arch, report):
         raise ValueError("three is bad")
     report({"default": arch["x"] / 2})
     return float(arch["x"])
-
-
-def _task(i: int, x: int) -> TrialTask:
-    return TrialTask(trial=i, arch={"x": x}, metric="default")
-
-
-def _drain(ex, n, timeout=60.0):
-    out = []
-    end = time.monotonic() + timeout
-    while len(out) < n and time.monotonic() < end:
-        out += ex.poll(0.2)
-    return out
-
-
-@pytest.fixture(params=["inprocess", "pool"])
-def executor(request):
-    """Each executor implementation, started on the test space."""
-    ex = InProcessExecutor() if request.param == "inprocess" else ProcessPoolExecutor(2)
-    ex.start(SPACE, FunctionEvaluator(_ev))
-    yield ex
-    ex.shutdown()
-
-
-def test_one_result_per_task(executor):
-    """Every submitted task yields exactly one result with the right status and metrics."""
-    results = []
-    pending = [(i, x) for i, x in enumerate([1, 2, 3, 4, 5, 6], 1)]
-    while pending or executor.n_running:
-        while pending and executor.n_running < executor.concurrency:
-            executor.submit(_task(*pending.pop(0)))
-        results += executor.poll(0.2)
-    by_id = {r.trial: r for r in results}
-    assert sorted(by_id) == [1, 2, 3, 4, 5, 6] and len(results) == 6
-    assert by_id[3].status == "failed" and "three is bad" in by_id[3].error
-    assert by_id[6].metrics == {"default": 6.0}
-    assert by_id[6].intermediates == [{"default": 3.0}]
-
-
-def test_shutdown_leaves_no_process():
-    """Shutting the pool down kills running children."""
-    ex = ProcessPoolExecutor(2)
-    ex.start(SPACE, FunctionEvaluator(lambda arch, report: time.sleep(30) or 1.0))
-    ex.submit(_task(1, 1))
-    ex.submit(_task(2, 2))
-    ex.shutdown()
-    assert not mp.active_children()
 
 
 def test_spawn_refuses_unpicklable_evaluator_up_front():
@@ -311,7 +265,6 @@ def _previous_worker_ended(arch, report) -> float:
     3 s of this trial's start (dead or a zombie waiting to be reaped), else 0.0; writes this
     worker's pid to the file the next trial reads."""
     import os
-    import time
     from pathlib import Path
 
     here, x = Path(os.environ["NF_TEST_PIDS"]), arch["x"]
