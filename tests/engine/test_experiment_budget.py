@@ -4,15 +4,16 @@ resource, budget accounting in status and export, replay on resume, every local 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from nasforge.engine import Experiment, Store
+from nasforge.engine.executor import ProcessPoolExecutor
 from nasforge.run.export import export_top
 from nasforge.run.status import print_status, resource_spent
 from nasforge.space.search_space import Decision, SearchSpace
 from nasforge.strategy import ASHAStopper, HyperbandStopper, MedianStopper
+from tests.runwait import wait_until
 
 #: grid order of the levels; with ASHA(1, 3, 9) the trials reach 9,1,9,1,1,9,1,1,1 reports
 #: (a trial goes on at rung 1 and 3 only while in the top max(1, n // 3) there)
@@ -71,10 +72,18 @@ def test_stopper_by_name_or_mapping_and_stored_config(tmp_path):
     assert isinstance(old.stopper, MedianStopper)
 
 
-def _wait_for(path, limit=60.0):
-    deadline = time.monotonic() + limit
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+class _AnnouncingPool(ProcessPoolExecutor):
+    """A pool that touches ``pushed`` once it has sent running trials fresh stopper snapshots
+    (it does so after counting a running trial's rung value): the event a racing trial waits
+    for, instead of sleeping while hoping the engine got there."""
+
+    def __init__(self, pushed):
+        super().__init__(2)
+        self.pushed = pushed
+
+    def push_snapshots(self):
+        super().push_snapshots()  # written into the trials' pipes when this returns
+        self.pushed.touch()
 
 
 def _race(where, executor, stopper):
@@ -82,15 +91,20 @@ def _race(where, executor, stopper):
     second (level 1) reaches rung 1 below the first's value there."""
     high_reported, low_done = where / "high_reported", where / "low_done"
     where.mkdir(exist_ok=True)
+    # on the pool the engine pushes the first's rung value to the second: wait for that;
+    # on Ray the first's report reached the run's rung board before high_reported exists
+    pushed = where / "pushed" if executor == "pool" else high_reported
+    if executor == "pool":
+        executor = _AnnouncingPool(pushed)
 
     def racing(arch, report):
         if arch["level"] == 9:
             report(9.0)
             high_reported.touch()
-            _wait_for(low_done)  # still running while the other decides
+            wait_until(low_done.exists)  # still running while the other decides
         else:
-            _wait_for(high_reported)
-            time.sleep(1.5)  # the engine pushes the new rung value meanwhile
+            wait_until(high_reported.exists)
+            wait_until(pushed.exists)
         try:
             for epoch in range(2 if arch["level"] == 9 else 1, 10):
                 report(arch["level"] + 0.01 * epoch)
