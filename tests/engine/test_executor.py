@@ -96,7 +96,9 @@ def two_fake_gpus(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
 
-def _gpu_run(tmp_path, gpus, concurrency=8, devices=None, executor="pool"):
+def _gpu_run(tmp_path, gpus, concurrency=8, devices=None, executor="pool", seconds=0.4):
+    """Returns the experiment and what its 8 trials saw; each takes ``seconds`` (long enough
+    to overlap where a test counts the trials on a GPU at once, 0 where none runs beside it)."""
     from nasforge.engine import Experiment
     from tests.engine.gpu_trials import SPACE, WhereEvaluator, rows
 
@@ -104,7 +106,7 @@ def _gpu_run(tmp_path, gpus, concurrency=8, devices=None, executor="pool"):
     out.mkdir(parents=True)
     exp = Experiment(
         SPACE,
-        WhereEvaluator(out),
+        WhereEvaluator(out, seconds),
         "grid",
         directory=tmp_path / "run",
         executor=executor,
@@ -148,7 +150,7 @@ def test_pool_gives_whole_gpus_to_one_trial_each(two_fake_gpus, tmp_path):
 
 def test_pool_multi_gpu_trials_see_both_gpus(two_fake_gpus, tmp_path):
     """2 GPUs per trial out of 2: one trial at a time, each seeing CUDA_VISIBLE_DEVICES=0,1."""
-    exp, seen = _gpu_run(tmp_path, 2)
+    exp, seen = _gpu_run(tmp_path, 2, seconds=0)  # one at a time: nothing to overlap
     assert exp.executor.concurrency == 1
     assert {r["env"] for r in seen} == {"0,1"} and all(r["devices"] == [0, 1] for r in seen)
 
@@ -157,7 +159,7 @@ def test_pool_maps_ids_through_the_engines_visible_devices(two_fake_gpus, tmp_pa
     """An engine started with CUDA_VISIBLE_DEVICES=5,7 and devices=[1] gives each child the
     physical GPU 7, and records id 1 as the engine numbers it."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
-    exp, seen = _gpu_run(tmp_path, 1, devices=[1])
+    exp, seen = _gpu_run(tmp_path, 1, devices=[1], seconds=0)  # one GPU: one at a time
     assert {r["env"] for r in seen} == {"7"} and all(r["devices"] == [1] for r in seen)
     assert {t.placement["devices"][0] for t in exp.trials()} == {1}
 
@@ -165,9 +167,9 @@ def test_pool_maps_ids_through_the_engines_visible_devices(two_fake_gpus, tmp_pa
 def test_in_process_trials_get_the_configured_devices(two_fake_gpus, tmp_path):
     """In-process trials get the first of `devices`; the engine's environment is untouched;
     CPU trials record the host and no GPU."""
-    exp, seen = _gpu_run(tmp_path, 1, devices=[1], executor="inprocess")
+    exp, seen = _gpu_run(tmp_path, 1, devices=[1], executor="inprocess", seconds=0)
     assert all(r["devices"] == [1] and r["env"] is None for r in seen)
-    _, cpu = _gpu_run(tmp_path / "cpu", 0, executor="inprocess")
+    _, cpu = _gpu_run(tmp_path / "cpu", 0, executor="inprocess", seconds=0)
     assert all(r["devices"] == [] for r in cpu)
 
 
