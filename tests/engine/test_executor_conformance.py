@@ -11,13 +11,9 @@ than for a guessed time, and can then tell whether the process is gone.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing as mp
 import os
-import shutil
-import signal
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,32 +85,18 @@ class Behave(BaseEvaluator):
 
 @pytest.fixture(scope="module")
 def loopback_ray() -> Iterator[None]:
-    """A local Ray of two CPUs bound to 127.0.0.1 in a private folder, started as a Ray
-    executor starts its own (the executors under test join it); after the module, no process
-    of it is left."""
-    ray = pytest.importorskip("ray", reason="the Ray executor needs the extra nasforge[ray]")
-    from nasforge.engine.ray_executor import RayExecutor
-    from nasforge.runtime.loopback import pids_marked
+    """A local Ray of two CPUs bound to 127.0.0.1 in a private folder (the executors under
+    test join it); after the module, no process of it is left."""
+    from tests.engine.local_ray import loopback_ray as start
 
-    folder = tempfile.mkdtemp(prefix="nfc-", dir="/tmp")  # short: Ray's socket path limit
-    with pytest.MonkeyPatch.context() as mp_env:
-        mp_env.delenv("RAY_ADDRESS", raising=False)
-        mp_env.setenv("RAY_TMPDIR", folder)  # no other Ray of this machine is found
-        owner = RayExecutor(init_kwargs={"num_cpus": 2, "log_to_driver": False})
-        owner.start(SPACE, Behave(Path(folder)))
+    with start(num_cpus=2):
+        ray = sys.modules["ray"]
         # trials of this module reach Ray's workers by value, whatever their sys.path
         ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
         try:
             yield
         finally:
             ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-            owner.shutdown()
-            gone = wait_until(lambda: not pids_marked(folder), PATIENCE, poll=0.2)
-            for pid in pids_marked(folder):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            shutil.rmtree(folder, ignore_errors=True)
-    assert gone, "Ray processes outlived the shutdown of the executor that started them"
 
 
 EXECUTORS = [

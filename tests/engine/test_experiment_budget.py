@@ -13,6 +13,7 @@ from nasforge.run.export import export_top
 from nasforge.run.status import print_status, resource_spent
 from nasforge.space.search_space import Decision, SearchSpace
 from nasforge.strategy import ASHAStopper, HyperbandStopper, MedianStopper
+from tests.engine.local_ray import loopback_ray
 from tests.runwait import wait_until
 
 #: grid order of the levels; with ASHA(1, 3, 9) the trials reach 9,1,9,1,1,9,1,1,1 reports
@@ -143,15 +144,10 @@ def test_rung_rules_on_the_pool_count_rung_values_of_running_trials(tmp_path, st
 def test_rung_rules_on_ray_count_rung_values_of_running_trials(tmp_path):
     """The same race on a local Ray (loopback): each report asks the run's rung board, so
     ASHA and SH prune the trial beaten at rung 1 by a trial still running."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             _node_ip_address="127.0.0.1")  # fmt: skip
-    try:
+    with loopback_ray(num_cpus=2):
         for name, stopper in (("asha", ASHAStopper(1, 3, 9)), ("sh", SH_RACE)):
             got = _race(tmp_path / name, "ray", stopper)
             assert got == {9: ("done", 9), 1: ("pruned", 1)}, name
-    finally:
-        ray.shutdown()
 
 
 def test_resume_replays_the_same_decisions(tmp_path):
@@ -203,13 +199,9 @@ def test_cross_model_merging_steps_aside_for_a_rung_rule(tmp_path):
 @pytest.mark.slow
 def test_asha_prunes_in_ray_workers(tmp_path):
     """On Ray, workers decide from the snapshot as in-process ones do: same pruning."""
-    ray = pytest.importorskip("ray", reason="the Ray executor needs the extra nasforge[ray]")
     from nasforge.engine.ray_executor import RayExecutor
 
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
+    with loopback_ray(num_cpus=1):
         exp = _make(tmp_path / "ray", ASHAStopper(1, 3, 9), RayExecutor(1)).run()
-    finally:
-        ray.shutdown()
     assert [len(t.intermediates) for t in exp.trials()] == ASHA_REACHED
     assert {t.status for t in exp.trials()} == {"done", "pruned"}

@@ -9,22 +9,17 @@ from nasforge.engine import Experiment
 from nasforge.engine.ray_executor import RayExecutor
 from nasforge.errors import ConfigError
 from tests.engine.gpu_trials import SPACE, WhereEvaluator, most_at_once, rows
+from tests.engine.local_ray import loopback_ray
 
 ray = pytest.importorskip("ray", reason="the Ray executor needs the extra nasforge[ray]")
 
 
 @pytest.fixture(scope="module")
 def ray_two_gpus():
-    """A local Ray instance with two CPUs and two logical GPUs, shut down after the module."""
-    ray.init(
-        num_cpus=2,
-        num_gpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        object_store_memory=100 * 2**20,
-    )
-    yield
-    ray.shutdown()
+    """A local Ray instance with two CPUs and two logical GPUs on 127.0.0.1, shut down after
+    the module."""
+    with loopback_ray(num_cpus=2, num_gpus=2, object_store_memory=100 * 2**20):
+        yield
 
 
 def _run(tmp_path, gpus):
