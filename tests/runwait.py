@@ -1,6 +1,7 @@
-"""Waiting on a run that another process writes: the tests that SIGKILL a run mid-way and
-resume it share this poll instead of each restating it, and :func:`kill_writer_midway`
-leaves a run killed with trials in flight."""
+"""Waiting for what another process does, instead of sleeping and hoping it happened:
+:func:`wait_until` polls a condition up to a deadline (a guard against a hang, never a speed
+target); the tests that SIGKILL a run mid-way and resume it share :func:`wait_for_run`, and
+:func:`kill_writer_midway` leaves a run killed with trials in flight."""
 
 from __future__ import annotations
 
@@ -13,7 +14,18 @@ from pathlib import Path
 
 from nasforge.run.store import Store
 
-__all__ = ["wait_for_run", "kill_writer_midway"]
+__all__ = ["wait_until", "wait_for_run", "kill_writer_midway"]
+
+
+def wait_until(ready: Callable[[], bool], timeout: float = 60.0, poll: float = 0.02) -> bool:
+    """Returns True once ``ready()`` holds (asked every ``poll`` seconds), False when
+    ``timeout`` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll)
+    return True
 
 
 def wait_for_run(
@@ -22,16 +34,15 @@ def wait_for_run(
     """Returns True once ``ready(store)`` holds for the run in ``directory`` (opened read-only,
     polled every ``poll`` seconds), False when ``timeout`` seconds pass first; a run not yet
     created or caught mid-write counts as not ready."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def ready_now() -> bool:
         try:
             with Store.open(directory) as store:
-                if ready(store):
-                    return True
+                return bool(ready(store))
         except Exception:  # noqa: BLE001 - not created yet, or caught mid-write
-            pass
-        time.sleep(poll)
-    return False
+            return False
+
+    return wait_until(ready_now, timeout, poll)
 
 
 _MIDWAY = """

@@ -88,6 +88,7 @@ BROKEN = [
 ]
 
 
+@pytest.mark.slow  # a second whole build of the site: the checkout's own build stays fast
 def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
     """A link to a missing repository file, page or API name fails the strict build, which
     names each (one build of a copy of docs/ with all three: strict mode reports every

@@ -34,6 +34,8 @@ class BaseExecutor(abc.ABC):
 
     Invariants: each submitted task yields exactly one result, whatever happens to the trial;
     ``n_running`` never exceeds ``concurrency``; ``shutdown`` leaves no process behind.
+    ``tests/engine/test_executor_conformance.py`` holds every executor to this contract, one
+    test per clause: a new executor joins its list.
     """
 
     name: str = ""
@@ -97,9 +99,9 @@ class BaseExecutor(abc.ABC):
         return ""
 
     def cancel(self, trial: int) -> bool:
-        """Returns whether the running ``trial`` was stopped now (its ``cancelled`` result
-        comes from the next poll); False leaves it to the trial's cancel marker, read at its
-        next report (the in-process executor)."""
+        """Returns whether the running ``trial`` was stopped now (its one ``cancelled``
+        result comes from the next poll; True at most once per trial); False leaves it to the
+        trial's cancel marker, read at its next report (the in-process executor)."""
         return False
 
     def spec(self) -> str | dict[str, Any]:

@@ -158,6 +158,12 @@ def _child_trial(
     conn.send(result)
 
 
+def _default_start_method() -> str:
+    """Returns fork where the platform has it (not macOS, where it is unsafe), else spawn."""
+    fork = "fork" in mp.get_all_start_methods() and sys.platform != "darwin"
+    return "fork" if fork else "spawn"
+
+
 @register_executor("pool", "process", "processpool")
 class ProcessPoolExecutor(BaseExecutor):
     """Returns results of trials run in child processes, ``concurrency`` at a time: a child
@@ -182,7 +188,7 @@ class ProcessPoolExecutor(BaseExecutor):
             raise ConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
         methods = mp.get_all_start_methods()
         if start_method is None:
-            start_method = "fork" if "fork" in methods and sys.platform != "darwin" else "spawn"
+            start_method = _default_start_method()
         if start_method not in methods:
             raise ConfigError(f"start_method {start_method!r} is not one of {methods}")
         self.concurrency = concurrency
@@ -209,6 +215,15 @@ class ProcessPoolExecutor(BaseExecutor):
         self._updates: dict[int, Any] = {}
         #: running trial on a reusable worker -> (task pipe, result pipe) of that worker
         self._pipes: dict[int, tuple[Any, Any]] = {}
+
+    def spec(self) -> str | dict[str, Any]:
+        """Returns ``"pool"``, or with the settings that differ from the defaults a mapping
+        ``{"name": "pool", "reuse_workers": False, ...}``, so that a resume from the record
+        runs its trials as this pool did."""
+        defaults = {"start_method": _default_start_method(), "threads_per_trial": 1,
+                    "reuse_workers": True}  # fmt: skip
+        changed = {k: getattr(self, k) for k, v in defaults.items() if getattr(self, k) != v}
+        return {"name": self.name, **changed} if changed else self.name
 
     def use_gpus(self, gpus_per_trial: float = 0, devices: Sequence[int] | None = None) -> None:
         """Gives each child a slot of GPUs (:func:`~nasforge.runtime.devices.gpu_slots`) and
@@ -400,8 +415,9 @@ class ProcessPoolExecutor(BaseExecutor):
             self._timeouts[task.trial] = timeout
 
     def cancel(self, trial: int) -> bool:
-        """Returns True after killing the running ``trial``'s child (recorded ``cancelled``)."""
-        if trial not in self._running:
+        """Returns True after killing the running ``trial``'s child (recorded ``cancelled``);
+        False when it is not running or was cancelled already (its one result is pending)."""
+        if trial not in self._running or trial in self._cancelled:
             return False
         proc, conn, _ = self._running[trial]
         self._close_updates(trial)

@@ -26,6 +26,9 @@ ranking = _load("ranking")
 common = _load("_ranking_common")
 searches = _load("_searches")
 MINI = common.MINI_RECIPE_1D
+#: a supernet job cut to one epoch and a 3-cycle evolution whose hybrid selection compares
+#: against 4 reference architectures (200 by default: most of a job's time)
+SMALL = {"epochs": 1, "cycles": 3, "population": 2, "bn_batches": 2, "selection_reference": 4}
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +117,7 @@ def test_a_supernet_job_repeats_whatever_the_global_generator_holds(algorithm: s
     (a worker's state once seeded the supernet's initial weights)."""
     archs = [dict.fromkeys(("e1_0", "e2_0", "e2_1", "e3_0", "e3_1", "e3_2"), op)
              for op in ("conv", "conv1x1", "skip_connect")]  # fmt: skip
-    sn = {**searches.SUPERNET, "epochs": 1, "cycles": 3, "population": 2, "bn_batches": 2}
+    sn = {**searches.SUPERNET, **SMALL}
     runs = []
     for draws in (1, 7):
         torch.rand(draws)  # a worker that ran another job before
@@ -128,7 +131,7 @@ def test_the_fair_sampler_trains_the_search_supernet_on_fairnas_paths() -> None:
     paths: it scores as the FairNAS ranking job of the same seed does, not as uniform paths."""
     archs = [dict.fromkeys(("e1_0", "e2_0", "e2_1", "e3_0", "e3_1", "e3_2"), op)
              for op in ("conv", "conv1x1", "pool")]  # fmt: skip
-    sn = {**searches.SUPERNET, "epochs": 1, "cycles": 3, "population": 2, "bn_batches": 2}
+    sn = {**searches.SUPERNET, **SMALL}
     fair = searches.supernet_job(MINI, {**sn, "sampler": "fair"}, "spos", 0, archs, 10**9, 0)
     ref = searches.supernet_job(MINI, sn, "fairnas", 0, archs, 10**9, 0)
     uniform = searches.supernet_job(MINI, sn, "spos", 0, archs, 10**9, 0)

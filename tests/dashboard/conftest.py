@@ -98,6 +98,28 @@ def nasforge(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return proc
 
 
+def nasforge_together(commands: Sequence[Sequence[str]], cwd: Path) -> None:
+    """Returns once every ``nasforge ARGS`` of ``commands`` (run in ``cwd``, all at once: a
+    process each, so that a machine's cores share them) exited with 0."""
+    logs = [cwd / f"nasforge-{i}.log" for i in range(len(commands))]
+    procs = []
+    try:
+        for args, log in zip(commands, logs):
+            with log.open("wb") as out:  # a file, not a pipe: a full pipe would block it
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "nasforge.cli", *args],
+                    cwd=cwd, env=_env(), stdout=out, stderr=subprocess.STDOUT,
+                ))  # fmt: skip
+        for proc, args, log in zip(procs, commands, logs):
+            code = proc.wait(timeout=300)
+            assert code == 0, f"nasforge {' '.join(args)}:\n{log.read_text()[-3000:]}"
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 def make_runs(base: Path) -> Path:
     """Returns a folder ``runs`` under ``base`` holding a multi-trial search, a one-shot
     (DARTS) search, a once-for-all run and a pipeline run, each made by ``nasforge run``, plus
@@ -117,8 +139,8 @@ def make_runs(base: Path) -> Path:
         "ofa": _ofa_file(base),
         "pipeline": _pipeline_file(base),
     }
-    for name, f in files.items():
-        nasforge("run", str(f), "--dir", str(runs / name), cwd=base)
+    nasforge_together([("run", str(f), "--dir", str(runs / name)) for name, f in files.items()],
+                      cwd=base)  # fmt: skip
     (runs / "corrupt").mkdir()
     (runs / "corrupt" / "run.db").write_bytes(b"this is not a database")
     return runs

@@ -21,6 +21,7 @@ from nasforge.run.store import Store
 from nasforge.run.trial_logs import LOG_LIMIT, trial_log
 from nasforge.space.search_space import Decision, SearchSpace
 from tests.dashboard.records import make_record
+from tests.runwait import wait_until
 
 pytest.importorskip("dash", reason="needs the dashboard extra: pip install 'nasforge[dashboard]'")
 
@@ -54,12 +55,7 @@ def _search(directory: Path) -> Iterator[threading.Thread]:
 
 
 def _wait(check: Any, what: str, limit: float = 60.0) -> None:
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    assert wait_until(check, limit, poll=0.05), f"timed out waiting for {what}"
 
 
 def _trials(directory: Path) -> int:

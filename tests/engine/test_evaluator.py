@@ -132,11 +132,18 @@ def test_a_metric_the_evaluator_does_not_declare_is_one_config_error_first(
 
 def test_a_declared_metric_passes_and_an_undeclaring_evaluator_is_not_checked_up_front():
     """Declared names pass; a function evaluator declares nothing, so any name passes."""
-    Experiment(
+    declared = Experiment(
         _Net(), ClassificationEvaluator(), "random", n_trials=1, metric="test_accuracy",
         constraints=["params <= 1e5"], second_objective=("train_seconds", "min"),
     )  # fmt: skip
-    Experiment(_Net(), _misnamed, "random", n_trials=1, metric="anything")
+    names = declared.evaluator.metric_names
+    assert names is not None and {"test_accuracy", "params", "train_seconds"} <= set(names)
+    assert declared.settings.metric == "test_accuracy"
+    assert declared.settings.constraints == {"params": ["<=", 1e5]}
+    assert declared.second_objective == ("train_seconds", "min")
+    undeclared = Experiment(_Net(), _misnamed, "random", n_trials=1, metric="anything")
+    assert undeclared.evaluator.metric_names is None  # nothing to check the name against
+    assert undeclared.settings.metric == "anything"
 
 
 def _misnamed(model, report):

@@ -1,8 +1,9 @@
-"""Conformance suite of the executors, plus the pool's pickling check for spawn."""
+"""The executors beyond their shared contract (tests/engine/test_executor_conformance.py runs
+every executor through that): the pool's checks for spawn, the table of names, GPU slots and
+reused workers."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import time
 from pathlib import Path
 
@@ -10,7 +11,6 @@ import pytest
 
 from nasforge.engine.evaluator import FunctionEvaluator
 from nasforge.engine.executor import InProcessExecutor, ProcessPoolExecutor, get_executor
-from nasforge.engine.trial import TrialTask
 from nasforge.errors import ConfigError
 from nasforge.space.search_space import Decision, SearchSpace
 
@@ -22,52 +22,6 @@ def _ev(arch, report):
         raise ValueError("three is bad")
     report({"default": arch["x"] / 2})
     return float(arch["x"])
-
-
-def _task(i: int, x: int) -> TrialTask:
-    return TrialTask(trial=i, arch={"x": x}, metric="default")
-
-
-def _drain(ex, n, timeout=60.0):
-    out = []
-    end = time.monotonic() + timeout
-    while len(out) < n and time.monotonic() < end:
-        out += ex.poll(0.2)
-    return out
-
-
-@pytest.fixture(params=["inprocess", "pool"])
-def executor(request):
-    """Each executor implementation, started on the test space."""
-    ex = InProcessExecutor() if request.param == "inprocess" else ProcessPoolExecutor(2)
-    ex.start(SPACE, FunctionEvaluator(_ev))
-    yield ex
-    ex.shutdown()
-
-
-def test_one_result_per_task(executor):
-    """Every submitted task yields exactly one result with the right status and metrics."""
-    results = []
-    pending = [(i, x) for i, x in enumerate([1, 2, 3, 4, 5, 6], 1)]
-    while pending or executor.n_running:
-        while pending and executor.n_running < executor.concurrency:
-            executor.submit(_task(*pending.pop(0)))
-        results += executor.poll(0.2)
-    by_id = {r.trial: r for r in results}
-    assert sorted(by_id) == [1, 2, 3, 4, 5, 6] and len(results) == 6
-    assert by_id[3].status == "failed" and "three is bad" in by_id[3].error
-    assert by_id[6].metrics == {"default": 6.0}
-    assert by_id[6].intermediates == [{"default": 3.0}]
-
-
-def test_shutdown_leaves_no_process():
-    """Shutting the pool down kills running children."""
-    ex = ProcessPoolExecutor(2)
-    ex.start(SPACE, FunctionEvaluator(lambda arch, report: time.sleep(30) or 1.0))
-    ex.submit(_task(1, 1))
-    ex.submit(_task(2, 2))
-    ex.shutdown()
-    assert not mp.active_children()
 
 
 def test_spawn_refuses_unpicklable_evaluator_up_front():
@@ -142,7 +96,9 @@ def two_fake_gpus(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
 
-def _gpu_run(tmp_path, gpus, concurrency=8, devices=None, executor="pool"):
+def _gpu_run(tmp_path, gpus, concurrency=8, devices=None, executor="pool", seconds=0.4):
+    """Returns the experiment and what its 8 trials saw; each takes ``seconds`` (long enough
+    to overlap where a test counts the trials on a GPU at once, 0 where none runs beside it)."""
     from nasforge.engine import Experiment
     from tests.engine.gpu_trials import SPACE, WhereEvaluator, rows
 
@@ -150,7 +106,7 @@ def _gpu_run(tmp_path, gpus, concurrency=8, devices=None, executor="pool"):
     out.mkdir(parents=True)
     exp = Experiment(
         SPACE,
-        WhereEvaluator(out),
+        WhereEvaluator(out, seconds),
         "grid",
         directory=tmp_path / "run",
         executor=executor,
@@ -194,7 +150,7 @@ def test_pool_gives_whole_gpus_to_one_trial_each(two_fake_gpus, tmp_path):
 
 def test_pool_multi_gpu_trials_see_both_gpus(two_fake_gpus, tmp_path):
     """2 GPUs per trial out of 2: one trial at a time, each seeing CUDA_VISIBLE_DEVICES=0,1."""
-    exp, seen = _gpu_run(tmp_path, 2)
+    exp, seen = _gpu_run(tmp_path, 2, seconds=0)  # one at a time: nothing to overlap
     assert exp.executor.concurrency == 1
     assert {r["env"] for r in seen} == {"0,1"} and all(r["devices"] == [0, 1] for r in seen)
 
@@ -203,7 +159,7 @@ def test_pool_maps_ids_through_the_engines_visible_devices(two_fake_gpus, tmp_pa
     """An engine started with CUDA_VISIBLE_DEVICES=5,7 and devices=[1] gives each child the
     physical GPU 7, and records id 1 as the engine numbers it."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
-    exp, seen = _gpu_run(tmp_path, 1, devices=[1])
+    exp, seen = _gpu_run(tmp_path, 1, devices=[1], seconds=0)  # one GPU: one at a time
     assert {r["env"] for r in seen} == {"7"} and all(r["devices"] == [1] for r in seen)
     assert {t.placement["devices"][0] for t in exp.trials()} == {1}
 
@@ -211,9 +167,9 @@ def test_pool_maps_ids_through_the_engines_visible_devices(two_fake_gpus, tmp_pa
 def test_in_process_trials_get_the_configured_devices(two_fake_gpus, tmp_path):
     """In-process trials get the first of `devices`; the engine's environment is untouched;
     CPU trials record the host and no GPU."""
-    exp, seen = _gpu_run(tmp_path, 1, devices=[1], executor="inprocess")
+    exp, seen = _gpu_run(tmp_path, 1, devices=[1], executor="inprocess", seconds=0)
     assert all(r["devices"] == [1] and r["env"] is None for r in seen)
-    _, cpu = _gpu_run(tmp_path / "cpu", 0, executor="inprocess")
+    _, cpu = _gpu_run(tmp_path / "cpu", 0, executor="inprocess", seconds=0)
     assert all(r["devices"] == [] for r in cpu)
 
 
@@ -311,7 +267,6 @@ def _previous_worker_ended(arch, report) -> float:
     3 s of this trial's start (dead or a zombie waiting to be reaped), else 0.0; writes this
     worker's pid to the file the next trial reads."""
     import os
-    import time
     from pathlib import Path
 
     here, x = Path(os.environ["NF_TEST_PIDS"]), arch["x"]

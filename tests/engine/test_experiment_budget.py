@@ -4,15 +4,17 @@ resource, budget accounting in status and export, replay on resume, every local 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from nasforge.engine import Experiment, Store
+from nasforge.engine.executor import ProcessPoolExecutor
 from nasforge.run.export import export_top
 from nasforge.run.status import print_status, resource_spent
 from nasforge.space.search_space import Decision, SearchSpace
 from nasforge.strategy import ASHAStopper, HyperbandStopper, MedianStopper
+from tests.engine.local_ray import loopback_ray
+from tests.runwait import wait_until
 
 #: grid order of the levels; with ASHA(1, 3, 9) the trials reach 9,1,9,1,1,9,1,1,1 reports
 #: (a trial goes on at rung 1 and 3 only while in the top max(1, n // 3) there)
@@ -71,10 +73,18 @@ def test_stopper_by_name_or_mapping_and_stored_config(tmp_path):
     assert isinstance(old.stopper, MedianStopper)
 
 
-def _wait_for(path, limit=60.0):
-    deadline = time.monotonic() + limit
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+class _AnnouncingPool(ProcessPoolExecutor):
+    """A pool that touches ``pushed`` once it has sent running trials fresh stopper snapshots
+    (it does so after counting a running trial's rung value): the event a racing trial waits
+    for, instead of sleeping while hoping the engine got there."""
+
+    def __init__(self, pushed):
+        super().__init__(2)
+        self.pushed = pushed
+
+    def push_snapshots(self):
+        super().push_snapshots()  # written into the trials' pipes when this returns
+        self.pushed.touch()
 
 
 def _race(where, executor, stopper):
@@ -82,15 +92,20 @@ def _race(where, executor, stopper):
     second (level 1) reaches rung 1 below the first's value there."""
     high_reported, low_done = where / "high_reported", where / "low_done"
     where.mkdir(exist_ok=True)
+    # on the pool the engine pushes the first's rung value to the second: wait for that;
+    # on Ray the first's report reached the run's rung board before high_reported exists
+    pushed = where / "pushed" if executor == "pool" else high_reported
+    if executor == "pool":
+        executor = _AnnouncingPool(pushed)
 
     def racing(arch, report):
         if arch["level"] == 9:
             report(9.0)
             high_reported.touch()
-            _wait_for(low_done)  # still running while the other decides
+            wait_until(low_done.exists)  # still running while the other decides
         else:
-            _wait_for(high_reported)
-            time.sleep(1.5)  # the engine pushes the new rung value meanwhile
+            wait_until(high_reported.exists)
+            wait_until(pushed.exists)
         try:
             for epoch in range(2 if arch["level"] == 9 else 1, 10):
                 report(arch["level"] + 0.01 * epoch)
@@ -129,15 +144,10 @@ def test_rung_rules_on_the_pool_count_rung_values_of_running_trials(tmp_path, st
 def test_rung_rules_on_ray_count_rung_values_of_running_trials(tmp_path):
     """The same race on a local Ray (loopback): each report asks the run's rung board, so
     ASHA and SH prune the trial beaten at rung 1 by a trial still running."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             _node_ip_address="127.0.0.1")  # fmt: skip
-    try:
+    with loopback_ray(num_cpus=2):
         for name, stopper in (("asha", ASHAStopper(1, 3, 9)), ("sh", SH_RACE)):
             got = _race(tmp_path / name, "ray", stopper)
             assert got == {9: ("done", 9), 1: ("pruned", 1)}, name
-    finally:
-        ray.shutdown()
 
 
 def test_resume_replays_the_same_decisions(tmp_path):
@@ -189,14 +199,10 @@ def test_cross_model_merging_steps_aside_for_a_rung_rule(tmp_path):
 @pytest.mark.slow
 def test_asha_prunes_in_ray_workers(tmp_path):
     """On Ray, workers decide from the snapshot as in-process ones do: same pruning."""
-    ray = pytest.importorskip("ray", reason="the Ray executor needs the extra nasforge[ray]")
     from nasforge.engine.ray_executor import RayExecutor
 
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
+    with loopback_ray(num_cpus=1):
         exp = _make(tmp_path / "ray", ASHAStopper(1, 3, 9), RayExecutor(1)).run()
-    finally:
-        ray.shutdown()
     assert [len(t.intermediates) for t in exp.trials()] == ASHA_REACHED
     assert {t.status for t in exp.trials()} == {"done", "pruned"}
 

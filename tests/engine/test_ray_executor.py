@@ -1,4 +1,4 @@
-"""The Ray executor against a real local Ray instance (``ray.init(num_cpus=2)``)."""
+"""The Ray executor against a real local Ray instance (two CPUs, on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 
 from nasforge.engine import Experiment
 from nasforge.engine.ray_executor import RayExecutor
+from tests.engine.local_ray import loopback_ray
 
 ray = pytest.importorskip("ray", reason="the Ray executor needs the extra nasforge[ray]")
 
@@ -25,10 +26,9 @@ _spec.loader.exec_module(kx)
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """A local Ray instance with two CPUs, shut down after the module."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+    """A local Ray instance with two CPUs on 127.0.0.1, shut down after the module."""
+    with loopback_ray(num_cpus=2):
+        yield
 
 
 def _flaky(model, report):
@@ -78,6 +78,44 @@ def test_a_cluster_that_does_not_answer_is_a_config_error_at_once(tmp_path):
     with pytest.raises(ConfigError, match=f"no Ray cluster answers at '127.0.0.1:{port}'"):
         ex.start(kx.TinyNet(), _flaky)
     assert not ray.is_initialized()
+
+
+def test_an_address_with_no_cluster_is_one_line_before_any_record(tmp_path, monkeypatch):
+    """`address: auto` with no cluster running, or an address where nothing listens: the run
+    stops in check(), before the record exists, with one line and exit 2 (not a 30-line
+    ConnectionError, not a failed run directory)."""
+    import socket
+
+    from nasforge.cli import main
+    from nasforge.engine.ray_executor import _bootstrap_address
+    from nasforge.errors import ConfigError
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    cases = [(f"127.0.0.1:{port}", "no Ray cluster answers")]
+    if _bootstrap_address(ray, "auto") is None:  # no `ray start` cluster on this machine
+        cases.append(("auto", "finds no running Ray cluster"))
+    f = tmp_path / "exp.py"
+    f.write_text(
+        "from tests.engine.kill_experiment import TinyNet\n"
+        "space = TinyNet()\n"
+        "def evaluate(model, report):\n    return 1.0\n"
+    )
+    for i, (address, words) in enumerate(cases):
+        d = tmp_path / f"run{i}"
+        exp = Experiment(
+            kx.TinyNet(), _flaky, "random", n_trials=1, directory=d, progress="off",
+            executor=RayExecutor(address=address),
+        )  # fmt: skip
+        with pytest.raises(ConfigError, match=words) as info:
+            exp.run()
+        assert "\n" not in str(info.value) and not d.exists()
+        executor = f'{{"name": "ray", "address": "{address}"}}'
+        argv = ["run", str(f), "--dir", str(d), "--set", f"executor={executor}"]
+        assert main(argv) == 2 and not d.exists()
+        assert not ray.is_initialized()
 
 
 def test_resume_joins_the_recorded_cluster_only_when_told_to_find_one():
@@ -239,41 +277,3 @@ def test_cli_experiment_file_runs_on_ray(local_ray, tmp_path):
     assert main(["run", str(f), "--dir", str(tmp_path / "d"), "--executor", "ray"]) == 0
     trials = Store.open(tmp_path / "d").trials()
     assert sorted(t.metrics["default"] for t in trials) == [2.0, 4.0, 8.0]
-
-
-def test_an_address_with_no_cluster_is_one_line_before_any_record(tmp_path, monkeypatch):
-    """`address: auto` with no cluster running, or an address where nothing listens: the run
-    stops in check(), before the record exists, with one line and exit 2 (not a 30-line
-    ConnectionError, not a failed run directory)."""
-    import socket
-
-    from nasforge.cli import main
-    from nasforge.engine.ray_executor import _bootstrap_address
-    from nasforge.errors import ConfigError
-
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again: nothing listens there
-    cases = [(f"127.0.0.1:{port}", "no Ray cluster answers")]
-    if _bootstrap_address(ray, "auto") is None:  # no `ray start` cluster on this machine
-        cases.append(("auto", "finds no running Ray cluster"))
-    f = tmp_path / "exp.py"
-    f.write_text(
-        "from tests.engine.kill_experiment import TinyNet\n"
-        "space = TinyNet()\n"
-        "def evaluate(model, report):\n    return 1.0\n"
-    )
-    for i, (address, words) in enumerate(cases):
-        d = tmp_path / f"run{i}"
-        exp = Experiment(
-            kx.TinyNet(), _flaky, "random", n_trials=1, directory=d, progress="off",
-            executor=RayExecutor(address=address),
-        )  # fmt: skip
-        with pytest.raises(ConfigError, match=words) as info:
-            exp.run()
-        assert "\n" not in str(info.value) and not d.exists()
-        executor = f'{{"name": "ray", "address": "{address}"}}'
-        argv = ["run", str(f), "--dir", str(d), "--set", f"executor={executor}"]
-        assert main(argv) == 2 and not d.exists()
-        assert not ray.is_initialized()

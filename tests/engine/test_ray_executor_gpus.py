@@ -9,22 +9,17 @@ from nasforge.engine import Experiment
 from nasforge.engine.ray_executor import RayExecutor
 from nasforge.errors import ConfigError
 from tests.engine.gpu_trials import SPACE, WhereEvaluator, most_at_once, rows
+from tests.engine.local_ray import loopback_ray
 
 ray = pytest.importorskip("ray", reason="the Ray executor needs the extra nasforge[ray]")
 
 
 @pytest.fixture(scope="module")
 def ray_two_gpus():
-    """A local Ray instance with two CPUs and two logical GPUs, shut down after the module."""
-    ray.init(
-        num_cpus=2,
-        num_gpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        object_store_memory=100 * 2**20,
-    )
-    yield
-    ray.shutdown()
+    """A local Ray instance with two CPUs and two logical GPUs on 127.0.0.1, shut down after
+    the module."""
+    with loopback_ray(num_cpus=2, num_gpus=2, object_store_memory=100 * 2**20):
+        yield
 
 
 def _run(tmp_path, gpus):
@@ -66,13 +61,20 @@ def test_ray_whole_gpus_are_never_shared(ray_two_gpus, tmp_path):
     assert all(n == 1 for n in most_at_once(seen).values())
 
 
+@pytest.mark.slow  # starts a Ray instance to ask its nodes
 def test_ray_refuses_more_gpus_than_a_node_has(ray_two_gpus, tmp_path):
-    """Three GPUs per trial where the node has two, or a device list (Ray picks the GPUs), is
-    a ConfigError from the constructor: no record is made."""
+    """Three GPUs per trial where the node has two is a ConfigError from the constructor: no
+    record is made."""
     with pytest.raises(ConfigError, match="more GPUs than any Ray node has"):
         Experiment(SPACE, WhereEvaluator(tmp_path), "grid", directory=tmp_path / "a",
                    executor=RayExecutor(2), gpus_per_trial=3)  # fmt: skip
+    assert not (tmp_path / "a").exists()
+
+
+def test_ray_refuses_a_device_list(tmp_path):
+    """A device list (Ray picks the GPUs) is a ConfigError from the constructor, with or
+    without a running Ray: no record is made."""
     with pytest.raises(ConfigError, match="Ray picks"):
         Experiment(SPACE, WhereEvaluator(tmp_path), "grid", directory=tmp_path / "b",
                    executor=RayExecutor(2), gpus_per_trial=1, devices=[0])  # fmt: skip
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    assert not (tmp_path / "b").exists()

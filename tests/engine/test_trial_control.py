@@ -20,6 +20,7 @@ from nasforge.cli import main
 from nasforge.engine import Experiment
 from nasforge.run.store import Store
 from nasforge.run.trial_logs import LOG_LIMIT, trial_log
+from tests.runwait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,12 +147,7 @@ def evaluate(arch, report):
 
 
 def _wait(predicate, what: str, limit: float = 90.0) -> None:
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    assert wait_until(predicate, limit, poll=0.2), f"timed out waiting for {what}"
 
 
 def _statuses(directory: Path) -> dict[int, str]:

@@ -36,7 +36,8 @@ def data() -> tuple[torch.Tensor, torch.Tensor]:
         ("darts", {}),
         ("nasb", {}),
         ("nasb", {"order": "alternate"}),
-        ("spos", {"cycles": 4, "population": 2}),
+        # slow: the hybrid selection scores 200 reference architectures (selection_reference)
+        pytest.param("spos", {"cycles": 4, "population": 2}, marks=pytest.mark.slow),
     ],
 )
 def test_search_returns_freezable_arch(data: tuple, algo: str, settings: dict) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from nasforge.parallel.config import RunConfig
@@ -10,6 +11,7 @@ from nasforge.parallel.supernet import ChoiceSupernet
 from nasforge.parallel.train import train_supernet
 
 
+@pytest.mark.slow  # a launch; CSP's bitwise two-stage test (test_runtime.py) stays fast
 def test_csp_on_an_explicit_fair_sequence_is_bitwise_sequential() -> None:
     """CSP on 2 stages trains the given fair sequence exactly as sequential training does."""
     torch.set_num_threads(1)

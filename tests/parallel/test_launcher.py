@@ -71,7 +71,11 @@ def _addr_is_loopback(addr: str) -> bool:
     return is_loopback(addr)
 
 
-@pytest.mark.parametrize("mirror", [False, True], ids=["static", "mirror"])
+@pytest.mark.parametrize(
+    "mirror",
+    [pytest.param(False, marks=pytest.mark.slow), True],  # the mirror's groups hold the static's
+    ids=["static", "mirror"],
+)
 def test_stage_sockets_listen_on_loopback_only(
     live_stages: Callable[[], list[int]], mirror: bool
 ) -> None:

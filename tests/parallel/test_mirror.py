@@ -97,6 +97,7 @@ def test_csp_mirror_two_stages_is_bitwise_sequential(sequential: dict, live_stag
     assert not live_stages()
 
 
+@pytest.mark.slow  # a launch; the two-stage mirror test stays fast
 def test_csp_mirror_with_measured_costs_is_bitwise_sequential(live_stages) -> None:
     """Costs measured on rank 0 and broadcast give every process the same partitions; with the
     learning evolution sampler (losses fed back with the gradients) too."""
@@ -106,6 +107,7 @@ def test_csp_mirror_with_measured_costs_is_bitwise_sequential(live_stages) -> No
     assert not live_stages()
 
 
+@pytest.mark.slow  # a launch; the two-stage mirror test stays fast
 def test_csp_mirror_one_stage_is_bitwise_sequential(sequential: dict) -> None:
     """One stage holds every layer and pushes nothing; training equals sequential."""
     results = launch(_cfg(n_stages=1))

@@ -260,20 +260,36 @@ def test_one_stage_prefetch_plan_is_the_predictors(monkeypatch: pytest.MonkeyPat
     assert any(calls) and not calls[-1]  # nothing lies beyond the last step
 
 
-def test_one_stage_prefetched_layers_are_used_and_bitwise_resident() -> None:
+@pytest.fixture(scope="module")
+def prefetched() -> tuple[dict, dict]:
+    """Returns the all-resident run and the prefetching one of one process (sequential)."""
+    return train_sequential(_prefetch_cfg(cache_subnets=None)), train_sequential(_prefetch_cfg())
+
+
+def test_one_stage_prefetched_layers_are_used_and_bitwise_resident(
+    prefetched: tuple[dict, dict],
+) -> None:
     """Every prefetched layer is used before it is evicted, only the first subnet misses, and
-    the weights and losses equal the all-resident run's bitwise, in-process and as a stage."""
-    resident = train_sequential(_prefetch_cfg(cache_subnets=None))
-    cached = train_sequential(_prefetch_cfg())
+    the weights and losses equal the all-resident run's bitwise."""
+    resident, cached = prefetched
     s = cached["stats"]
     assert s["prefetches"] > 0 and s["prefetch_used"] == s["prefetches"]
     assert s["prefetch_wasted"] == 0 and s["misses"] == 4  # the first subnet's 4 layers
     assert s["hits"] == 2 * 4 * STEPS - 4  # forward acquires and update acquires
     assert s["prefetched_fraction"] > 0.9 and s["evictions"] > 0
     _assert_same(cached["state"], cached["losses"], resident)
-    (stage,) = launch(_prefetch_cfg())  # the runtime's stage loop predicts the same way
+
+
+@pytest.mark.slow  # a launch; the stage loop's plan is the predictor's (a unit test above)
+def test_a_prefetching_stage_is_the_sequential_prefetching_run(
+    prefetched: tuple[dict, dict],
+) -> None:
+    """As a stage process, the runtime's stage loop prefetches as the sequential run does:
+    the same weights, losses and cache statistics."""
+    resident, cached = prefetched
+    (stage,) = launch(_prefetch_cfg())
     _assert_same(*_merged([stage]), resident)
-    assert stage["stats"] == s
+    assert stage["stats"] == cached["stats"]
 
 
 def test_look_ahead_waits_for_no_loss_of_a_learning_sampler() -> None:

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import torch
 from nasforge.cli import main
 from nasforge.run.export import export_top, load_model
 from nasforge.run.store import Store
+from tests.runwait import wait_for_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,15 +71,7 @@ def test_a_run_started_from_python_resumes_from_the_command_line(tmp_path: Path,
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen([sys.executable, str(script), str(d), "6"], env=env, cwd=tmp_path)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                with Store.open(d) as s:
-                    if s.counts().get("done", 0) >= 2:
-                        break
-            except Exception:  # noqa: BLE001 - not created yet
-                pass
-            time.sleep(0.05)
+        assert wait_for_run(d, lambda s: s.counts().get("done", 0) >= 2)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(30)

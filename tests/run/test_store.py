@@ -210,7 +210,6 @@ def test_a_killed_writer_leaves_no_lock(tmp_path):
     import signal
     import subprocess
     import sys
-    import time
 
     code = (
         "import sys, time; from nasforge.run.store import Store; "
@@ -226,8 +225,7 @@ def test_a_killed_writer_leaves_no_lock(tmp_path):
             Store.open(tmp_path, readonly=False)
     finally:
         proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    time.sleep(0.1)
+        proc.wait()  # reaped: its descriptors, and with them its lock, are closed
     with Store.open(tmp_path, readonly=False) as s:
         assert s.config() == {"kind": "x"}
 

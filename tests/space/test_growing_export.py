@@ -6,6 +6,7 @@ by `nasforge export`; the loaded model gives the outputs the trial measured."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,9 @@ def evaluate(model, report):
 
 
 @pytest.mark.parametrize("name", list(SPACES))
-def test_a_grown_network_exports_and_loads_back(tmp_path: Path, name: str) -> None:
+def test_a_grown_network_exports_and_loads_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str
+) -> None:
     """3 trials, resumed to 5 (ids are the networks' ids), exported: load_model rebuilds the
     best network from its edit history with the trial's weights, giving the outputs the trial
     measured, and its mutation_history lists the history's edits."""
@@ -91,5 +94,16 @@ def test_a_grown_network_exports_and_loads_back(tmp_path: Path, name: str) -> No
         with torch.no_grad():
             assert not torch.allclose(fresh(x), y)
     # --hf saves Hugging Face models only: one line, exit 2, the nasforge export still loads
+    caplog.clear()
     assert main(["export", str(run), "--out", str(tmp_path / "hf"), "--hf"]) == 2
-    assert nf.load_model(next((tmp_path / "hf").iterdir())) is not None
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "\n" not in errors[0], errors
+    assert "--hf saves a Hugging Face model" in errors[0] and "nasforge.load_model" in errors[0]
+    (folder,) = (tmp_path / "hf").iterdir()  # --top 1: the best trial's export, without hf/
+    assert not (folder / "hf").exists()
+    meta = json.loads((folder / "arch.json").read_text())
+    best = json.loads((folders[0] / "arch.json").read_text())  # rank1 of the export above
+    assert meta["rank"] == 1 and meta["trial"] == best["trial"]
+    with torch.no_grad():
+        y = nf.load_model(folder)(x)  # the trial's own weights, as in the export above
+    assert float(y.sum()) == pytest.approx(meta["metrics"]["check"], rel=1e-5, abs=1e-5)

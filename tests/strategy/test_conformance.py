@@ -104,12 +104,23 @@ def test_replay_rebuilds_state(name):
 @pytest.mark.parametrize("name", ALL)
 def test_interleaved_asks_are_handled(name):
     """Several asks before their tells (concurrent trials) work and stay inside the space."""
-    s = get_strategy(name, seed=1)
-    s.setup(_space())
-    for _ in range(6):
-        batch = [s.ask() for _ in range(4)]
-        for arch in reversed([a for a in batch if a is not None]):
-            s.tell(arch, _metric(arch))
+
+    def interleave() -> list[dict]:
+        s = get_strategy(name, seed=1)
+        s.setup(_space())
+        asked = []
+        for _ in range(6):
+            batch = [s.ask() for _ in range(4)]
+            assert None not in batch  # 24 of the space's 108 architectures: none exhausted
+            for arch in reversed(batch):
+                s.tell(arch, _metric(arch))
+            asked += batch
+        return asked
+
+    asked = interleave()
+    space = _space()
+    assert len(asked) == 24 and all(space.validate(a) == a for a in asked)
+    assert interleave() == asked  # the same asks and tells in the same order: the same archs
 
 
 @pytest.mark.parametrize("name", ALL)
