@@ -231,6 +231,27 @@ def test_concurrency_trials_run_at_once(executor):
     assert all(r.status == "done" and r.metrics == {"default": 1.0} for r in results), results
 
 
+def test_set_concurrency_takes_effect_within_what_the_executor_has(executor):
+    """``set_concurrency(n)`` returns the concurrency in force, at most ``n`` and at least 1,
+    says what bounds it when it is lower, and ``concurrency`` reads it back; a bad ``n`` is a
+    ConfigError that changes nothing."""
+    from nasforge.errors import ConfigError
+
+    before = executor.concurrency
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ConfigError):
+            executor.set_concurrency(bad)
+        assert executor.concurrency == before
+    now = executor.set_concurrency(1)
+    assert now == executor.concurrency == 1
+    now = executor.set_concurrency(64)
+    assert 1 <= now <= 64 and executor.concurrency == now
+    if now < 64:
+        assert executor.concurrency_limit()
+    results = _run_all(executor, [_task(x) for x in range(3)])
+    assert all(r.status == "done" for r in results)
+
+
 def test_a_trial_past_its_timeout_is_failed_and_its_process_ended(executor, tmp_path):
     """A trial that runs past ``task.timeout`` is failed as timed out, and the process that
     ran it (for isolated executors) is ended; the next trial runs normally."""

@@ -4,6 +4,7 @@ resource, budget accounting in status and export, replay on resume, every local 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
