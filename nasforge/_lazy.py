@@ -102,6 +102,11 @@ def _keep_lazy_names(package: str, exports: Mapping[str, Target]) -> None:
             if not shadows(name, value):
                 super().__setattr__(name, value)
 
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            # pickled by name, as any module is (cloudpickle, which Ray uses, looks modules
+            # up by their exact type and would otherwise try to copy this one)
+            return importlib.import_module, (self.__name__,)
+
     module = sys.modules.get(package)
     if module is not None and type(module) is types.ModuleType:
         module.__class__ = LazyPackage

@@ -206,14 +206,12 @@ def _main(argv: Sequence[str] | None) -> int:
         logging.getLogger("nasforge").error("%s", exc)
         _rank_error(exc)
         return 2
-    except Exception as exc:
-        _rank_error(exc)
-        raise
     except KeyboardInterrupt:
         return 130
     except (OSError, sqlite3.Error) as exc:
         full = _disk_full(exc)
         if full is None:
+            _rank_error(exc)
             raise
         where = getattr(args, "dir", None)
         logging.getLogger("nasforge").error(
@@ -224,6 +222,9 @@ def _main(argv: Sequence[str] | None) -> int:
             where or "DIR",
         )
         return 2
+    except Exception as exc:
+        _rank_error(exc)
+        raise
 
 
 def _rank_error(exc: BaseException) -> None:

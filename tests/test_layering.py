@@ -26,7 +26,7 @@ FLOOR = {
 }
 #: modules above everything, which may import any family (the hub serves ofa/'s MobileNetV3
 #: space as is)
-TOP = {"cli", "runners", "__init__", "hub"}
+TOP = {"cli", "runners", "__init__", "__main__", "hub"}
 
 
 def _imports() -> dict[str, set[str]]:

@@ -54,11 +54,11 @@ def _options(p: argparse.ArgumentParser) -> set[str]:
 @pytest.mark.parametrize("command", ["run", "resume"])
 def test_multitrial_flags_come_from_its_runner(command: str) -> None:
     """`--n-trials`, `--time-budget`, `--executor` and `--concurrency` are the multitrial
-    kind's (its `add_arguments`), in a group named after it; only `--threads` and `--set` are
-    shared."""
+    kind's (its `add_arguments`), in a group named after it; only `--threads`, `--nproc` and
+    `--set` are shared."""
     p = argparse.ArgumentParser()
     dests = add_run_commands(p, [])
-    assert dests == [] and _options(p) == {"-h", "--help", "--threads", "--set"}
+    assert dests == [] and _options(p) == {"-h", "--help", "--threads", "--nproc", "--set"}
     mine = argparse.ArgumentParser(add_help=False)
     Experiment.add_arguments(mine)
     assert _options(mine) == {"--n-trials", "--time-budget", "--executor", "--concurrency"}

