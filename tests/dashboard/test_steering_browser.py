@@ -1,7 +1,8 @@
 """The trial log and the control panel in headless Chromium: a read-only `nasforge serve`
 shows a failed trial's log beside its architecture and no control; one started with
---allow-control asks the browser to confirm a stop (dismissed: nothing is asked of the run),
-cancels one trial of a search running on the pool, then stops it."""
+--allow-control steers only from a page opened at the address it printed (its control key),
+asks the browser to confirm a stop (dismissed: nothing is asked of the run), cancels one
+trial of a search running on the pool, then stops it."""
 
 from __future__ import annotations
 
@@ -66,6 +67,20 @@ def _confirm(browser: Any, accept: bool, says: str) -> None:
         alert.dismiss()
 
 
+def _open_with_key(browser: Any, server: Server, path: str) -> None:
+    """Opens the address `nasforge serve` printed (its control key in it), waits until the
+    page keeps the key in the browser's storage, then opens ``path`` of the dashboard."""
+    assert server.control and f"control={server.control}" in server.printed, server.output
+    browser.get(server.printed)
+    wait_for(
+        browser,
+        lambda b: server.control in (b.execute_script(
+            "return window.localStorage.getItem('control-key')") or ""),
+        "the control key in the page's storage",
+    )  # fmt: skip
+    browser.get(server.url + path)
+
+
 def _sleepy(arch: dict[str, Any], report: Any) -> float:
     time.sleep(0.5)
     return float(arch["d"])
@@ -74,9 +89,11 @@ def _sleepy(arch: dict[str, Any], report: Any) -> float:
 def test_a_stop_asks_for_confirmation_and_a_dismissed_one_sends_nothing(
     browser: Any, tmp_path: Path
 ) -> None:
-    """ "Stop: cancel running trials" opens a confirm() naming the loss; dismissed, no request
-    reaches the run (no request file, no note, the search goes on). "Stop: let running trials
-    finish", confirmed, stops the search, recorded stopped with a note via the dashboard."""
+    """A page opened without the printed address holds no control key: it says so, and a
+    confirmed stop reaches nothing. Opened from the printed address, "Stop: cancel running
+    trials" opens a confirm() naming the loss; dismissed, no request reaches the run (no
+    request file, no note, the search goes on). "Stop: let running trials finish", confirmed,
+    stops the search, recorded stopped with a note via the dashboard."""
     directory = tmp_path / "runs" / "live"
     space = SearchSpace([Decision("d", "value", tuple(range(400)))])
     exp = Experiment(space, _sleepy, "grid", directory=directory, executor="inprocess",
@@ -87,8 +104,17 @@ def test_a_stop_asks_for_confirmation_and_a_dismissed_one_sends_nothing(
     try:
         wait_for(browser, lambda b: _statuses(directory), "the first trial", timeout=120)
         server = Server([tmp_path / "runs"], tmp_path, args=["--allow-control"])
+        # a page opened without the printed address has no control key: it says so, and a
+        # confirmed stop reaches nothing
         browser.get(server.url + "/run/runs/live")
+        wait_for(browser, lambda b: "no control key" in _text(b, "#control-key-note"), "the note")
+        browser.find_element(By.ID, "nf-control-stop-finish-button").click()
+        _confirm(browser, accept=True, says="running trials finish")
+        time.sleep(2)  # a request, had one been sent, is a file within this time
+        assert not list((directory / CONTROL).glob("*.json")) and thread.is_alive()
+        _open_with_key(browser, server, "/run/runs/live")
         wait_for(browser, lambda b: b.find_element(By.ID, "nf-control-panel"), "the panel")
+        wait_for(browser, lambda b: _text(b, "#control-key-note") == "" and b, "no note")
         browser.find_element(By.ID, "nf-control-stop-cancel-button").click()
         _confirm(browser, accept=False, says="cancelled")
         time.sleep(2)  # a request, had one been sent, is a file within this time
@@ -170,7 +196,7 @@ def test_the_control_panel_cancels_a_trial_and_stops_a_running_search(
             "two running trials",
             timeout=240,  # a pool search starts in seconds, minutes on a loaded machine
         )
-        browser.get(server.url + "/run/runs/live")
+        _open_with_key(browser, server, "/run/runs/live")
         wait_for(browser, lambda b: b.find_element(By.ID, "nf-control-panel"), "the panel")
         box = browser.find_element(By.ID, "nf-control-trial")
         box.send_keys("1")
