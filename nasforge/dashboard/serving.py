@@ -33,6 +33,7 @@ __all__ = [
     "REQUEST_DEADLINE_S",
     "IDLE_S",
     "make_server",
+    "require_token",
 ]
 
 #: the largest request body served (bytes); the dashboard's own requests (Dash callbacks)

@@ -46,7 +46,7 @@ from dash import Input, Output, State, dcc, html
 
 from nasforge.dashboard import auth, layout
 from nasforge.dashboard.runs import ServedRuns
-from nasforge.errors import NasforgeError
+from nasforge.errors import ConfigError, NasforgeError
 from nasforge.run import control
 from nasforge.run.requests import CONTROLS
 from nasforge.run.trial_logs import dropped_bytes, read_log, trial_log
@@ -346,10 +346,13 @@ def guard(server: flask.Flask, allow_control: bool, key: str | None = None) -> N
     from the dashboard's own page carrying the control ``key``.
 
     Raises:
-        ValueError: ``allow_control`` without a key (a dashboard that steers has one).
+        ConfigError: ``allow_control`` without a key (a dashboard that steers has one).
     """
     if allow_control and not key:
-        raise ValueError("a dashboard that allows control needs its control key")
+        raise ConfigError(
+            "guard(server, allow_control=True) needs the dashboard's control key: give "
+            "key=steering.make_key() (create_app makes one)"
+        )
 
     @server.before_request
     def _check_control() -> flask.Response | None:
