@@ -405,3 +405,30 @@ def test_a_request_that_trickles_in_is_cut_off(remote: Server) -> None:
     finally:
         quiet.close()
         slow.close()
+
+
+def test_chromium_reaches_the_dashboard_while_another_client_holds_110_slow_connections(
+    browser: Any, remote: Server
+) -> None:
+    """While one client (127.0.0.3) holds 110 connections that never finish a request,
+    Chromium opening the printed address shows the overview with its run."""
+    from selenium.webdriver.common.by import By
+
+    slow: list[socket.socket] = []
+    try:
+        for _ in range(110):
+            s = _connect_from("127.0.0.3", OTHER, remote.port)
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            slow.append(s)
+        browser.delete_all_cookies()
+        browser.get(remote.printed)
+        shown = wait_for(
+            browser,
+            lambda b: [e.text for e in b.find_elements(By.CSS_SELECTOR, "tr.nf-run")],
+            "the run's row in the overview",
+            timeout=10,
+        )
+        assert shown[0].startswith("runs/multitrial")
+    finally:
+        for s in slow:
+            s.close()

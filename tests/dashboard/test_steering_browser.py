@@ -18,9 +18,11 @@ import pytest
 
 from nasforge.engine import Experiment
 from nasforge.run.control import CONTROL
+from nasforge.run.records import TrialOutcome
 from nasforge.run.store import Store
 from nasforge.space.search_space import Decision, SearchSpace
 from tests.dashboard.conftest import ROOT, Server, wait_for
+from tests.dashboard.records import make_record
 from tests.dashboard.test_steering import _log_record
 
 pytest.importorskip("dash", reason="needs the dashboard extra: pip install 'nasforge[dashboard]'")
@@ -226,3 +228,53 @@ def test_the_control_panel_cancels_a_trial_and_stops_a_running_search(
     cancel = next(n for n in notes if n["event"] == "cancel" and n["trial"] == 1)
     assert cancel["via"] == "dashboard"
     assert any(n["event"] == "stop" and n["via"] == "dashboard" for n in notes)
+
+
+def test_a_log_that_is_a_link_or_a_fifo_shows_a_refusal_and_the_page_goes_on(
+    browser: Any, tmp_path: Path
+) -> None:
+    """In the architecture tab, a trial whose log is a link to a secret file of the server's
+    user shows the refusal and not the secret; one whose log is a FIFO shows the refusal
+    (the server does not hang); an honest log still shows after them."""
+    secret = "NASFORGE_TOKEN=the-server-s-own-secret"
+    (tmp_path / "env").write_text(secret + "\n")
+    make_record(tmp_path / "runs" / "hostile", n=3)
+    logs = tmp_path / "runs" / "hostile" / "logs"
+    logs.mkdir()
+    os.symlink(tmp_path / "env", logs / "trial_1.log")
+    os.mkfifo(logs / "trial_2.log")
+    (logs / "trial_3.log").write_text("an honest log\n")
+    server = Server([tmp_path / "runs"], tmp_path)
+    try:
+        browser.get(server.url + "/run/runs/hostile?tab=architecture")
+        for trial, says in ((1, "is a symbolic link"), (2, "is a FIFO"), (3, "an honest log")):
+            box = wait_for(browser, lambda b: b.find_element(By.ID, "arch-a"), "the trial box")
+            box.clear()
+            box.send_keys(str(trial) + "\n")
+            wait_for(browser, lambda b, says=says: says in _text(b, "#arch-log"), f"log {trial}")
+            assert secret not in browser.page_source
+    finally:
+        server.stop()
+
+
+def test_a_trial_of_20001_metrics_shows_100_metric_columns(browser: Any, tmp_path: Path) -> None:
+    """The trial table of a run with a trial of 20,001 metrics shows 100 metric columns, the
+    objective first, and says how many metrics there are."""
+    make_record(tmp_path / "runs" / "wide", n=2)
+    metrics = {"accuracy": 0.9, **{f"metric_{i:06d}": float(i) for i in range(20_000)}}
+    with Store.open(tmp_path / "runs" / "wide", readonly=False) as store:
+        tid = store.add_trial("wide", {"op": "conv", "width": 8})
+        store.finish_trial(tid, TrialOutcome("done", metrics))
+        store.finish()
+    server = Server([tmp_path / "runs"], tmp_path)
+    try:
+        browser.get(server.url + "/run/runs/wide")
+        count = wait_for(
+            browser, lambda b: "metrics shown" in _text(b, "#trial-count") and b, "the count"
+        )
+        assert "the first 100 of 20002 metrics shown" in _text(count, "#trial-count")
+        heads = browser.find_elements(By.CSS_SELECTOR, "#trial-table th[data-dash-column^='m:']")
+        columns = list(dict.fromkeys(h.get_attribute("data-dash-column") for h in heads))
+        assert len(columns) == 100 and columns[0] == "m:accuracy", columns[:3]
+    finally:
+        server.stop()
