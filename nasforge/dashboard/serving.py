@@ -2,7 +2,8 @@
 may reach its port is not its user: :func:`make_server`.
 
     body size     a request body over :data:`MAX_BODY` is refused with 413 before it is read
-                  (waitress's own default buffers up to 1 GiB to disk)
+                  (waitress's own default buffers up to 1 GiB to disk); a smaller one is held
+                  in memory, never written to the temporary disk
     unknown body  on a token-served dashboard, a request that announces a body and does not
                   carry the token gets 401 and its connection is closed as soon as its headers
                   are read, before any of the body is: bodies of strangers never reach memory
@@ -145,6 +146,7 @@ def make_server(
         port=port,
         threads=threads,
         max_request_body_size=MAX_BODY,
+        inbuf_overflow=MAX_BODY,  # a body that may be read stays in memory
         connection_limit=MAX_CONNECTIONS,
         channel_timeout=IDLE_S,
         cleanup_interval=1,
