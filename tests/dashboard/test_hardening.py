@@ -16,13 +16,12 @@ import pytest
 from nasforge.dashboard import data
 from nasforge.dashboard.runs import ServedRuns
 from nasforge.errors import StoreError
-from tests.dashboard.records import make_record
+from tests.dashboard.records import add_wide_trial, make_record
 
 pytest.importorskip("dash", reason="needs the dashboard extra: pip install 'nasforge[dashboard]'")
 
 from nasforge.dashboard import auth  # noqa: E402
 from nasforge.run.records import TrialOutcome
-from nasforge.run.store import Store
 
 
 def _call(gate: Any, path: str = "/", query: str = "", **headers: str) -> tuple[str, dict, bytes]:
@@ -308,11 +307,7 @@ def test_a_trial_with_20001_metrics_gives_a_bounded_page(tmp_path: Path) -> None
     from nasforge.dashboard.app import create_app
 
     make_record(tmp_path / "runs" / "wide", n=3)
-    metrics = {"accuracy": 0.9, **{f"metric_{i:06d}": float(i) for i in range(20_000)}}
-    with Store.open(tmp_path / "runs" / "wide", readonly=False) as store:
-        tid = store.add_trial("wide", {"op": "conv", "width": 8})
-        store.finish_trial(tid, TrialOutcome("done", metrics))
-        store.finish()
+    tid = add_wide_trial(tmp_path / "runs" / "wide", 20_000)
     client = create_app([tmp_path / "runs"]).server.test_client()
     values = {"run-key.data": "runs/wide", "trial-table.page_current": 0,
               "trial-table.page_size": 500}  # fmt: skip

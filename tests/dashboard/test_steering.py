@@ -23,7 +23,7 @@ from nasforge.run.control import CONTROL
 from nasforge.run.store import Store
 from nasforge.run.trial_logs import LOG_LIMIT, trial_log
 from nasforge.space.search_space import Decision, SearchSpace
-from tests.dashboard.records import make_record
+from tests.dashboard.records import SECRET, hostile_run, make_record
 
 pytest.importorskip("dash", reason="needs the dashboard extra: pip install 'nasforge[dashboard]'")
 
@@ -416,18 +416,11 @@ def test_the_log_view_refuses_a_link_and_a_fifo_and_keeps_serving(tmp_path: Path
     secret; the next view is served as before."""
     from nasforge.dashboard.app import create_app
 
-    secret = "NASFORGE_TOKEN=the-server-s-own-secret"
-    (tmp_path / "env").write_text(secret + "\n")
+    hostile_run(tmp_path, ["secret", "fifo", "honest"])
     runs = tmp_path / "runs"
-    make_record(runs / "hostile", n=3)
-    logs = runs / "hostile" / "logs"
-    logs.mkdir()
-    os.symlink(tmp_path / "env", logs / "trial_1.log")
-    os.mkfifo(logs / "trial_2.log")
-    (logs / "trial_3.log").write_text("an honest log\n")
     make_record(runs / "linked", n=1)
     (tmp_path / "elsewhere").mkdir()
-    (tmp_path / "elsewhere" / "trial_1.log").write_text(secret + "\n")
+    (tmp_path / "elsewhere" / "trial_1.log").write_text(SECRET + "\n")
     os.symlink(tmp_path / "elsewhere", runs / "linked" / "logs")
     client = create_app([runs]).server.test_client()
     for key, trial, what in [
@@ -439,7 +432,7 @@ def test_the_log_view_refuses_a_link_and_a_fifo_and_keeps_serving(tmp_path: Path
             answer = _log_view(client, key, trial)
         text = answer.get_data(as_text=True)
         assert answer.status_code == 200 and what in text, (key, trial, text[:500])
-        assert secret not in text
+        assert SECRET not in text
     assert "an honest log" in _log_view(client, "runs/hostile", 3).get_data(as_text=True)
 
 
@@ -490,15 +483,7 @@ def test_a_served_log_view_of_dev_zero_or_a_fifo_answers_at_once_in_bounded_memo
 
     from tests.dashboard.conftest import Server
 
-    secret = "NASFORGE_TOKEN=the-server-s-own-secret"
-    (tmp_path / "env").write_text(secret + "\n")
-    make_record(tmp_path / "runs" / "hostile", n=4)
-    logs = tmp_path / "runs" / "hostile" / "logs"
-    logs.mkdir()
-    os.symlink(tmp_path / "env", logs / "trial_1.log")
-    os.symlink("/dev/zero", logs / "trial_2.log")
-    os.mkfifo(logs / "trial_3.log")
-    (logs / "trial_4.log").write_text("an honest log\n")
+    hostile_run(tmp_path, ["secret", "zero", "fifo", "honest"])
     server = Server([tmp_path / "runs"], tmp_path, memory=2 << 30)
     try:
         before = _rss(server.proc.pid)
@@ -518,7 +503,7 @@ def test_a_served_log_view_of_dev_zero_or_a_fifo_answers_at_once_in_bounded_memo
                             (3, "is a FIFO")):  # fmt: skip
             start = time.monotonic()
             text = view(trial)
-            assert what in text and secret not in text, text[:300]
+            assert what in text and SECRET not in text, text[:300]
             assert time.monotonic() - start < 10
         assert _rss(server.proc.pid) - before < 50 << 20
         assert "an honest log" in view(4)

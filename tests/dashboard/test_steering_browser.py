@@ -18,11 +18,10 @@ import pytest
 
 from nasforge.engine import Experiment
 from nasforge.run.control import CONTROL
-from nasforge.run.records import TrialOutcome
 from nasforge.run.store import Store
 from nasforge.space.search_space import Decision, SearchSpace
 from tests.dashboard.conftest import ROOT, Server, wait_for
-from tests.dashboard.records import make_record
+from tests.dashboard.records import SECRET, add_wide_trial, hostile_run, make_record
 from tests.dashboard.test_steering import _log_record
 
 pytest.importorskip("dash", reason="needs the dashboard extra: pip install 'nasforge[dashboard]'")
@@ -236,14 +235,7 @@ def test_a_log_that_is_a_link_or_a_fifo_shows_a_refusal_and_the_page_goes_on(
     """In the architecture tab, a trial whose log is a link to a secret file of the server's
     user shows the refusal and not the secret; one whose log is a FIFO shows the refusal
     (the server does not hang); an honest log still shows after them."""
-    secret = "NASFORGE_TOKEN=the-server-s-own-secret"
-    (tmp_path / "env").write_text(secret + "\n")
-    make_record(tmp_path / "runs" / "hostile", n=3)
-    logs = tmp_path / "runs" / "hostile" / "logs"
-    logs.mkdir()
-    os.symlink(tmp_path / "env", logs / "trial_1.log")
-    os.mkfifo(logs / "trial_2.log")
-    (logs / "trial_3.log").write_text("an honest log\n")
+    hostile_run(tmp_path, ["secret", "fifo", "honest"])
     server = Server([tmp_path / "runs"], tmp_path)
     try:
         browser.get(server.url + "/run/runs/hostile?tab=architecture")
@@ -252,7 +244,7 @@ def test_a_log_that_is_a_link_or_a_fifo_shows_a_refusal_and_the_page_goes_on(
             box.clear()
             box.send_keys(str(trial) + "\n")
             wait_for(browser, lambda b, says=says: says in _text(b, "#arch-log"), f"log {trial}")
-            assert secret not in browser.page_source
+            assert SECRET not in browser.page_source
     finally:
         server.stop()
 
@@ -261,11 +253,7 @@ def test_a_trial_of_20001_metrics_shows_100_metric_columns(browser: Any, tmp_pat
     """The trial table of a run with a trial of 20,001 metrics shows 100 metric columns, the
     objective first, and says how many metrics there are."""
     make_record(tmp_path / "runs" / "wide", n=2)
-    metrics = {"accuracy": 0.9, **{f"metric_{i:06d}": float(i) for i in range(20_000)}}
-    with Store.open(tmp_path / "runs" / "wide", readonly=False) as store:
-        tid = store.add_trial("wide", {"op": "conv", "width": 8})
-        store.finish_trial(tid, TrialOutcome("done", metrics))
-        store.finish()
+    add_wide_trial(tmp_path / "runs" / "wide", 20_000)
     server = Server([tmp_path / "runs"], tmp_path)
     try:
         browser.get(server.url + "/run/runs/wide")
