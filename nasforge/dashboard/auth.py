@@ -173,14 +173,24 @@ class TokenGate:
     def _matches(self, given: str | None) -> bool:
         return given is not None and hmac.compare_digest(given.encode(), self._token)
 
-    def __call__(self, environ: dict[str, Any], start_response: _Start) -> Iterable[bytes]:
+    def _in_url(self, environ: dict[str, Any]) -> bool:
+        query = parse_qs(environ.get("QUERY_STRING", ""))
+        return any(self._matches(v) for v in query.get("token", []))
+
+    def allows(self, environ: dict[str, Any]) -> bool:
+        """Returns whether a request (its WSGI ``environ``, or one holding only
+        ``HTTP_AUTHORIZATION``, ``HTTP_COOKIE`` and ``QUERY_STRING``) carries the token, in
+        any of the three ways."""
         auth = environ.get("HTTP_AUTHORIZATION", "")
         bearer = auth[7:].strip() if auth[:7].lower() == "bearer " else None
         cookie = cookie_value(environ.get("HTTP_COOKIE", ""), self.cookie)
-        query = parse_qs(environ.get("QUERY_STRING", ""))
-        in_url = any(self._matches(v) for v in query.get("token", []))
-        if not (in_url or self._matches(bearer) or self._matches(cookie)):
+        return self._in_url(environ) or self._matches(bearer) or self._matches(cookie)
+
+    def __call__(self, environ: dict[str, Any], start_response: _Start) -> Iterable[bytes]:
+        if not self.allows(environ):
             return _refuse(start_response)
+        query = parse_qs(environ.get("QUERY_STRING", ""))
+        in_url = self._in_url(environ)
         path = environ.get("PATH_INFO", "") or "/"
         if not (path + "/").startswith(self.prefix):
             rest = {k: v for k, v in query.items() if k != "token"}

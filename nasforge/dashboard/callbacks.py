@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from itertools import islice
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote
 
@@ -264,6 +265,8 @@ def _register_trials(app: dash.Dash, reader: _Reader) -> None:
             return [], [], 1, _fail(exc)
         columns = layout.trial_columns(p["metrics"])
         text = f"{p['n_rows']} trials" + (" (filtered)" if statuses else "")
+        if p["n_metrics"] > len(p["metrics"]):
+            text += f"; the first {len(p['metrics'])} of {p['n_metrics']} metrics shown"
         return p["rows"], columns, p["n_pages"], text
 
     @app.callback(
@@ -391,7 +394,7 @@ def _register_architecture(app: dash.Dash, reader: _Reader) -> None:
                     id="decision-view",
                 ),
                 layout.kv_table(
-                    [[k, data.plain(v)] for k, v in (t["metrics"] or {}).items()],
+                    _metric_rows(t["metrics"] or {}),
                     ["metric", "value"],
                 ),
                 layout.message(t["error"]) if t["error"] else "",
@@ -410,6 +413,14 @@ def _register_architecture(app: dash.Dash, reader: _Reader) -> None:
             ]
         )
         return view, diff_view
+
+
+def _metric_rows(metrics: dict[str, Any]) -> list[list[str]]:
+    """Returns a trial's metrics as table rows, at most :data:`data.MAX_METRIC_COLUMNS` of
+    them and a last row counting the rest."""
+    rows = [[k, data.plain(v)] for k, v in islice(metrics.items(), data.MAX_METRIC_COLUMNS)]
+    more = len(metrics) - len(rows)
+    return rows + ([[f"... and {more} more metrics", ""]] if more > 0 else [])
 
 
 def _register_importance(app: dash.Dash, reader: _Reader) -> None:

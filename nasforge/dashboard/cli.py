@@ -56,7 +56,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help=(
             "offer, on a run's page, what `nasforge stop` and `nasforge set` do: stop the "
-            "search, cancel one trial, change n_trials and concurrency (default: read-only)"
+            "search, cancel one trial, change n_trials and concurrency (default: read-only); "
+            "only to a browser that opened the printed address, which carries a control key "
+            "made for this start"
         ),
     )
     p.set_defaults(func=_serve)
@@ -79,18 +81,28 @@ def _serve(args: argparse.Namespace) -> int:
         token = auth.make_token()
 
     def announce(url: str) -> None:
+        steers = "?control=" in url or "&control=" in url
         if token is None:
-            print(f"nasforge dashboard on {url} (Ctrl-C stops it)", flush=True)
+            note = (
+                "its control key is shown only here: whoever opens this address can steer "
+                "the served runs; "
+                if steers
+                else ""
+            )
+            print(f"nasforge dashboard on {url} ({note}Ctrl-C stops it)", flush=True)
         elif made:
             print(
                 f"nasforge dashboard on {url}\n  (its token is shown only here: anyone with "
-                "this address can read the served runs; Ctrl-C stops it)",
+                "this address can read the served runs"
+                + (", and steer them" if steers else "")
+                + "; Ctrl-C stops it)",
                 flush=True,
             )
         else:
-            bare = url.split("?", 1)[0]
+            bare, _, rest = _without_token(url).partition("?")
+            at = f"{bare}?token=YOUR_TOKEN" + (f"&{rest}" if rest else "")
             print(
-                f"nasforge dashboard on {bare} (open {bare}?token=YOUR_TOKEN once, or send "
+                f"nasforge dashboard on {bare} (open {at} once, or send "
                 "'Authorization: Bearer YOUR_TOKEN'; Ctrl-C stops it)",
                 flush=True,
             )
@@ -105,3 +117,11 @@ def _serve(args: argparse.Namespace) -> int:
         allow_control=args.allow_control,
     )
     return 0
+
+
+def _without_token(url: str) -> str:
+    """Returns ``url`` without its ``token`` query parameter (a token the user gave is never
+    printed), keeping the others (the control key)."""
+    base, _, query = url.partition("?")
+    rest = [kv for kv in query.split("&") if kv and not kv.startswith("token=")]
+    return base + ("?" + "&".join(rest) if rest else "")

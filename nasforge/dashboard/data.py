@@ -51,10 +51,16 @@ __all__ = [
     "run_facts",
     "timeline",
     "MAX_PAGE_SIZE",
+    "MAX_METRIC_COLUMNS",
 ]
 
 #: the most rows one page of the trial table holds (a larger page size asked is capped)
 MAX_PAGE_SIZE = 500
+#: the most metrics a view shows (table columns, choices, a trial's metrics), the objective
+#: first: a record with more (a hand-made or damaged one) still gives a page of bounded size
+MAX_METRIC_COLUMNS = 100
+#: the most characters of an architecture shown in a table cell
+_ARCH_TEXT = 2000
 _NUMBER = (int, float)
 
 
@@ -381,10 +387,14 @@ class SummaryCache:
         return row
 
 
-def metric_names(trials: Sequence[TrialRecord], first: str = "") -> list[str]:
-    """Returns every metric name the trials report, ``first`` first, the rest sorted."""
+def metric_names(
+    trials: Sequence[TrialRecord], first: str = "", limit: int | None = MAX_METRIC_COLUMNS
+) -> list[str]:
+    """Returns the metric names the trials report, ``first`` first, the rest sorted; at most
+    ``limit`` of them (None: all)."""
     names = {k for t in trials if t.metrics for k in t.metrics}
-    return ([first] if first in names else []) + sorted(names - {first})
+    out = ([first] if first in names else []) + sorted(names - {first})
+    return out if limit is None else out[:limit]
 
 
 def _error_line(error: str | None) -> str:
@@ -450,7 +460,8 @@ def trial_page(
     ``metrics`` (the metric columns, the objective's first).
 
     Invariants: sorting is stable (ties keep id order); a missing metric sorts last in both
-    directions; a page holds at most :data:`MAX_PAGE_SIZE` rows.
+    directions; a page holds at most :data:`MAX_PAGE_SIZE` rows and
+    :data:`MAX_METRIC_COLUMNS` metric columns (``n_metrics`` counts them all).
 
     Raises:
         ConfigError: the page, page size, sort order or statuses are of the wrong type.
@@ -472,6 +483,8 @@ def trial_page(
         check_trial(store.directory, store.trial(t.id))
         for t in rows[page * page_size : (page + 1) * page_size]
     ]
+    names = metric_names(trials, obj["metric"], limit=None)
+    columns = names[:MAX_METRIC_COLUMNS]
     out = []
     for t in shown:
         row: dict[str, Any] = {
@@ -479,20 +492,21 @@ def trial_page(
             "status": t.status + (f" (of {t.cached_from})" if t.cached_from else ""),
             "how": t.evaluation,
             "seconds": None if t.duration is None else round(t.duration, 3),
-            "arch": plain(t.arch),
+            "arch": plain(t.arch)[:_ARCH_TEXT],
             "error": _error_line(t.error),
             "where": placement_text(t.placement),
             "rung": len(t.intermediates) if t.intermediates else None,
         }
-        for k, v in (t.metrics or {}).items():
-            row[f"m:{k}"] = v
+        m = t.metrics or {}
+        row.update({f"m:{k}": m[k] for k in columns if k in m})
         out.append(row)
     return {
         "rows": out,
         "n_rows": len(rows),
         "n_pages": n_pages,
         "page": page,
-        "metrics": metric_names(trials, obj["metric"]),
+        "metrics": columns,
+        "n_metrics": len(names),
     }
 
 
@@ -538,7 +552,7 @@ def curves(store: Store, cache: TrialCache, limit: int = 20) -> dict[str, Any]:
     ranked_ids = {t.id for t in ranked}
     order = [t.id for t in ranked] + [t.id for t in trials if t.id not in ranked_ids]
     found: list[dict[str, Any]] = []
-    names: list[str] = []
+    names: dict[str, None] = {}  # in order of appearance, at most MAX_METRIC_COLUMNS
     for tid in order:
         if len(found) >= limit:
             break
@@ -546,12 +560,14 @@ def curves(store: Store, cache: TrialCache, limit: int = 20) -> dict[str, Any]:
         series: dict[str, list[float | None]] = {}
         for i, report in enumerate(inter):
             for k, v in report.items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                if not isinstance(v, (int, float)) or isinstance(v, bool):
+                    continue
+                if k in names or len(names) < MAX_METRIC_COLUMNS:
+                    names.setdefault(k)
                     series.setdefault(k, [None] * i).append(v)
-                    names += [k] if k not in names else []
         if series:
             found.append({"id": tid, "series": series})
-    return {"metrics": names, "trials": found}
+    return {"metrics": list(names), "trials": found}
 
 
 def rungs(store: Store) -> dict[str, Any]:

@@ -142,12 +142,14 @@ def kv_table(rows: Sequence[Sequence[Any]], header: Sequence[str] = (), id: str 
     return html.Table([*head, body], style=_TABLE_STYLE)
 
 
-def shell(interval_ms: int) -> html.Div:
-    """Returns the app's layout: the URL, the live tick, a header and the page slot."""
+def shell(interval_ms: int, extra: Sequence[Any] = ()) -> html.Div:
+    """Returns the app's layout: the URL, the live tick, the ``extra`` components (stores),
+    a header and the page slot."""
     return html.Div(
         [
             dcc.Location(id="url", refresh="callback-nav"),
             dcc.Interval(id="tick", interval=interval_ms),
+            *extra,
             html.Div(
                 [
                     dcc.Link(

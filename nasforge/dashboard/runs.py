@@ -17,12 +17,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nasforge.errors import ConfigError, StoreError
+from nasforge.run.lock import HOLDER_NAME, LOCK_NAME
+from nasforge.run.requests import CONTROL
 from nasforge.run.store import DB_NAME, OLD_DB_NAME
+from nasforge.run.trial_logs import LOGS
 
-__all__ = ["RunRef", "ServedRuns", "MAX_DEPTH"]
+__all__ = ["RunRef", "ServedRuns", "MAX_DEPTH", "ENTRIES"]
 
 #: how deep below a root the dashboard looks for run directories (a root of roots of runs)
 MAX_DEPTH = 2
+#: the entries of a run folder that the dashboard opens, or that a control request goes
+#: through: none may be a link out of the served roots
+ENTRIES = (
+    DB_NAME,
+    DB_NAME + "-wal",
+    DB_NAME + "-shm",
+    LOCK_NAME,
+    HOLDER_NAME,
+    CONTROL,
+    LOGS,
+)
 
 
 @dataclass(frozen=True)
@@ -87,7 +101,7 @@ class ServedRuns:
         found: list[RunRef] = []
         for i, root in enumerate(self.roots):
             if _looks_like_run(root):
-                found.append(self._ref(i, root))
+                found.append(self._ref(i, root, self._refusal(root)))
                 continue
             runs = self._below(root, MAX_DEPTH)
             if not runs:
@@ -100,7 +114,7 @@ class ServedRuns:
                         "--dir DIR`",
                     )
                 )
-            found.extend(self._ref(i, p) for p in runs)
+            found.extend(self._ref(i, p, self._refusal(p)) for p in runs)
         return found
 
     def _below(self, folder: Path, depth: int) -> list[Path]:
@@ -124,6 +138,18 @@ class ServedRuns:
     def _inside(self, path: Path) -> bool:
         return any(path == r or path.is_relative_to(r) for r in self.roots)
 
+    def _refusal(self, run: Path) -> str | None:
+        """Returns why the run folder ``run`` is refused: the first of its :data:`ENTRIES`
+        that is a link leading out of the served roots; None when none is."""
+        for name in ENTRIES:
+            entry = run / name
+            if entry.is_symlink() and not self._inside(entry.resolve()):
+                return (
+                    f"refused: {entry} is a link out of the served directories; the "
+                    "dashboard reads and steers only what lies inside them"
+                )
+        return None
+
     def _indexed(self, head: str, rel: str) -> bool:
         """Returns whether a key split at its first ``/`` is of the ``<index>/<name>`` form."""
         if not (head.isascii() and head.isdigit()) or int(head) >= len(self.roots):
@@ -136,7 +162,8 @@ class ServedRuns:
 
         Raises:
             StoreError: the key is malformed, names no served root, or its real path leaves
-                the served root (``..``, an absolute path, a symlink out).
+                the served root (``..``, an absolute path, a symlink out), or one of the
+                run's :data:`ENTRIES` is a link out of the served roots.
         """
         if not isinstance(key, str) or "\0" in key or not key:
             raise StoreError(f"{key!r} is not a run name; pick a run from the overview")
@@ -161,4 +188,7 @@ class ServedRuns:
                 f"refused: {key!r} lies outside the served directories "
                 f"({', '.join(map(str, self.roots))})"
             )
+        refusal = self._refusal(path)
+        if refusal is not None:
+            raise StoreError(refusal)
         return path

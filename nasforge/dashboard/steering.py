@@ -14,19 +14,31 @@ control   only on a dashboard started with ``allow_control`` (``nasforge serve
           (:func:`nasforge.run.control.stop`, ``cancel``, ``change``), which leaves a
           request that the running engine applies and records as a run note naming
           ``via=dashboard``; the dashboard itself still never writes the record
+key       a dashboard that allows control makes a secret *control key* when it starts
+          (:func:`make_key`), which only the address ``nasforge serve`` prints carries
+          (``?control=KEY``). The page opened from it keeps the key in the browser's storage
+          for its own origin (:data:`KEY_STORE`, ``localStorage``: no other port or site
+          reads it, unlike a cookie) and sends it with every control request. Reading needs
+          no key, on 127.0.0.1 as before; steering does, even there: any local user can
+          reach 127.0.0.1 and set any ``Origin`` with curl, but only whoever started the
+          dashboard saw the key
 guard     :func:`guard` stands before Dash's callback dispatch. A callback request that
           names a control component (an id starting with :data:`CONTROL_PREFIX`) gets
           403 when control is off, and, when it is on, unless it comes from the
           dashboard's own page (:func:`nasforge.dashboard.auth.same_origin`: its
-          ``Origin`` is the address the request was sent to): a page of another site or
-          of another port cannot make the browser press a button (cross-site request
-          forgery). Beyond loopback the token gate stands before it, as for every request
+          ``Origin`` is the address the request was sent to; a page of another site or
+          of another port cannot make the browser press a button: cross-site request
+          forgery) and carries the control key. Beyond loopback the token gate stands
+          before it, as for every request
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
+import os
 from typing import Any
+from urllib.parse import parse_qs
 
 import dash
 import flask
@@ -34,12 +46,23 @@ from dash import Input, Output, State, dcc, html
 
 from nasforge.dashboard import auth, layout
 from nasforge.dashboard.runs import ServedRuns
-from nasforge.errors import NasforgeError
+from nasforge.errors import ConfigError, NasforgeError
 from nasforge.run import control
 from nasforge.run.requests import CONTROLS
 from nasforge.run.trial_logs import dropped_bytes, read_log, trial_log
 
-__all__ = ["CONTROL_PREFIX", "VIA", "panel", "register", "guard"]
+__all__ = [
+    "CONTROL_PREFIX",
+    "VIA",
+    "KEY_PARAM",
+    "KEY_STORE",
+    "KEY_CONFIG",
+    "panel",
+    "key_store",
+    "make_key",
+    "register",
+    "guard",
+]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +70,15 @@ log = logging.getLogger(__name__)
 CONTROL_PREFIX = "nf-control-"
 #: who asked, as the run note records it
 VIA = "dashboard"
+#: the query parameter of the printed address that hands the page the control key
+KEY_PARAM = "control"
+#: the id of the page's store of the control key (not a control component: setting it is
+#: no control request)
+KEY_STORE = "control-key"
+#: where the Flask app keeps the control key of a dashboard that allows control
+KEY_CONFIG = "NASFORGE_CONTROL_KEY"
+#: the id of the panel's line saying that this browser lacks the control key
+KEY_NOTE = "control-key-note"
 _BUTTON = {"margin": "0 6px 4px 0"}
 _NUMBER = {"width": "80px", "marginRight": "6px"}
 _LOG = {
@@ -136,10 +168,23 @@ def panel(kind: str = "multitrial", controls: frozenset[str] | None = None) -> h
                 style={"marginTop": "4px"},
             ),
             html.Div(id=_id("result")),
+            html.Div(id=KEY_NOTE, style={"color": "#a00"}),
         ],
         id=_id("panel"),
         style={"border": "1px solid #ddd", "padding": "6px 8px", "margin": "4px 0 8px"},
     )  # fmt: skip
+
+
+def make_key() -> str:
+    """Returns a new control key (URL-safe, 256 bits, as a token)."""
+    return auth.make_token()
+
+
+def key_store() -> dcc.Store:
+    """Returns the page's store of the control key: the browser's ``localStorage`` of the
+    dashboard's own origin, so that the key outlives a reload and a new tab, and no page of
+    another origin (another port of this host included) reads it."""
+    return dcc.Store(id=KEY_STORE, storage_type="local")
 
 
 def _whole(value: Any) -> Any:
@@ -171,7 +216,7 @@ def _register_log(app: dash.Dash, served: ServedRuns) -> None:
         except NasforgeError as exc:
             return layout.message(str(exc)), None
         try:
-            st = path.stat()
+            st = os.lstat(path)  # a link is stamped as itself, and refused below
             new = f"{trial}:{st.st_size}:{st.st_mtime_ns}"  # text: JSON numbers lose digits
         except OSError:
             new = f"{trial}:none"
@@ -183,7 +228,10 @@ def _register_log(app: dash.Dash, served: ServedRuns) -> None:
                 "nasforge kept logs"
             )
             return layout.message(text, error=False), new
-        text = read_log(path)
+        try:
+            text = read_log(path)  # bounded; never a link, a FIFO or a device
+        except NasforgeError as exc:
+            return layout.message(str(exc)), new
         dropped = dropped_bytes(text)
         note = f"{path.name}, {len(text.encode())} bytes shown" + (
             f"; truncated: the first {dropped} bytes were dropped (a trial's log keeps its "
@@ -200,7 +248,27 @@ def _register_log(app: dash.Dash, served: ServedRuns) -> None:
 
 
 def _register_control(app: dash.Dash, served: ServedRuns) -> None:
-    """Returns None; registers the control panel's one callback."""
+    """Returns None; registers the control panel's callback, and the one that keeps the
+    control key a printed address brings (``?control=KEY``) in the page's store."""
+
+    @app.callback(Output(KEY_STORE, "data"), Input("url", "search"), prevent_initial_call=False)
+    def keep_key(search: str | None) -> Any:
+        """Returns the control key the address carries, or no update when it carries none
+        (the stored key stays)."""
+        given = parse_qs((search or "").lstrip("?")).get(KEY_PARAM)
+        return given[0] if given else dash.no_update
+
+    @app.callback(Output(KEY_NOTE, "children"), Input(KEY_STORE, "data"))
+    def key_note(stored: Any) -> str:
+        """Returns what the panel says when this browser holds no control key, or a stale
+        one (the buttons would be refused): which address to open."""
+        if _matches(stored, flask.current_app.config.get(KEY_CONFIG)):
+            return ""
+        return (
+            "This browser holds no control key of this dashboard (or one of an earlier "
+            "start), so its buttons are refused: open the address `nasforge serve "
+            f"--allow-control` printed (it ends in {KEY_PARAM}=...) to steer from here."
+        )
 
     @app.callback(
         Output(_id("result"), "children"),
@@ -212,9 +280,12 @@ def _register_control(app: dash.Dash, served: ServedRuns) -> None:
         State(_id("n-trials"), "value"),
         State(_id("concurrency"), "value"),
         State("run-key", "data"),
+        State(KEY_STORE, "data"),  # checked by the guard before this runs
         prevent_initial_call=True,
     )
-    def act(_f: Any, _c: Any, _t: Any, _s: Any, trial: Any, n: Any, c: Any, key: str) -> Any:
+    def act(
+        _f: Any, _c: Any, _t: Any, _s: Any, trial: Any, n: Any, c: Any, key: str, _k: Any
+    ) -> Any:
         """Returns what was asked of the running search, after asking it through the
         functions of ``nasforge stop`` and ``nasforge set``, or why it was refused."""
         which = str(dash.ctx.triggered_id or "")[len(CONTROL_PREFIX) :]
@@ -252,10 +323,36 @@ def _refuse(reason: str) -> flask.Response:
     return flask.Response(f"403 Forbidden: {reason}\n", 403, mimetype="text/plain")
 
 
-def guard(server: flask.Flask, allow_control: bool) -> None:
+def _given_key(body: dict[str, Any]) -> str | None:
+    """Returns the control key a callback request carries (its :data:`KEY_STORE` state)."""
+    states = body.get("state")
+    for item in states if isinstance(states, list) else []:
+        if isinstance(item, dict) and item.get("id") == KEY_STORE:
+            value = item.get("value")
+            return value if isinstance(value, str) else None
+    return None
+
+
+def _matches(given: Any, key: Any) -> bool:
+    """Returns whether ``given`` is the control key ``key`` (compared in constant time)."""
+    if not isinstance(given, str) or not isinstance(key, str) or not key:
+        return False
+    return hmac.compare_digest(given.encode(), key.encode())
+
+
+def guard(server: flask.Flask, allow_control: bool, key: str | None = None) -> None:
     """Returns None after installing, before every request of ``server``, the check that
     refuses (403) a control request when ``allow_control`` is off, or when it does not come
-    from the dashboard's own page."""
+    from the dashboard's own page carrying the control ``key``.
+
+    Raises:
+        ConfigError: ``allow_control`` without a key (a dashboard that steers has one).
+    """
+    if allow_control and not key:
+        raise ConfigError(
+            "guard(server, allow_control=True) needs the dashboard's control key: give "
+            "key=steering.make_key() (create_app makes one)"
+        )
 
     @server.before_request
     def _check_control() -> flask.Response | None:
@@ -278,5 +375,11 @@ def guard(server: flask.Flask, allow_control: bool) -> None:
             return _refuse(
                 "a control request must come from the dashboard's own page (its Origin "
                 "header must name the address it is sent to)"
+            )
+        if not _matches(_given_key(body) if isinstance(body, dict) else None, key):
+            return _refuse(
+                "a control request must carry this dashboard's control key: open the "
+                f"address `nasforge serve --allow-control` printed (it ends in "
+                f"{KEY_PARAM}=...) once in this browser; reading needs no key"
             )
         return None

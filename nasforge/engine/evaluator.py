@@ -36,7 +36,15 @@ __all__ = [
     "get_evaluator",
     "check_metric_names",
     "missing_metric",
+    "MAX_METRICS",
+    "MAX_METRIC_NAME",
 ]
+
+#: the most metrics one report or one result may hold (a trial over it fails, naming it):
+#: a record, and every view of it, stays of a size a reader can show
+MAX_METRICS = 1000
+#: the longest metric name, in characters
+MAX_METRIC_NAME = 200
 
 log = logging.getLogger(__name__)
 
@@ -193,19 +201,32 @@ def get_evaluator(obj: BaseEvaluator | Callable[..., Any]) -> BaseEvaluator:
 
 
 def as_metrics(value: Any, metric: str, require: bool = True) -> dict[str, float]:
-    """Returns an evaluator's return value as a dict of floats named after ``metric`` if bare.
+    """Returns an evaluator's return value (or a report) as a dict of floats named after
+    ``metric`` if bare.
 
     Raises:
-        TypeError / ValueError: nothing returned, the metric missing, or a non-number; the
-            trial runner turns these into a failed trial with the message.
+        TypeError / ValueError: nothing returned, the metric missing, a non-number, more
+            than :data:`MAX_METRICS` metrics or a name longer than :data:`MAX_METRIC_NAME`
+            characters; the trial runner turns these into a failed trial with the message.
     """
     if value is None:
         raise ValueError(
             "the evaluator returned None; return the final metric (a float) or a dict of metrics"
         )
     if isinstance(value, Mapping):
+        if len(value) > MAX_METRICS:
+            raise ValueError(
+                f"{len(value)} metrics in one result; at most {MAX_METRICS} are kept per "
+                "report or result (MAX_METRICS): return the ones the search needs, and save "
+                "the rest as an artifact"
+            )
         out = {}
         for k, v in value.items():
+            if len(str(k)) > MAX_METRIC_NAME:
+                raise ValueError(
+                    f"metric name {str(k)[:40]!r}... has {len(str(k))} characters; at most "
+                    f"{MAX_METRIC_NAME} are allowed (MAX_METRIC_NAME): name it shorter"
+                )
             if (
                 isinstance(v, bool)
                 or not isinstance(v, (int, float))

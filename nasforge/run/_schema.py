@@ -7,6 +7,7 @@ Private to :mod:`nasforge.run.store`, whose docstring states the contract these 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Mapping
@@ -114,12 +115,35 @@ def connect(path: Path, readonly: bool) -> sqlite3.Connection:
     """
     try:
         if readonly:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+            conn = _connect_readonly(path)
         else:
             conn = sqlite3.connect(str(path), timeout=30)
     except sqlite3.Error as exc:
         raise StoreError(f"{path} cannot be opened: {exc}") from exc
     conn.row_factory = sqlite3.Row
+    return conn
+
+
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """Returns a read-only connection to ``path``, for a reader who may not write its folder
+    too: SQLite's reader of a WAL database makes a ``-shm`` file beside it, which such a
+    reader cannot; when no ``-wal`` file is there (no writer works on the run, and the
+    database file holds the whole record), the file is read as ``immutable`` instead.
+
+    Raises:
+        sqlite3.Error: SQLite cannot open it.
+    """
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() or os.access(path.parent, os.W_OK):
+            return conn  # another reason: the first real read words it
+        conn.close()
+        return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=30)
+    except sqlite3.DatabaseError:
+        pass  # not a database: the first real read words it
     return conn
 
 

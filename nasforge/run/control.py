@@ -32,9 +32,9 @@ from typing import Any
 
 from nasforge.errors import ConfigError, StoreError
 from nasforge.run._schema import DB_NAME
-from nasforge.run.lock import WriterLock
+from nasforge.run.lock import HOLDER_NAME, LOCK_NAME, WriterLock
 from nasforge.run.requests import CONTROL, SETTABLE, Request, describe
-from nasforge.run.trial_logs import read_log, run_log, trial_log
+from nasforge.run.trial_logs import SHOWN_LIMIT, read_from, read_log, run_log, trial_log
 
 __all__ = [
     "CONTROL",
@@ -74,7 +74,8 @@ def request(directory: str | Path, asked: Request) -> Path:
     """Returns the path of the request ``asked`` left for the writer running in ``directory``.
 
     Raises:
-        StoreError: no run is recorded there, or none is running (nothing would read it).
+        StoreError: no run is recorded there, or none is running (nothing would read it), or
+            the writer lock is held by another program than nasforge.
         ConfigError: the run's kind does not take this request (the message says what it
             takes); nothing is left.
     """
@@ -86,6 +87,13 @@ def request(directory: str | Path, asked: Request) -> Path:
         raise StoreError(
             f"no run is running in {directory}, so there is nothing to {what}; "
             f"`nasforge resume {directory}` continues a stopped run"
+        )
+    if not WriterLock.held_by_nasforge(directory):
+        raise StoreError(
+            f"{directory / LOCK_NAME} is locked, but not by a nasforge run ({HOLDER_NAME} names "
+            f"no live process on this host), so nothing would read a request; nothing was "
+            f"asked: find the program that holds the lock (`fuser {directory / LOCK_NAME}`), "
+            "or, if a run is just starting there, ask again in a moment"
         )
     kind, controls = run_controls(directory)
     missing = [c for c in asked.needs() if c not in controls]
@@ -174,20 +182,25 @@ def parse_settings(pairs: list[str]) -> dict[str, int]:
 
 
 def _follow(path: Path, directory: Path, done: Any) -> None:
-    """Prints what is appended to ``path`` until ``done()`` says it is over."""
+    """Prints what is appended to ``path`` until ``done()`` says it is over, read as
+    :func:`~nasforge.run.trial_logs.read_log` reads (never through a link, only a regular
+    file), a bounded chunk at a time.
+
+    Raises:
+        StoreError: the log is, or becomes, something else than a regular file (a link
+            swapped in, a FIFO).
+    """
     pos = 0
     while True:
         over = done()  # read before the file: what is written before the end is shown
-        try:
-            with open(path, "rb") as f:
-                f.seek(pos)
-                data = f.read()
-                pos = f.tell() if data else pos
-        except OSError:
-            data = b""
-        if data:
-            sys.stdout.write(data.decode("utf-8", "replace"))
-            sys.stdout.flush()
+        while True:
+            data = read_from(path, pos)
+            pos += len(data)
+            if data:
+                sys.stdout.write(data.decode("utf-8", "replace"))
+                sys.stdout.flush()
+            if len(data) < SHOWN_LIMIT:
+                break
         if over:
             return
         time.sleep(0.5)
@@ -196,30 +209,30 @@ def _follow(path: Path, directory: Path, done: Any) -> None:
 def _cmd_logs(args: argparse.Namespace) -> int:
     directory = Path(args.directory)
     path = run_log(directory) if args.trial is None else trial_log(directory, args.trial)
-    if not path.exists() and not args.follow:
+    if not os.path.lexists(path) and not args.follow:
         what = "the run" if args.trial is None else f"trial {args.trial}"
         raise StoreError(
             f"{path} does not exist: {what} has no log (a run made before nasforge kept logs, "
             "a trial not started yet, or a wrong directory)"
         )
     if not args.follow:
-        # a trial's log as the dashboard shows it (bounded); the run's own log whole
-        text = read_log(path) if args.trial is not None else path.read_text(errors="replace")
-        sys.stdout.write(text)
+        # bounded, the run's own log too: its last bytes, saying how many were dropped
+        sys.stdout.write(read_log(path))
         return 0
 
     def done() -> bool:
         if not WriterLock.held(directory):
             return True
-        return args.trial is not None and path.exists() and _ended(path, args.trial)
+        return args.trial is not None and os.path.lexists(path) and _ended(path, args.trial)
 
     _follow(path, directory, done)
     return 0
 
 
 def _ended(path: Path, trial: int) -> bool:
-    """Returns whether the trial's log ends with its footer (the engine wrote it)."""
-    text = path.read_text(errors="replace")
+    """Returns whether the trial's log ends with its footer (the engine wrote it), from its
+    last bytes."""
+    text = read_log(path)
     starts = text.count(f"--- trial {trial}: pid ")
     return text.count(f"--- trial {trial}: ") > starts
 

@@ -3,6 +3,7 @@ front of two objectives. Pure functions over plain records (no torch)."""
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -77,11 +78,13 @@ def feasible(metrics: Mapping[str, float] | None, constraints: Mapping[str, Sequ
 def score(
     record: TrialRecord, metric: str, mode: str, constraints: Mapping[str, Sequence[Any]]
 ) -> float | None:
-    """Returns the maximised score a strategy is told: None for failed or infeasible trials."""
+    """Returns the maximised score a strategy is told: None for failed or infeasible trials,
+    and for a value that is not a finite number (a damaged record's ``NaN``: it would make
+    every comparison of a ranking false, so the best trial would be any trial)."""
     if record.status == "failed" or not feasible(record.metrics, constraints):
         return None
     value = record.metrics.get(metric) if record.metrics else None
-    if value is None:
+    if value is None or not math.isfinite(value):
         return None
     return value if mode == "max" else -value
 

@@ -13,6 +13,12 @@ with the run record in ``DIR/logs/trial_N.log``, and the run's own log ``DIR/log
               failed, the error with its traceback
     run log   the engine's own lines (warnings, and progress lines when the run has no
               terminal) go to ``DIR/logs/run.log``
+    reading   ``nasforge logs`` and the dashboard read a log as :func:`read_log` does: only a
+              regular file directly in the run's own ``logs/`` folder, opened without
+              following a link (neither the file nor ``logs/`` may be one), never a FIFO or a
+              device, and only its last :data:`SHOWN_LIMIT` bytes; anything else is refused
+              in one line (a folder others can write must not make a reader show the
+              reader's own files, or hang it). Writers do not write through a link either
 
 The engine's process is the only writer of a trial's log once the trial has ended.
 """
@@ -20,14 +26,18 @@ The engine's process is the only writer of a trial's log once the trial has ende
 from __future__ import annotations
 
 import contextlib
+import errno
 import faulthandler
 import logging
 import os
 import socket
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from nasforge.errors import StoreError
 
 __all__ = [
     "LOG_LIMIT",
@@ -39,6 +49,7 @@ __all__ = [
     "finish_log",
     "tail",
     "read_log",
+    "read_from",
     "dropped_bytes",
     "SHOWN_LIMIT",
     "RunLog",
@@ -51,6 +62,13 @@ LOGS = "logs"
 #: bytes of a log shown (``nasforge logs``, the dashboard): a finished trial's whole log (its
 #: kept output and a footer with the traceback), the last ones of a longer running one
 SHOWN_LIMIT = 2 * LOG_LIMIT
+#: how a log is opened for reading: never through a link, never waiting on a FIFO
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+#: how the folder of logs is opened: a real folder, not a link to one
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: how a log is opened for appending: never through a link (a planted link would make the
+#: writer append to a file of its own elsewhere)
+_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def trial_log(directory: str | Path, trial: int) -> Path:
@@ -75,7 +93,7 @@ def captured(path: str | Path | None, trial: int, where: str = "") -> Iterator[N
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(path, _APPEND, 0o644)
     head = f"--- trial {trial}: pid {os.getpid()} on {socket.gethostname()}{where}\n"
     os.write(fd, head.encode())
     saved = [os.dup(1), os.dup(2)]
@@ -109,34 +127,149 @@ def crash_traceback(path: str | Path | None) -> None:
         # disable first: enabling an enabled faulthandler only changes its file and keeps
         # whatever handler replaced its own since (a library's), so no traceback was written
         faulthandler.disable()
-        faulthandler.enable(open(path, "ab"))  # noqa: SIM115 - open until the process ends
+        # open until the process ends
+        faulthandler.enable(os.fdopen(os.open(path, _APPEND, 0o644), "ab"))
 
 
-def tail(path: str | Path, limit: int = LOG_LIMIT) -> str:
-    """Returns the last ``limit`` bytes of the file at ``path`` as text ('' if missing), with
-    a first line saying how much was dropped before them."""
+def _kind(path: Path) -> str:
+    """Returns what ``path`` is, for a refusal: a symbolic link, a FIFO, a device, ..."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - limit))
-            data = f.read()
+        mode = os.lstat(path).st_mode
     except OSError:
+        return "unreadable"
+    for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISREG, "a regular file"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _refused(path: Path, exc: OSError | None = None) -> StoreError:
+    """Returns the error for a log at ``path`` that is not read (``exc``: why opening it
+    failed, None when it opened as something else than a regular file)."""
+    if exc is not None and exc.errno in (errno.EACCES, errno.EPERM):
+        return StoreError(f"{path} cannot be read: permission denied")
+    return StoreError(
+        f"{path} is {_kind(path)}, not a log nasforge wrote: a log is shown only from a "
+        "regular file in the run's own logs/ folder (never through a link, never a FIFO or a "
+        "device); remove it, or ask whoever put it there"
+    )
+
+
+def _open(path: Path) -> tuple[int, int]:
+    """Returns (a read-only descriptor, its size) of the log at ``path``, a file directly in
+    a run's ``logs/`` folder, opened as the module's docstring says (``reading``).
+
+    Raises:
+        FileNotFoundError: there is no such log (or no ``logs/`` folder).
+        StoreError: it, or its folder, is a link, or it is not a regular file, or it cannot
+            be read.
+    """
+    try:
+        folder = os.open(path.parent, _FOLDER)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _refused(path.parent, exc) from None
+    try:
+        fd = os.open(path.name, _READ, dir_fd=folder)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _refused(path, exc) from None
+    finally:
+        os.close(folder)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise _refused(path)
+    return fd, info.st_size
+
+
+def _read(fd: int, start: int, limit: int) -> bytes:
+    """Returns at most ``limit`` bytes of ``fd`` from offset ``start``."""
+    chunks: list[bytes] = []
+    got = 0
+    while got < limit:
+        chunk = os.pread(fd, min(limit - got, 1 << 20), start + got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _tail(path: str | Path, limit: int, note: str) -> str:
+    """Returns the last ``limit`` bytes of the log at ``path`` as text ('' when missing),
+    after a first line saying how many were dropped before them (``note`` says why).
+
+    Raises:
+        StoreError: the log is refused (see :func:`_open`).
+    """
+    try:
+        fd, size = _open(Path(path))
+    except FileNotFoundError:
         return ""
+    try:
+        data = _read(fd, max(0, size - limit), limit)
+    finally:
+        os.close(fd)
     text = data.decode("utf-8", "replace")
     if size > limit:
-        text = (
-            f"[... {size - limit} bytes dropped: a trial's log keeps its last {limit} bytes]\n"
-            + (text.split("\n", 1)[-1])
-        )
+        text = f"[... {size - limit} bytes dropped: {note}]\n" + text.split("\n", 1)[-1]
     return text
 
 
-def read_log(path: str | Path) -> str:
-    """Returns the log at ``path`` as ``nasforge logs`` and the dashboard show it: its last
-    :data:`SHOWN_LIMIT` bytes, the first line saying how many were dropped when some were
-    ('' when there is no such file)."""
-    return tail(path, SHOWN_LIMIT)
+def tail(path: str | Path, limit: int = LOG_LIMIT) -> str:
+    """Returns the last ``limit`` bytes of the trial log at ``path`` as text ('' if missing
+    or refused: a link, a FIFO), with a first line saying how much was dropped before them."""
+    try:
+        return _tail(path, limit, f"a trial's log keeps its last {limit} bytes")
+    except (OSError, StoreError):
+        return ""
+
+
+def read_log(path: str | Path, limit: int = SHOWN_LIMIT) -> str:
+    """Returns the log at ``path`` (``DIR/logs/NAME``: :func:`trial_log`, :func:`run_log`)
+    as ``nasforge logs`` and the dashboard show it: its last ``limit`` bytes, the first line
+    saying how many were dropped when some were ('' when there is no such file).
+
+    Raises:
+        StoreError: the log is not a regular file in the run's own ``logs/`` folder (a link,
+            a FIFO, a device, or ``logs/`` itself a link), or cannot be read; nothing of it
+            was read.
+    """
+    note = f"only its last {limit} bytes are shown"
+    try:
+        return _tail(path, limit, note)
+    except OSError as exc:
+        raise StoreError(f"{path} cannot be read: {exc.strerror or exc}") from None
+
+
+def read_from(path: str | Path, start: int, limit: int = SHOWN_LIMIT) -> bytes:
+    """Returns at most ``limit`` bytes of the log at ``path`` from byte ``start`` on (b''
+    when there is no such file yet), read as :func:`read_log` reads.
+
+    Raises:
+        StoreError: the log is refused (as by :func:`read_log`).
+    """
+    try:
+        fd, _ = _open(Path(path))
+    except FileNotFoundError:
+        return b""
+    except OSError as exc:
+        raise StoreError(f"{path} cannot be read: {exc.strerror or exc}") from None
+    try:
+        return _read(fd, start, limit)
+    finally:
+        os.close(fd)
 
 
 def dropped_bytes(text: str) -> int:
@@ -167,8 +300,12 @@ def finish_log(
     if result.error:
         footer += result.error.rstrip() + "\n"
     tmp = path.with_suffix(".log.tmp")
+    text = body + ("" if not body or body.endswith("\n") else "\n") + footer
     try:
-        tmp.write_text(body + ("" if not body or body.endswith("\n") else "\n") + footer)
+        tmp.unlink(missing_ok=True)  # a link planted there is removed, never written through
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
+            f.write(text)
         os.replace(tmp, path)
     except OSError:  # a full disk: the log keeps what it had; no half-written copy is left
         tmp.unlink(missing_ok=True)
@@ -182,7 +319,8 @@ class RunLog(logging.Handler):
         super().__init__(logging.INFO)
         self.path = run_log(directory)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed by detach
+        # closed by detach
+        self._file = os.fdopen(os.open(self.path, _APPEND, 0o644), "a", encoding="utf-8")
         self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -20,6 +21,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -153,6 +155,10 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def _limit_data(limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
 #: the address ``nasforge serve`` prints (with its token, when it asks for one)
 PRINTED_URL = re.compile(r"http://\S+")
 
@@ -168,11 +174,15 @@ class Server:
         host: str = "127.0.0.1",
         args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
+        memory: int | None = None,
     ) -> None:
+        """``memory``: the most bytes of data the server may allocate (RLIMIT_DATA), so that
+        a server that would read without bound fails instead of taking the machine's."""
         self.port = free_port(host)
         self.url = f"http://{host}:{self.port}"
         self.log = cwd / f"serve-{host}-{self.port}.log"
         self.token: str | None = None
+        self.control: str | None = None  # the control key it printed (--allow-control)
         self.printed = ""  # the address it printed
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
@@ -195,6 +205,7 @@ class Server:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=None if memory is None else lambda: _limit_data(memory),
             )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -203,8 +214,10 @@ class Server:
             printed = PRINTED_URL.search(self.output)
             if printed:
                 self.printed = printed.group(0)
-            if printed and "?token=" in printed.group(0):
-                self.token = printed.group(0).split("?token=", 1)[1]
+                query = parse_qs(urlsplit(self.printed).query)
+                self.token = query.get("token", [None])[0]
+            key = re.search(r"[?&]control=([\w.~-]+)", self.output)
+            self.control = key.group(1) if key else None
             given = list(args)[list(args).index("--token") + 1] if "--token" in args else None
             token = self.token or given or (env or {}).get("NASFORGE_TOKEN")
             headers = {"Authorization": f"Bearer {token}"} if token else {}

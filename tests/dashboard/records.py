@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from nasforge.run.records import TrialOutcome
 from nasforge.run.store import Store
 
-__all__ = ["make_record"]
+__all__ = ["make_record", "hostile_run", "add_wide_trial", "SECRET"]
+
+#: what the secret file of a hostile run's neighbour holds (a file of the server's user)
+SECRET = "NASFORGE_TOKEN=the-server-s-own-secret"
 
 
 def make_record(
@@ -57,3 +62,38 @@ def make_record(
     store.finish()
     store.close()
     return None
+
+
+def hostile_run(base: Path, logs: Sequence[str]) -> Path:
+    """Returns ``base/runs/hostile``, a finished record whose ``logs/`` holds what a neighbour
+    who can write the folder may leave, trial by trial in the order of ``logs``: ``secret``
+    (a link to ``base/env``, a file holding :data:`SECRET`), ``zero`` (a link to
+    ``/dev/zero``), ``fifo`` (a FIFO no one writes) or ``honest`` (a regular log)."""
+    (base / "env").write_text(SECRET + "\n")
+    run = base / "runs" / "hostile"
+    make_record(run, n=len(logs))
+    folder = run / "logs"
+    folder.mkdir()
+    for trial, what in enumerate(logs, 1):
+        log = folder / f"trial_{trial}.log"
+        if what == "secret":
+            os.symlink(base / "env", log)
+        elif what == "zero":
+            os.symlink("/dev/zero", log)
+        elif what == "fifo":
+            os.mkfifo(log)
+        else:
+            log.write_text("an honest log\n")
+    return run
+
+
+def add_wide_trial(directory: Path, n_metrics: int) -> int:
+    """Returns the id of a finished trial of ``accuracy`` and ``n_metrics`` more metrics,
+    added to the finished run in ``directory`` (as a record made before the metric cap, or by
+    hand, may hold)."""
+    metrics = {"accuracy": 0.9, **{f"metric_{i:06d}": float(i) for i in range(n_metrics)}}
+    with Store.open(directory, readonly=False) as store:
+        tid = store.add_trial("wide", {"op": "conv", "width": 8})
+        store.finish_trial(tid, TrialOutcome("done", metrics))
+        store.finish()
+    return tid

@@ -5,6 +5,7 @@ HTTP and with headless Chromium. Nothing listens beyond loopback."""
 from __future__ import annotations
 
 import socket
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -319,3 +320,115 @@ def test_a_short_token_stops_serve_before_it_listens(run_folder: Path) -> None:
     from nasforge.cli import main
 
     assert main(["serve", str(run_folder), "--host", OTHER, "--token", "short"]) == 2
+
+
+def _connect_from(source: str, host: str, port: int) -> socket.socket:
+    """Returns a TCP connection to ``host``:``port`` from the loopback address ``source``."""
+    s = socket.socket()
+    s.settimeout(10)
+    s.bind((source, 0))
+    s.connect((host, port))
+    return s
+
+
+def test_slow_connections_of_one_client_leave_the_dashboard_to_the_others(
+    remote: Server,
+) -> None:
+    """110 connections from one client (127.0.0.3) that send the start of a request and
+    nothing more, without the token: a request with the token from another client is still
+    answered at once (one client holds at most a bounded number of connections)."""
+    slow: list[socket.socket] = []
+    try:
+        for _ in range(110):
+            s = _connect_from("127.0.0.3", OTHER, remote.port)
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")  # never finished
+            slow.append(s)
+        start = time.monotonic()
+        ok = socket.create_connection((OTHER, remote.port), timeout=10)
+        with ok:
+            ok.sendall(
+                f"GET {path_prefix(remote.token or '')} HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: Bearer {remote.token}\r\nConnection: close\r\n\r\n".encode()
+            )
+            try:
+                answer = ok.recv(4096)
+            except TimeoutError:
+                answer = b""
+        assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+        assert time.monotonic() - start < 5
+    finally:
+        for s in slow:
+            s.close()
+
+
+def test_a_body_without_the_token_is_refused_before_it_is_read(remote: Server) -> None:
+    """A POST without the token that announces a body under the 1 MiB limit (800 kB) and
+    sends none of it gets 401 at once and its connection closed: the body is never read
+    (neither into memory nor to the temporary disk), where before it was awaited."""
+    with socket.create_connection((OTHER, remote.port), timeout=10) as s:
+        s.sendall(
+            b"POST /_dash-update-component HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 800000\r\n\r\n{"
+        )
+        answer, closed = b"", False
+        while not closed:
+            try:
+                chunk = s.recv(4096)
+            except TimeoutError:  # still waiting for the body
+                break
+            answer, closed = answer + chunk, not chunk
+    assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
+    assert closed
+
+
+@pytest.mark.slow
+def test_a_request_that_trickles_in_is_cut_off(remote: Server) -> None:
+    """A connection that sends its request a byte a second, and one that sends nothing, are
+    closed by the server once the request deadline has passed."""
+    from nasforge.dashboard.serving import REQUEST_DEADLINE_S
+
+    quiet = socket.create_connection((OTHER, remote.port), timeout=30)
+    slow = socket.create_connection((OTHER, remote.port), timeout=30)
+    start = time.monotonic()
+    try:
+        closed = False
+        for byte in b"GET / HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 60:
+            try:
+                slow.sendall(bytes([byte]))
+            except OSError:
+                closed = True
+                break
+            time.sleep(1)
+        elapsed = time.monotonic() - start
+        assert closed and REQUEST_DEADLINE_S <= elapsed < REQUEST_DEADLINE_S + 8, elapsed
+        assert quiet.recv(4096) == b""  # closed by the server, nothing sent
+    finally:
+        quiet.close()
+        slow.close()
+
+
+def test_chromium_reaches_the_dashboard_while_another_client_holds_110_slow_connections(
+    browser: Any, remote: Server
+) -> None:
+    """While one client (127.0.0.3) holds 110 connections that never finish a request,
+    Chromium opening the printed address shows the overview with its run."""
+    from selenium.webdriver.common.by import By
+
+    slow: list[socket.socket] = []
+    try:
+        for _ in range(110):
+            s = _connect_from("127.0.0.3", OTHER, remote.port)
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            slow.append(s)
+        browser.delete_all_cookies()
+        browser.get(remote.printed)
+        shown = wait_for(
+            browser,
+            lambda b: [e.text for e in b.find_elements(By.CSS_SELECTOR, "tr.nf-run")],
+            "the run's row in the overview",
+            timeout=10,
+        )
+        assert shown[0].startswith("runs/multitrial")
+    finally:
+        for s in slow:
+            s.close()

@@ -1,10 +1,12 @@
 """What a hostile network or a damaged record must not do to the dashboard (issue 37): the
 token gate's cookie parsing and path scope, the loopback mode's Host check, the address
-printed for every interface, run names in URLs, and one bad trial row."""
+printed for every interface, run names in URLs, and one bad trial row; and (issue 50) a
+trial of 20,001 metrics and crafted requests to Dash's own routes."""
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ import pytest
 from nasforge.dashboard import data
 from nasforge.dashboard.runs import ServedRuns
 from nasforge.errors import StoreError
-from tests.dashboard.records import make_record
+from tests.dashboard.records import add_wide_trial, make_record
 
 pytest.importorskip("dash", reason="needs the dashboard extra: pip install 'nasforge[dashboard]'")
 
@@ -295,3 +297,60 @@ def test_pruned_trials_do_not_count_as_finished_results(tmp_path: Path) -> None:
     assert [t.id for t in final] == [1, 2, 4, 6]
     assert facts["stopper"] == "median (min_trials 3, warmup_steps 1)"
     assert facts["spent"] == "14 reports (done 12, pruned 2)"
+
+
+def test_a_trial_with_20001_metrics_gives_a_bounded_page(tmp_path: Path) -> None:
+    """A record (made before the metric cap, or by hand) with a trial of 20,001 metrics: the
+    trial table sends at most MAX_METRIC_COLUMNS metric columns, the objective first, saying
+    how many there are, and the architecture view of that trial is bounded too (the answer
+    grew with the metrics: 39.7 MB for 200,001)."""
+    from nasforge.dashboard.app import create_app
+
+    make_record(tmp_path / "runs" / "wide", n=3)
+    tid = add_wide_trial(tmp_path / "runs" / "wide", 20_000)
+    client = create_app([tmp_path / "runs"]).server.test_client()
+    values = {"run-key.data": "runs/wide", "trial-table.page_current": 0,
+              "trial-table.page_size": 500}  # fmt: skip
+    status, answer = _callback(client, "trial-table.data", values)
+    assert status == 200
+    table = answer["response"]
+    columns = [c["id"] for c in table["trial-table"]["columns"] if c["id"].startswith("m:")]
+    assert len(columns) == data.MAX_METRIC_COLUMNS and columns[0] == "m:accuracy"
+    # the wide trial's 20,001 and the other trials' params
+    assert "the first 100 of 20002 metrics shown" in table["trial-count"]["children"]
+    assert all(len(row) <= 8 + data.MAX_METRIC_COLUMNS for row in table["trial-table"]["data"])
+    assert len(json.dumps(answer)) < 100_000
+    status, answer = _callback(client, "arch-view.children",
+                               {"run-key.data": "runs/wide", "arch-a.value": tid})  # fmt: skip
+    assert status == 200 and "and 19901 more metrics" in json.dumps(answer)
+    assert len(json.dumps(answer)) < 100_000
+
+
+def test_dash_s_own_routes_answer_404_or_400_never_500(tmp_path: Path) -> None:
+    """Crafted paths under Dash's file route (an unregistered package, a path outside the
+    registered files, a NUL) get 404, malformed callback requests 400, and no traceback is
+    logged; the real files and callbacks still answer 200."""
+    from nasforge.dashboard.app import create_app
+
+    make_record(tmp_path / "runs" / "a", n=3)
+    client = create_app([tmp_path / "runs"]).server.test_client()
+    suites = "/_dash-component-suites"
+    for path in [
+        f"{suites}/nonexistent/x.js",
+        f"{suites}/os/x.js",
+        f"{suites}/dash/..%2f..%2fsetup.py",
+        f"{suites}/dash/../x.js",
+        f"{suites}/dash/deps/nope.js",
+        f"{suites}/dash/dcc/%00.js",
+        f"{suites}/dash/x.map",
+    ]:
+        assert client.get(path).status_code == 404, path
+    for body in [{}, [1], {"output": "nope.children"}, {"output": ["page.children"]},
+                 {"output": "page.children", "inputs": "x"},
+                 {"output": "page.children", "inputs": [1]}]:  # fmt: skip
+        assert client.post("/_dash-update-component", json=body).status_code == 400, body
+    page = client.get("/").get_data(as_text=True)
+    script = page[page.index(f"{suites}/") :].split('"', 1)[0]
+    assert client.get(script).status_code == 200
+    status, _ = _callback(client, "trial-table.data", {"run-key.data": "runs/a"})
+    assert status == 200

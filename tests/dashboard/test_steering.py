@@ -6,6 +6,9 @@ dashboard's own origin and, beyond loopback, the token."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -20,13 +23,15 @@ from nasforge.run.control import CONTROL
 from nasforge.run.store import Store
 from nasforge.run.trial_logs import LOG_LIMIT, trial_log
 from nasforge.space.search_space import Decision, SearchSpace
-from tests.dashboard.records import make_record
+from tests.dashboard.records import SECRET, hostile_run, make_record
 from tests.runwait import wait_until
 
 pytest.importorskip("dash", reason="needs the dashboard extra: pip install 'nasforge[dashboard]'")
 
 SPACE = SearchSpace([Decision("d", "value", tuple(range(60)))])
 ORIGIN = {"Origin": "http://localhost"}  # the test client's requests go to Host: localhost
+#: the control key the tests' dashboards are made with (as `nasforge serve` prints its own)
+KEY = "k" * 20 + "-control-key"
 
 
 def _slow(arch: dict[str, Any], report: Any) -> float:
@@ -77,9 +82,11 @@ def _press(
     values: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
     prefix: str = "/",
+    key: str | None = KEY,
 ) -> Any:
     """Returns the answer to the control callback's request, as the page sends it when
-    ``button`` (nf-control-<button>) is pressed with the inputs ``values``."""
+    ``button`` (nf-control-<button>) is pressed with the inputs ``values``, carrying the
+    control ``key`` its store holds (None: none)."""
     values = {"run-key.data": "runs/live", **(values or {})}
     # the stop and cancel buttons send their confirmation's clicks (the browser's confirm()
     # accepted), Apply its own
@@ -100,7 +107,8 @@ def _press(
                 ("nf-control-concurrency", "value"),
                 ("run-key", "data"),
             ]
-        ],
+        ]
+        + [{"id": "control-key", "property": "data", "value": key}],
         "changedPropIds": [f"nf-control-{button}.{ids[button]}"],
     }
     return client.post(prefix + "_dash-update-component", json=body, headers=headers or {})
@@ -154,7 +162,9 @@ def test_actions_reach_the_running_search_and_are_recorded_as_the_command_line_s
 
     directory = tmp_path / "runs" / "live"
     with _search(directory) as thread:
-        client = create_app([tmp_path / "runs"], allow_control=True).server.test_client()
+        client = create_app(
+            [tmp_path / "runs"], allow_control=True, control_key=KEY
+        ).server.test_client()
         assert "nf-control-panel" in _page(client, "runs/live")
         bad = _press(client, "set", {"nf-control-n-trials.value": 2.5}, ORIGIN)
         assert bad.status_code == 200 and "n_trials must be a positive int" in _said(bad)
@@ -182,7 +192,9 @@ def test_a_control_request_from_another_origin_is_refused(tmp_path: Path) -> Non
     from nasforge.dashboard.app import create_app
 
     make_record(tmp_path / "runs" / "live", n=3)
-    client = create_app([tmp_path / "runs"], allow_control=True).server.test_client()
+    client = create_app(
+        [tmp_path / "runs"], allow_control=True, control_key=KEY
+    ).server.test_client()
     for headers in [
         {},
         {"Origin": "http://evil.example"},
@@ -220,7 +232,7 @@ def test_beyond_loopback_an_action_needs_the_token(tmp_path: Path) -> None:
     prefix = path_prefix(token)
     directory = tmp_path / "runs" / "live"
     with _search(directory) as thread:
-        app = create_app([tmp_path / "runs"], prefix=prefix, allow_control=True)
+        app = create_app([tmp_path / "runs"], prefix=prefix, allow_control=True, control_key=KEY)
         app.server.wsgi_app = TokenGate(app.server.wsgi_app, token, 80, prefix)  # type: ignore[method-assign]
         client = app.server.test_client()
         answer = _press(client, "stop-cancel", headers=ORIGIN, prefix=prefix)
@@ -254,8 +266,9 @@ def _log_record(directory: Path) -> dict[str, int]:
     return {t.arch["case"]: t.id for t in exp.trials()}
 
 
-def _log_view(client: Any, key: str, trial: Any, stamp: Any = None) -> Any:
-    body = {
+def _log_body(key: str, trial: Any, stamp: Any = None) -> dict[str, Any]:
+    """Returns the request the page sends for trial ``trial``'s log view."""
+    return {
         "output": "..arch-log.children...arch-log-stamp.data..",
         "outputs": [
             {"id": "arch-log", "property": "children"},
@@ -271,7 +284,10 @@ def _log_view(client: Any, key: str, trial: Any, stamp: Any = None) -> Any:
         ],
         "changedPropIds": ["arch-a.value"],
     }
-    return client.post("/_dash-update-component", json=body)
+
+
+def _log_view(client: Any, key: str, trial: Any, stamp: Any = None) -> Any:
+    return client.post("/_dash-update-component", json=_log_body(key, trial, stamp))
 
 
 def test_the_log_view_shows_what_nasforge_logs_shows(tmp_path: Path, capsys: Any) -> None:
@@ -329,3 +345,165 @@ def test_the_panel_shows_only_the_controls_the_run_s_kind_declared() -> None:
     assert "can be stopped" in str(one_shot)
     assert not any(_hidden(panel("multitrial", None), ids).values())
     assert "takes no requests" in str(panel("ofa-deploy", frozenset()))
+
+
+def _store_key(client: Any, search: str) -> Any:
+    """Returns what the page's key store receives when the address's query is ``search``."""
+    body = {
+        "output": "control-key.data",
+        "outputs": {"id": "control-key", "property": "data"},
+        "inputs": [{"id": "url", "property": "search", "value": search}],
+        "changedPropIds": ["url.search"],
+    }
+    answer = client.post("/_dash-update-component", json=body)
+    return (answer.get_json(silent=True) or {}).get("response", {}).get("control-key", {})
+
+
+def test_steering_needs_the_control_key_even_on_loopback(tmp_path: Path) -> None:
+    """On loopback, where reading needs no token, a control request with the page's own
+    Origin (curl forges it at will) but no control key, a wrong one or the key of an
+    earlier start gets 403 and leaves no request; the printed address (?control=KEY) puts
+    the key in the page's store, and with it the request reaches the run."""
+    from nasforge.dashboard.app import create_app
+    from nasforge.dashboard.steering import KEY_CONFIG
+
+    directory = tmp_path / "runs" / "live"
+    with _search(directory) as thread:
+        client = create_app([tmp_path / "runs"], allow_control=True, control_key=KEY).server
+        client = client.test_client()
+        earlier = create_app([tmp_path / "runs"], allow_control=True).server.config[KEY_CONFIG]
+        assert earlier != KEY and len(earlier) >= 40  # a key is made per start
+        for key in (None, "", KEY[:-1], KEY + "x", earlier, 7):
+            answer = _press(client, "stop-cancel", headers=ORIGIN, key=key)  # type: ignore[arg-type]
+            assert answer.status_code == 403, key
+            assert "control key" in answer.get_data(as_text=True)
+        assert not list((directory / CONTROL).glob("*.json")) and thread.is_alive()
+        assert _store_key(client, "") == {}  # an address without a key leaves the store
+        assert _store_key(client, f"?tab=trials&control={KEY}") == {"data": KEY}
+        answer = _press(client, "stop-cancel", headers=ORIGIN, key=KEY)
+        assert answer.status_code == 200 and "to stop" in _said(answer)
+        thread.join(60)
+        assert not thread.is_alive()
+
+
+def _alarm(seconds: float) -> Any:
+    """Returns a context in which a call still blocked after ``seconds`` raises
+    TimeoutError (a FIFO opened for reading blocks until someone writes it)."""
+
+    @contextlib.contextmanager
+    def ctx() -> Iterator[None]:
+        def ring(*_: Any) -> None:
+            raise TimeoutError(f"still blocked after {seconds} s")
+
+        old = signal.signal(signal.SIGALRM, ring)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+
+    return ctx()
+
+
+def test_the_log_view_refuses_a_link_and_a_fifo_and_keeps_serving(tmp_path: Path) -> None:
+    """A trial log that is a link to a secret file of the server's user, or a FIFO, or a run
+    whose logs/ links out: the log view answers at once with the refusal, never the
+    secret; the next view is served as before."""
+    from nasforge.dashboard.app import create_app
+
+    hostile_run(tmp_path, ["secret", "fifo", "honest"])
+    runs = tmp_path / "runs"
+    make_record(runs / "linked", n=1)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "trial_1.log").write_text(SECRET + "\n")
+    os.symlink(tmp_path / "elsewhere", runs / "linked" / "logs")
+    client = create_app([runs]).server.test_client()
+    for key, trial, what in [
+        ("runs/hostile", 1, "is a symbolic link"),
+        ("runs/hostile", 2, "is a FIFO"),
+        ("runs/linked", 1, "a link out of the served directories"),
+    ]:
+        with _alarm(5):
+            answer = _log_view(client, key, trial)
+        text = answer.get_data(as_text=True)
+        assert answer.status_code == 200 and what in text, (key, trial, text[:500])
+        assert SECRET not in text
+    assert "an honest log" in _log_view(client, "runs/hostile", 3).get_data(as_text=True)
+
+
+def test_a_run_whose_record_or_control_folder_links_out_is_not_steered(tmp_path: Path) -> None:
+    """A folder in the served root whose record, holder and control folder are links to a
+    run outside it that is running (its writer alive), its own lock held by whoever made
+    it: the dashboard refuses to steer it, and no request reaches the outside run."""
+    from nasforge.dashboard.app import create_app
+    from nasforge.run.lock import HOLDER_NAME, LOCK_NAME
+
+    outside = tmp_path / "private" / "run"
+    writer = make_record(outside, n=2, finish=False)  # running: this process writes it
+    (outside / CONTROL).mkdir()
+    decoy = tmp_path / "runs" / "decoy"
+    decoy.mkdir(parents=True)
+    for name in ("run.db", HOLDER_NAME, CONTROL):
+        os.symlink(outside / name, decoy / name)
+    try:
+        with open(decoy / LOCK_NAME, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # the decoy's maker holds its lock
+            client = create_app([tmp_path / "runs"], allow_control=True, control_key=KEY)
+            answer = _press(client.server.test_client(), "stop-cancel",
+                            {"run-key.data": "runs/decoy"}, ORIGIN)  # fmt: skip
+        assert answer.status_code == 200 and "is a link out of the served" in _said(answer)
+        assert not list((outside / CONTROL).iterdir())
+    finally:
+        assert writer is not None
+        writer.close()
+
+
+def _rss(pid: int) -> int:
+    """Returns the resident memory of process ``pid`` in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def test_a_served_log_view_of_dev_zero_or_a_fifo_answers_at_once_in_bounded_memory(
+    tmp_path: Path,
+) -> None:
+    """A real `nasforge serve` over a run whose trial logs are a link to a secret, a link to
+    /dev/zero and a FIFO: each log view answers within seconds with the refusal, the
+    server's memory stays within 50 MB of where it was (it took 1.6 GB in a second), and
+    it goes on serving pages and an honest log."""
+    import json as _json
+    import urllib.request
+
+    from tests.dashboard.conftest import Server
+
+    hostile_run(tmp_path, ["secret", "zero", "fifo", "honest"])
+    server = Server([tmp_path / "runs"], tmp_path, memory=2 << 30)
+    try:
+        before = _rss(server.proc.pid)
+
+        def view(trial: int) -> str:
+            body = _log_body("runs/hostile", trial)
+            req = urllib.request.Request(
+                server.url + "/_dash-update-component",
+                data=_json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(req, timeout=15) as answer:
+                assert answer.status == 200
+                return answer.read().decode()
+
+        for trial, what in ((1, "is a symbolic link"), (2, "is a symbolic link"),
+                            (3, "is a FIFO")):  # fmt: skip
+            start = time.monotonic()
+            text = view(trial)
+            assert what in text and SECRET not in text, text[:300]
+            assert time.monotonic() - start < 10
+        assert _rss(server.proc.pid) - before < 50 << 20
+        assert "an honest log" in view(4)
+        with urllib.request.urlopen(server.url + "/", timeout=15) as page:
+            assert page.status == 200
+    finally:
+        server.stop()

@@ -1,7 +1,8 @@
 """The trial log and the control panel in headless Chromium: a read-only `nasforge serve`
 shows a failed trial's log beside its architecture and no control; one started with
---allow-control asks the browser to confirm a stop (dismissed: nothing is asked of the run),
-cancels one trial of a search running on the pool, then stops it."""
+--allow-control steers only from a page opened at the address it printed (its control key),
+asks the browser to confirm a stop (dismissed: nothing is asked of the run), cancels one
+trial of a search running on the pool, then stops it."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from nasforge.run.control import CONTROL
 from nasforge.run.store import Store
 from nasforge.space.search_space import Decision, SearchSpace
 from tests.dashboard.conftest import ROOT, Server, wait_for
+from tests.dashboard.records import SECRET, add_wide_trial, hostile_run, make_record
 from tests.dashboard.test_steering import _log_record
 
 pytest.importorskip("dash", reason="needs the dashboard extra: pip install 'nasforge[dashboard]'")
@@ -66,6 +68,20 @@ def _confirm(browser: Any, accept: bool, says: str) -> None:
         alert.dismiss()
 
 
+def _open_with_key(browser: Any, server: Server, path: str) -> None:
+    """Opens the address `nasforge serve` printed (its control key in it), waits until the
+    page keeps the key in the browser's storage, then opens ``path`` of the dashboard."""
+    assert server.control and f"control={server.control}" in server.printed, server.output
+    browser.get(server.printed)
+    wait_for(
+        browser,
+        lambda b: server.control in (b.execute_script(
+            "return window.localStorage.getItem('control-key')") or ""),
+        "the control key in the page's storage",
+    )  # fmt: skip
+    browser.get(server.url + path)
+
+
 def _sleepy(arch: dict[str, Any], report: Any) -> float:
     time.sleep(0.5)
     return float(arch["d"])
@@ -74,9 +90,11 @@ def _sleepy(arch: dict[str, Any], report: Any) -> float:
 def test_a_stop_asks_for_confirmation_and_a_dismissed_one_sends_nothing(
     browser: Any, tmp_path: Path
 ) -> None:
-    """ "Stop: cancel running trials" opens a confirm() naming the loss; dismissed, no request
-    reaches the run (no request file, no note, the search goes on). "Stop: let running trials
-    finish", confirmed, stops the search, recorded stopped with a note via the dashboard."""
+    """A page opened without the printed address holds no control key: it says so, and a
+    confirmed stop reaches nothing. Opened from the printed address, "Stop: cancel running
+    trials" opens a confirm() naming the loss; dismissed, no request reaches the run (no
+    request file, no note, the search goes on). "Stop: let running trials finish", confirmed,
+    stops the search, recorded stopped with a note via the dashboard."""
     directory = tmp_path / "runs" / "live"
     space = SearchSpace([Decision("d", "value", tuple(range(400)))])
     exp = Experiment(space, _sleepy, "grid", directory=directory, executor="inprocess",
@@ -87,8 +105,17 @@ def test_a_stop_asks_for_confirmation_and_a_dismissed_one_sends_nothing(
     try:
         wait_for(browser, lambda b: _statuses(directory), "the first trial", timeout=120)
         server = Server([tmp_path / "runs"], tmp_path, args=["--allow-control"])
+        # a page opened without the printed address has no control key: it says so, and a
+        # confirmed stop reaches nothing
         browser.get(server.url + "/run/runs/live")
+        wait_for(browser, lambda b: "no control key" in _text(b, "#control-key-note"), "the note")
+        browser.find_element(By.ID, "nf-control-stop-finish-button").click()
+        _confirm(browser, accept=True, says="running trials finish")
+        time.sleep(2)  # a request, had one been sent, is a file within this time
+        assert not list((directory / CONTROL).glob("*.json")) and thread.is_alive()
+        _open_with_key(browser, server, "/run/runs/live")
         wait_for(browser, lambda b: b.find_element(By.ID, "nf-control-panel"), "the panel")
+        wait_for(browser, lambda b: _text(b, "#control-key-note") == "" and b, "no note")
         browser.find_element(By.ID, "nf-control-stop-cancel-button").click()
         _confirm(browser, accept=False, says="cancelled")
         # a request, had one been sent, is taken by the run with the finish request sent
@@ -171,7 +198,7 @@ def test_the_control_panel_cancels_a_trial_and_stops_a_running_search(
             "two running trials",
             timeout=240,  # a pool search starts in seconds, minutes on a loaded machine
         )
-        browser.get(server.url + "/run/runs/live")
+        _open_with_key(browser, server, "/run/runs/live")
         wait_for(browser, lambda b: b.find_element(By.ID, "nf-control-panel"), "the panel")
         box = browser.find_element(By.ID, "nf-control-trial")
         box.send_keys("1")
@@ -201,3 +228,42 @@ def test_the_control_panel_cancels_a_trial_and_stops_a_running_search(
     cancel = next(n for n in notes if n["event"] == "cancel" and n["trial"] == 1)
     assert cancel["via"] == "dashboard"
     assert any(n["event"] == "stop" and n["via"] == "dashboard" for n in notes)
+
+
+def test_a_log_that_is_a_link_or_a_fifo_shows_a_refusal_and_the_page_goes_on(
+    browser: Any, tmp_path: Path
+) -> None:
+    """In the architecture tab, a trial whose log is a link to a secret file of the server's
+    user shows the refusal and not the secret; one whose log is a FIFO shows the refusal
+    (the server does not hang); an honest log still shows after them."""
+    hostile_run(tmp_path, ["secret", "fifo", "honest"])
+    server = Server([tmp_path / "runs"], tmp_path)
+    try:
+        browser.get(server.url + "/run/runs/hostile?tab=architecture")
+        for trial, says in ((1, "is a symbolic link"), (2, "is a FIFO"), (3, "an honest log")):
+            box = wait_for(browser, lambda b: b.find_element(By.ID, "arch-a"), "the trial box")
+            box.clear()
+            box.send_keys(str(trial) + "\n")
+            wait_for(browser, lambda b, says=says: says in _text(b, "#arch-log"), f"log {trial}")
+            assert SECRET not in browser.page_source
+    finally:
+        server.stop()
+
+
+def test_a_trial_of_20001_metrics_shows_100_metric_columns(browser: Any, tmp_path: Path) -> None:
+    """The trial table of a run with a trial of 20,001 metrics shows 100 metric columns, the
+    objective first, and says how many metrics there are."""
+    make_record(tmp_path / "runs" / "wide", n=2)
+    add_wide_trial(tmp_path / "runs" / "wide", 20_000)
+    server = Server([tmp_path / "runs"], tmp_path)
+    try:
+        browser.get(server.url + "/run/runs/wide")
+        count = wait_for(
+            browser, lambda b: "metrics shown" in _text(b, "#trial-count") and b, "the count"
+        )
+        assert "the first 100 of 20002 metrics shown" in _text(count, "#trial-count")
+        heads = browser.find_elements(By.CSS_SELECTOR, "#trial-table th[data-dash-column^='m:']")
+        columns = list(dict.fromkeys(h.get_attribute("data-dash-column") for h in heads))
+        assert len(columns) == 100 and columns[0] == "m:accuracy", columns[:3]
+    finally:
+        server.stop()

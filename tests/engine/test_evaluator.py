@@ -255,3 +255,34 @@ def test_an_evaluator_declaring_metric_types_fails_on_a_text_metric_before_train
     with pytest.raises(ConfigError, match="'label' is declared str") as info:
         check_metric_names(Typed(), {"label": "metric"})
     assert "\n" not in str(info.value)
+
+
+def _too_many(arch, report):
+    """Returns what the case asks: too many metrics, a too long name, or a report over the
+    cap; the last case is within both caps."""
+    if arch["case"] == "many":
+        return {"accuracy": 0.5, **{f"m{i}": 0.0 for i in range(200_000)}}
+    if arch["case"] == "long":
+        return {"accuracy": 0.5, "x" * 201: 1.0}
+    if arch["case"] == "report":
+        report({f"m{i}": 0.0 for i in range(1001)})
+    return {"accuracy": 0.5, **{f"m{i}": 0.0 for i in range(999)}}
+
+
+def test_a_trial_over_the_metric_caps_fails_naming_the_cap(tmp_path):
+    """A result of 200,001 metrics, a metric name of 201 characters and a report of 1,001
+    metrics each fail their trial with an error naming the cap; 1,000 metrics are kept."""
+    from nasforge.engine.evaluator import MAX_METRIC_NAME, MAX_METRICS
+
+    assert (MAX_METRICS, MAX_METRIC_NAME) == (1000, 200)  # as docs/engine.md states
+    space = SearchSpace([Decision("case", "value", ("many", "long", "report", "fine"))])
+    exp = Experiment(space, _too_many, "grid", directory=tmp_path / "x", executor="inprocess",
+                     progress="off", metric="accuracy")  # fmt: skip
+    exp.run()
+    with Store.open(tmp_path / "x") as store:
+        trials = {t.arch["case"]: t for t in store.trials()}
+    for case, cap in (("many", "MAX_METRICS"), ("long", "MAX_METRIC_NAME"),
+                      ("report", "MAX_METRICS")):  # fmt: skip
+        assert trials[case].status == "failed", case
+        assert cap in trials[case].error.strip().splitlines()[-1], trials[case].error[-300:]
+    assert trials["fine"].status == "done" and len(trials["fine"].metrics) == 1000

@@ -150,3 +150,46 @@ def test_a_request_the_kind_cannot_take_is_one_line_and_exit_2(tmp_path, caplog)
     finally:
         proc.kill()
         proc.wait()
+
+
+_FLOCK = """
+import fcntl, sys, time
+f = open(sys.argv[1], "a")
+fcntl.flock(f, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+def test_stop_and_set_refuse_a_lock_held_by_another_program(tmp_path, caplog):
+    """A run's writer lock held with a plain flock by a program that is not nasforge (no
+    .writer.json, or one naming an ended process): `stop` and `set` exit 2 with one line
+    saying so and leave no request."""
+    from nasforge.run.lock import HOLDER_NAME, LOCK_NAME
+    from tests.dashboard.records import make_record
+
+    directory = tmp_path / "run"
+    make_record(directory, n=2)
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True).stdout.strip()  # fmt: skip
+    holder = directory / HOLDER_NAME
+    stale = holder.read_text().replace(f'"pid": {os.getpid()}', f'"pid": {ended}')
+    proc = subprocess.Popen([sys.executable, "-c", _FLOCK, str(directory / LOCK_NAME)],
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        for description in (None, stale):
+            if description is None:
+                holder.unlink()
+            else:
+                holder.write_text(description)
+            for argv in (["stop"], ["set", "n_trials=5"]):
+                caplog.clear()
+                assert main([argv[0], str(directory), *argv[1:]]) == 2
+                said = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+                assert len(said) == 1 and "\n" not in said[0], said
+                assert "is locked, but not by a nasforge run" in said[0]
+        assert not (directory / CONTROL).exists()
+    finally:
+        proc.kill()
+        proc.wait()

@@ -174,3 +174,27 @@ def test_cancelled_trials_do_not_count_and_failures_are_named(tmp_path):
             s.finish_trial(s.add_trial(f"{i:016x}", {"w": i}), TrialOutcome("failed", error="x"))
         assert "3 of 3 trials done (all 3 failed)" in summary(s)
         s.finish()
+
+
+def test_a_nan_metric_of_a_damaged_record_is_shown_as_nan_and_not_ranked(
+    tmp_path: Path, capsys
+) -> None:
+    """A metric stored as the JSON token NaN (a damaged or hand-edited record: nasforge
+    writes null): `nasforge status` exits 0, shows it as nan, leaves that trial unranked,
+    and ranks the others best first (a NaN made any order a valid sort)."""
+    import sqlite3
+
+    from nasforge.cli import main
+
+    with Store.create(tmp_path, {"kind": "x", "objective": OBJECTIVE}) as s:
+        for i, acc in enumerate((0.1, 0.2, 0.9, 0.5), 1):
+            tid = s.add_trial(f"{i:016x}", {"w": i})
+            s.finish_trial(tid, TrialOutcome("done", {"acc": acc}))
+        s.finish()
+    with sqlite3.connect(tmp_path / "run.db") as conn:
+        conn.execute("""UPDATE trials SET metrics='{"acc": NaN}' WHERE id=1""")
+    conn.close()
+    assert main(["status", str(tmp_path)]) == 0
+    rows = [line.split("│")[1:6] for line in capsys.readouterr().out.splitlines() if "│" in line]
+    ranked = [(r[0].strip(), r[1].strip(), r[4].strip()) for r in rows]
+    assert ranked == [("1", "3", "0.9"), ("2", "4", "0.5"), ("3", "2", "0.2"), ("-", "1", "nan")]
