@@ -101,10 +101,22 @@ def request(directory: str | Path, asked: Request) -> Path:
         raise ConfigError(f"a {kind} run cannot take `{' '.join(missing)}`: {describe(controls)}")
     folder = directory / CONTROL
     folder.mkdir(exist_ok=True)
+    # the folder itself, never a link put in its place: opened without following one, and the
+    # request written relative to that descriptor
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        dir_fd = os.open(folder, flags)
+    except OSError as exc:
+        raise StoreError(f"{folder} is not a folder of the run ({exc}); nothing was asked") from exc
     name = f"{time.time_ns()}-{os.getpid()}.json"
-    tmp = folder / f".{name}.tmp"
-    tmp.write_text(json.dumps(asked.to_data()))
-    os.replace(tmp, folder / name)  # the writer never reads a half-written request
+    try:
+        fd = os.open(f".{name}.tmp", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(asked.to_data()))
+        # the writer never reads a half-written request
+        os.replace(f".{name}.tmp", name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
     return folder / name
 
 

@@ -193,3 +193,20 @@ def test_stop_and_set_refuse_a_lock_held_by_another_program(tmp_path, caplog):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_request_is_never_written_through_a_linked_control_folder(tmp_path, caplog) -> None:
+    """A `control` folder swapped for a link (to another run's) gets no request: the command
+    refuses in one line, and the link's target stays empty."""
+    directory, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(directory)],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    try:
+        assert wait_for_run(directory, lambda s: s.get_meta("ready") == "yes", timeout=60)
+        (directory / CONTROL).symlink_to(elsewhere, target_is_directory=True)
+        assert main(["stop", str(directory)]) == 2
+        assert not list(elsewhere.iterdir())
+    finally:
+        proc.kill()
+        proc.wait()
