@@ -14,7 +14,20 @@ from pathlib import Path
 
 from nasforge.run.store import Store
 
-__all__ = ["wait_until", "wait_for_run", "kill_writer_midway"]
+__all__ = ["HOLD_FORWARD", "wait_until", "wait_for_run", "kill_writer_midway"]
+
+
+#: code for a model's ``forward`` (indented for a method body): with NF_HOLD_AT=N in the
+#: environment, the N-th forward pass of the process creates the file NF_MARK and then waits,
+#: so that a test kills the run at a known point inside a step instead of after a sleep
+HOLD_FORWARD = (
+    "        import os, time\n"
+    "        if os.environ.get('NF_HOLD_AT'):\n"
+    "            type(self).calls = getattr(type(self), 'calls', 0) + 1\n"
+    "            if type(self).calls == int(os.environ['NF_HOLD_AT']):\n"
+    "                open(os.environ['NF_MARK'], 'w').close()\n"
+    "                time.sleep(600)\n"
+)
 
 
 def wait_until(ready: Callable[[], bool], timeout: float = 60.0, poll: float = 0.02) -> bool:

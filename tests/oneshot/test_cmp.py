@@ -44,7 +44,14 @@ def _same(a, b) -> list[str]:  # noqa: ANN001
 KW = {"epochs": 2, "batch_size": 12, "seed": 3}
 
 
-@pytest.mark.parametrize(("schedule", "defer"), [("cmp", True), ("cmp", False), ("mp", False)])
+@pytest.mark.parametrize(
+    ("schedule", "defer"),
+    [
+        ("cmp", True),  # the default: the fast set keeps it
+        pytest.param("cmp", False, marks=pytest.mark.slow),
+        pytest.param("mp", False, marks=pytest.mark.slow),
+    ],
+)
 def test_processes_bitwise_equal_one_device_nasb(schedule: str, defer: bool) -> None:
     """CMP (with and without deferred Eq. 6 recomputation) and MP on 2 processes end with A
     and w bitwise equal to one-device NASB (Algorithm 1)."""

@@ -20,7 +20,7 @@ from nasforge.oneshot.runner import OneShot
 from nasforge.oneshot.search import initial_state
 from nasforge.run.export import load_model
 from nasforge.run.store import Store
-from tests.runwait import wait_for_run
+from tests.runwait import HOLD_FORWARD, wait_until
 
 from .test_runner import _write
 
@@ -155,24 +155,21 @@ def test_enas_sigkill_then_resume_is_bitwise_uninterrupted(tmp_path: Path) -> No
     import signal
     import subprocess
     import sys
-    import time
 
     root = Path(__file__).resolve().parents[2]
     f = _write(tmp_path, {"name": "enas", "controller_steps": 4, "final_samples": 4})
     f.write_text(
         f.read_text().replace('"bn_batches": 2}', '"bn_batches": 2, "threads": 1}')
         .replace("epochs\": 2", "epochs\": 5")
-        .replace("    def forward(self, x):\n", "    def forward(self, x):\n"
-                 "        import os, time; time.sleep(float(os.environ.get('NF_SLOW', 0)))\n")
+        .replace("    def forward(self, x):\n", "    def forward(self, x):\n" + HOLD_FORWARD)
     )  # fmt: skip
-    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    whole, broken, mark = tmp_path / "whole", tmp_path / "broken", tmp_path / "mark"
     cmd = [sys.executable, "-m", "nasforge.cli", "run", str(f), "--dir"]
     subprocess.run([*cmd, str(whole)], env=dict(os.environ, PYTHONPATH=str(root)), check=True)
-    env = dict(os.environ, PYTHONPATH=str(root), NF_SLOW="0.02")
+    env = dict(os.environ, PYTHONPATH=str(root), NF_HOLD_AT="30", NF_MARK=str(mark))
     proc = subprocess.Popen([*cmd, str(broken)], env=env)
-    try:
-        assert wait_for_run(broken, lambda s: s.n_progress() >= 2)
-        time.sleep(0.1)  # into the third epoch
+    try:  # killed inside a step, a few epochs in
+        assert wait_until(mark.exists, timeout=120)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(30)

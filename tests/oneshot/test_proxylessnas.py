@@ -9,7 +9,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,7 @@ from nasforge.oneshot.proxyless import (
 )
 from nasforge.oneshot.search import get_algorithm
 from nasforge.run.runner import runner_for_strategy
-from tests.runwait import wait_for_run
+from tests.runwait import wait_until
 
 from ._spaces import ToySpace, tiny_cell_space
 
@@ -231,7 +230,11 @@ class Net(nf.ModelSpace):
 
     def forward(self, x):
         import os, time
-        time.sleep(float(os.environ.get("NF_SLOW", 0)))
+        if os.environ.get("NF_HOLD_AT"):  # the N-th pass marks NF_MARK and waits to be killed
+            type(self).calls = getattr(type(self), "calls", 0) + 1
+            if type(self).calls == int(os.environ["NF_HOLD_AT"]):
+                open(os.environ["NF_MARK"], "w").close()
+                time.sleep(600)
         return self.fc(self.blocks(torch.relu(self.bn(self.op(self.stem(x))))).mean((2, 3)))
 
 
@@ -287,14 +290,13 @@ def test_sigkill_then_resume_is_bitwise_uninterrupted(tmp_path: Path) -> None:
     ends with the uninterrupted run's supernet (alphas, weights, table) bitwise."""
     root = Path(__file__).resolve().parents[2]
     f = _run_file(tmp_path, 5)
-    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    whole, broken, mark = tmp_path / "whole", tmp_path / "broken", tmp_path / "mark"
     cmd = [sys.executable, "-m", "nasforge.cli", "run", str(f), "--dir"]
     subprocess.run([*cmd, str(whole)], env=dict(os.environ, PYTHONPATH=str(root)), check=True)
-    env = dict(os.environ, PYTHONPATH=str(root), NF_SLOW="0.02")
+    env = dict(os.environ, PYTHONPATH=str(root), NF_HOLD_AT="24", NF_MARK=str(mark))
     proc = subprocess.Popen([*cmd, str(broken)], env=env)
-    try:
-        wait_for_run(broken, lambda s: s.n_progress() >= 2)
-        time.sleep(0.1)
+    try:  # killed inside a step, a few epochs in
+        assert wait_until(mark.exists, timeout=120)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(30)

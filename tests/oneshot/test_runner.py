@@ -17,7 +17,7 @@ from nasforge.oneshot.common import accuracy
 from nasforge.oneshot.runner import OneShot, OneShotSearch
 from nasforge.run.export import load_model
 from nasforge.run.files import load_run_file as load_experiment
-from tests.runwait import wait_for_run
+from tests.runwait import HOLD_FORWARD, wait_until
 
 SPACE = """
 import torch
@@ -120,25 +120,23 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise_uninterrupted(tmp_path: Path) 
     import signal
     import subprocess
     import sys
-    import time
 
     root = Path(__file__).resolve().parents[2]
     f = _write(tmp_path, "darts")
     f.write_text(
-        f.read_text().replace('"bn_batches": 2}', '"bn_batches": 2, "threads": 1}')
+        f.read_text().replace('"bn_batches": 2}', '"bn_batches": 2, "threads": 1, '
+                              '"checkpoint_every": 1}')
         .replace("epochs\": 2", "epochs\": 5")
-        .replace("    def forward(self, x):\n", "    def forward(self, x):\n"
-                 "        import os, time; time.sleep(float(os.environ.get('NF_SLOW', 0)))\n")
+        .replace("    def forward(self, x):\n", "    def forward(self, x):\n" + HOLD_FORWARD)
     )  # fmt: skip
-    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    whole, broken, mark = tmp_path / "whole", tmp_path / "broken", tmp_path / "mark"
     cmd = [sys.executable, "-m", "nasforge.cli", "run", str(f), "--dir"]
     # a fresh process, as the killed one: the space's initial weights come from its import
     subprocess.run([*cmd, str(whole)], env=dict(os.environ, PYTHONPATH=str(root)), check=True)
-    env = dict(os.environ, PYTHONPATH=str(root), NF_SLOW="0.02")
+    env = dict(os.environ, PYTHONPATH=str(root), NF_HOLD_AT="20", NF_MARK=str(mark))
     proc = subprocess.Popen([*cmd, str(broken)], env=env)
-    try:
-        wait_for_run(broken, lambda s: s.n_progress() >= 2)
-        time.sleep(0.1)  # into the third epoch
+    try:  # killed inside a step of the third epoch, after a checkpoint inside that epoch
+        assert wait_until(mark.exists, timeout=120)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait(30)
