@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 import nasforge as nf
-from nasforge.errors import ConfigError, StoreError
+from nasforge.errors import ConfigError, DivergenceError, StoreError
 from nasforge.parallel.config import check_checkpoint_every
 from nasforge.parallel.supernet import ChoiceSupernet, block_label, choice_blocks
 from nasforge.run.refs import materialize
@@ -201,8 +201,13 @@ class PipelineTraining(BaseRunner):
                 getattr(self, "check_stop", lambda: None)()
 
         if state is None or state["step"] < s.steps:
-            train_supernet(self.space, data=data, from_state=state, checkpoint=checkpoint,
-                           **s.train_kwargs())  # fmt: skip
+            try:
+                train_supernet(self.space, data=data, from_state=state, checkpoint=checkpoint,
+                               **s.train_kwargs())  # fmt: skip
+            except DivergenceError:  # a resume keeps lr: its states would only diverge again
+                for old in ckpt.glob("pipeline_step*.pt"):
+                    old.unlink()
+                raise
         assert state is not None and state["step"] == s.steps, "checkpointed after the last step"
         trained = type(self.space)(*self.space.__dict__["_nf_init_args"][0],
                                    **self.space.__dict__["_nf_init_args"][1])  # fmt: skip

@@ -15,6 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from nasforge.cli import main
+from nasforge.errors import DivergenceError
 from nasforge.parallel.runner import PipelineSettings, PipelineTraining
 from nasforge.run.store import Store
 from tests.parallel.conftest import stage_pids
@@ -142,3 +143,16 @@ def test_sigkill_of_a_two_stage_run_then_resume_is_bitwise_uninterrupted(tmp_pat
         assert s.state() == "interrupted" and 8 <= done < 40 and not s.trials()
     assert main(["resume", str(broken)]) == 0
     _assert_same_run(whole, broken, 40)
+
+
+def test_a_diverging_run_keeps_no_training_state(tmp_path: Path) -> None:
+    """A run whose loss becomes NaN after some checkpoints ends failed with no weights: its
+    training states would only diverge again (a resume keeps lr), so they are removed."""
+    settings = PipelineSettings(steps=32, pipeline=1, batch_size=8, lr=5.0, checkpoint_every=2)
+    kw = {"n_blocks": 4, "n_candidates": 3, "hidden": 16}
+    with pytest.raises(DivergenceError) as err:
+        PipelineTraining(settings=settings, space_kwargs=kw, directory=tmp_path / "d").run()
+    assert err.value.step >= 2  # past the first checkpoint
+    with Store.open(tmp_path / "d") as s:
+        assert s.state() == "failed" and s.n_progress() >= 2
+    assert not list((tmp_path / "d").rglob("*.pt")) and not list(tmp_path.rglob("*.safetensors"))
