@@ -67,8 +67,8 @@ class PipelineSettings:
     mirror: bool = False  # layer mirroring (csp)
     n_eval: int = 8  # sampled subnets measured with the trained weights
     # steps per segment: a checkpoint (and a stop or resume point) after every this many; 0:
-    # at the end only. Each boundary drains the pipeline, about (pipeline - 1) / this more
-    # bubble, and writes the supernet with its momentum: 64 keeps both small.
+    # at the end only. Each boundary drains the pipeline (by reckoning about (pipeline - 1) /
+    # this more bubble) and writes the supernet with its momentum: 64 keeps both small.
     checkpoint_every: int = 64
 
     def check(self) -> None:
