@@ -49,6 +49,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="layer mirroring (csp): each subnet split over the stages by its own balanced "
         "partition, updates pushed to the other stages' mirrors",
     )
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=None,
+        help="steps per segment: a checkpoint (a stop and resume point) after every this "
+        "many; 0: at the end only (default: the pipeline settings')",
+    )
     p.add_argument("--out", required=True, help="run directory (must not hold a run)")
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
     p.set_defaults(func=_run)
@@ -76,6 +83,8 @@ def _run(args: argparse.Namespace) -> int:
         memory_budget=None if args.memory_budget_mb is None else args.memory_budget_mb * 2**20,
         mirror=args.mirror,
     )  # fmt: skip
+    if args.checkpoint_every is not None:
+        settings.checkpoint_every = args.checkpoint_every
     runner = PipelineTraining(
         settings=settings,
         space_kwargs={"n_blocks": args.blocks, "n_candidates": args.candidates,

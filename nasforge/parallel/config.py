@@ -29,6 +29,7 @@ from nasforge.runtime.devices import check_device
 __all__ = [
     "POLICIES",
     "RunConfig",
+    "check_checkpoint_every",
     "check_config",
     "config_dict",
     "digits",
@@ -71,6 +72,9 @@ class RunConfig:
     # stage holding a mirror of every layer it may run, each WRITE pushed to the other mirrors.
     mirror: bool = False
     layer_costs: list[list[float]] | None = None  # mirror: cost[b][c]; None: measured on rank 0
+    # Segments (nasforge.parallel.segments): the pipeline drains at every multiple of this
+    # many steps, where each stage may write its part of a resumable state; 0: one segment.
+    checkpoint_every: int = 0
 
 
 # -- shared pieces: determinism, data, space ----------------------------------------------------
@@ -130,7 +134,9 @@ def check_config(cfg: RunConfig) -> None:
     Raises:
         ConfigError: a device this machine does not have; unknown policy or sampler, steps
             < 0, batch size < 1, stages < 1, fewer explicit subnets than steps; ``mirror``
-            with a policy other than csp, or ``layer_costs`` not shaped like the space.
+            with a policy other than csp, or ``layer_costs`` not shaped like the space;
+            ``checkpoint_every`` not an int >= 0, or under bsp on several stages not a
+            multiple of the bulk.
         ScheduleError: more stages than the space has blocks.
         ArchitectureError: an explicit subnet names a missing candidate.
     """
@@ -142,6 +148,7 @@ def check_config(cfg: RunConfig) -> None:
             f"need steps >= 0, batch_size >= 1 and n_stages >= 1, got steps={cfg.steps}, "
             f"batch_size={cfg.batch_size}, n_stages={cfg.n_stages}"
         )
+    check_checkpoint_every(cfg.checkpoint_every, cfg.policy, cfg.n_stages, cfg.bulk)
     space = _build_space(cfg)
     ncand = n_candidates(space)
     static_partition(len(ncand), cfg.n_stages)
@@ -168,6 +175,28 @@ def check_config(cfg: RunConfig) -> None:
                 f"but {in_flight} subnets can be in flight (window/bulk/stages); raise "
                 "feedback_lag to at least that"
             )
+
+
+def check_checkpoint_every(every: Any, policy: str, n_stages: int, bulk: int = 0) -> None:
+    """Returns None when ``every`` steps per segment suit the run (``bulk``: bsp's flush
+    size; 0 means ``n_stages``).
+
+    Raises:
+        ConfigError: not an int >= 0; under bsp on several stages, not a multiple of the bulk
+            (a segment must end where bsp updates).
+    """
+    if not isinstance(every, int) or isinstance(every, bool) or every < 0:
+        raise ConfigError(
+            f"checkpoint_every must be an int >= 0 (steps per segment; 0: one segment), "
+            f"got {every!r}"
+        )
+    bulk = bulk or n_stages
+    if policy == "bsp" and n_stages > 1 and every % bulk:
+        raise ConfigError(
+            f"policy 'bsp' updates once per bulk of {bulk} subnets, so a segment must end on "
+            f"a bulk; checkpoint_every={every} is not a multiple of {bulk}: use a multiple "
+            f"(e.g. {every + bulk - every % bulk}) or 0"
+        )
 
 
 def config_dict(cfg: RunConfig) -> dict[str, Any]:

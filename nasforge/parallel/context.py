@@ -307,6 +307,36 @@ class TieredLayerCache(Generic[Key]):
                 out[f"{prefix}.{name}"] = p.detach().clone()
         return out
 
+    def snapshot(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """Returns ``(weights, momentum)``: CPU copies of every layer's authoritative
+        parameters and momentum buffers, keyed as :meth:`state_dict`; the cache keeps its
+        residency (a checkpoint between two segments leaves the next one a warm cache)."""
+        weights: dict[str, torch.Tensor] = {}
+        momentum: dict[str, torch.Tensor] = {}
+        for key, mod in self.host.items():
+            prefix = ".".join(map(str, key)) if isinstance(key, tuple) else str(key)
+            names = [name for name, _ in mod.named_parameters()]
+            tensors = self.layer_state(key)
+            for name, p, buf in zip(names, tensors, tensors[len(names) :]):
+                weights[f"{prefix}.{name}"] = p.detach().to("cpu", copy=True)
+                momentum[f"{prefix}.{name}"] = buf.detach().to("cpu", copy=True)
+        return weights, momentum
+
+    def load_state_dict(
+        self, weights: Mapping[str, torch.Tensor], momentum: Mapping[str, torch.Tensor]
+    ) -> None:
+        """Returns None; every layer's parameters and momentum buffers set from ``weights`` and
+        ``momentum`` (keyed as :meth:`state_dict`; keys of layers this cache does not hold are
+        ignored), values copied (a resumed segment starts from a checkpoint's state).
+
+        Raises:
+            KeyError: a parameter of a held layer is missing from either mapping.
+        """
+        for key, mod in self.host.items():
+            prefix = ".".join(map(str, key)) if isinstance(key, tuple) else str(key)
+            names = [f"{prefix}.{name}" for name, _ in mod.named_parameters()]
+            self.load_layer_state(key, [weights[n] for n in names] + [momentum[n] for n in names])
+
     @property
     def stats(self) -> dict[str, float]:
         """Returns hits, misses, evictions, prefetches (and how many were used or wasted), the

@@ -185,11 +185,14 @@ class FinishedList:
     finished ids past the first gap. Algorithm 2's loop over earlier subnets starts at ``low``,
     so its cost tracks the number of subnets in flight, not the length of the run.
 
+    ``low`` starts a list whose ids below it are finished already: a run resumed at step
+    ``low`` (:mod:`nasforge.parallel.segments`) never asks about the steps trained before.
+
     Invariants: ``low`` never decreases; ``low not in above``; every id in ``above`` > ``low``.
     """
 
-    def __init__(self) -> None:
-        self.low = 0
+    def __init__(self, low: int = 0) -> None:
+        self.low = low
         self.above: set[int] = set()
 
     def add(self, seq: int) -> None:

@@ -17,6 +17,7 @@ import json
 import os
 import socket
 import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import torch
 from nasforge.errors import ConfigError
 from nasforge.parallel.config import POLICIES, RunConfig, check_config, set_determinism
 from nasforge.parallel.runtime import StageWorker
+from nasforge.parallel.segments import BoundaryWatcher
 from nasforge.runtime.loopback import loopback_interface
 from nasforge.runtime.procgroup import (
     DIVERGED_EXIT,
@@ -35,6 +37,7 @@ from nasforge.runtime.procgroup import (
     raise_failures,
     run_rank,
 )
+from nasforge.runtime.weights import save_state
 
 __all__ = ["launch", "collect", "is_loopback", "loopback_interface", "rank_device", "DIVERGED_EXIT"]
 
@@ -83,7 +86,14 @@ def rank_device(device: str, local_rank: int) -> str:
     return f"cuda:{local_rank % max(1, torch.cuda.device_count())}"
 
 
-def _stage(rank: int, cfg: RunConfig, init: str, local_rank: int | None = None) -> dict[str, Any]:
+def _stage(
+    rank: int,
+    cfg: RunConfig,
+    init: str,
+    local_rank: int | None = None,
+    start_path: str | None = None,
+    parts_dir: str | None = None,
+) -> dict[str, Any]:
     cfg = replace(cfg, device=rank_device(cfg.device, rank if local_rank is None else local_rank))
     if cfg.device.startswith("cuda"):
         torch.cuda.set_device(torch.device(cfg.device))
@@ -96,15 +106,26 @@ def _stage(rank: int, cfg: RunConfig, init: str, local_rank: int | None = None) 
         timeout_s=cfg.timeout_s,
         loopback=is_loopback(cfg.bind),
     )
-    return StageWorker(rank, cfg).run()
+    # mmap: a stage reads only its own layers of the state
+    state = None if start_path is None else torch.load(start_path, weights_only=True, mmap=True)
+    return StageWorker(rank, cfg, state, parts_dir).run()
 
 
-def launch(cfg: RunConfig) -> list[dict[str, Any]]:
+def launch(
+    cfg: RunConfig,
+    init: Mapping[str, Any] | None = None,
+    on_parts: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> list[dict[str, Any]]:
     """Returns each stage's results after running the pipeline in ``cfg.n_stages`` processes.
 
     Processes are spawned on this machine. With the default ``cfg.bind`` (127.0.0.1) they meet
     through a file store and talk over loopback only: no socket of the run listens on another
     interface. The parent watches them: the first one that exits non-zero stops the run.
+
+    ``init`` is a training state to start from (:mod:`nasforge.parallel.segments`; checked
+    by the caller). ``on_parts(parts)`` is called in this process, in step order, with every
+    stage's part of each segment boundary before ``cfg.steps`` while the stages train on;
+    whatever it raises ends every stage and propagates.
 
     Invariants:
         * On return or raise, no stage process is alive; only started processes are joined.
@@ -121,10 +142,12 @@ def launch(cfg: RunConfig) -> list[dict[str, Any]]:
     """
     check_config(cfg)
     with tempfile.TemporaryDirectory(prefix="nasforge-pipe-") as out:
+        start_path = None if init is None else save_state(dict(init), Path(out) / "start.pt")
+        parts_dir = None if on_parts is None else out
         group = LocalGroup(
             cfg.n_stages,
             _stage,
-            (cfg, _rendezvous(cfg, out)),
+            (cfg, _rendezvous(cfg, out), None, start_path, parts_dir),
             folder=out,
             what="pipeline stage",
             timeout_s=cfg.timeout_s,
@@ -134,7 +157,13 @@ def launch(cfg: RunConfig) -> list[dict[str, Any]]:
             ending="the run was stopped and every stage process ended",
         )
         with group:
-            return group.results(weights_only=False)
+            if on_parts is None:
+                return group.results(weights_only=False)
+            start = 0 if init is None else int(init["step"])
+            watch = BoundaryWatcher(out, cfg.n_stages, start, cfg, on_parts)
+            results = group.results(weights_only=False, poll=watch.poll)
+            watch.poll()  # boundaries the stages wrote after the last poll
+            return results
 
 
 # -- torchrun ------------------------------------------------------------------------------------

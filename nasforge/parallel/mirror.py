@@ -151,7 +151,8 @@ class Mirror:
     blocking rule, bundles out after a WRITE and bundles in.
 
     ``subnets`` maps a sequence id to its subnet; ``shapes`` gives each layer's parameter
-    shapes (the same in every process, so a bundle needs no size header).
+    shapes (the same in every process, so a bundle needs no size header). ``start``: the
+    steps trained before this launch (a resumed segment), complete everywhere.
     """
 
     def __init__(
@@ -162,6 +163,7 @@ class Mirror:
         costs: list[list[float]],
         shapes: Mapping[Layer, list[torch.Size]],
         group: Any,
+        start: int = 0,
     ) -> None:
         self.k, self.d, self.subnets, self.costs, self.group = rank, n_stages, subnets, costs, group
         self.n_blocks = len(costs)
@@ -174,7 +176,7 @@ class Mirror:
         self.arrived: set[tuple[int, int]] = set()  # (subnet, stage) bundles applied here
         self._count: dict[int, int] = {}
         self._local: set[int] = set()
-        self.complete = FinishedList()  # subnets whose every WRITE has arrived here
+        self.complete = FinishedList(start)  # subnets whose every WRITE has arrived here
         self._parts: dict[int, tuple[range, ...]] = {}
         self.pushed_bytes = 0
         self.seconds = 0.0  # main-loop time spent sending and applying bundles

@@ -1,17 +1,22 @@
 """Pipeline supernet training as a run (the ``pipeline`` kind), recorded like every other:
 
-    progress    one row per trained subnet (step): its loss and the subnet
+    progress    one row per trained subnet (step): its loss
+    checkpoints ``checkpoints/pipeline_step<N>.pt`` after every ``checkpoint_every`` steps: the
+                training state there (weights, momentum, losses; :mod:`~nasforge.parallel.
+                segments`), saved before the rows of its steps, so the last row names it
     artifacts   ``supernet``: the trained weights (safetensors), keyed like the space's own
                 ``state_dict``, so that a later SPOS or evolutionary search starts from it by
                 naming the run (``supernet: RUN_DIR`` in a one-shot run file)
     trials      ``n_eval`` sampled subnets measured on held-out digits with the trained
                 weights (``evaluation: inherited``), each with its weights as checkpoint, so
                 that ``status``, ``export`` and ``load_model`` work on a pipeline run too
-    meta        ``pipeline.stats``: samples/s, bubble ratio and per-stage cache hit rates
+    meta        ``pipeline.stats``: samples/s, bubble ratio and per-stage cache hit rates over
+                every launch that trained the run (:func:`~nasforge.parallel.segments.
+                run_stats`), updated at every checkpoint
 
 Data: the digits' training split (flattened to 64 features) trains the supernet; the
-validation split measures the subnets. A resume trains again from the start (a pipeline run is
-short; its checkpoint is the finished supernet).
+validation split measures the subnets. A resume continues from the newest checkpoint and ends
+(under csp; bsp too) with bitwise the supernet and losses of an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -27,14 +32,15 @@ from typing import Any
 import torch
 
 import nasforge as nf
-from nasforge.errors import ConfigError
+from nasforge.errors import ConfigError, DivergenceError, StoreError
+from nasforge.parallel.config import check_checkpoint_every
 from nasforge.parallel.supernet import ChoiceSupernet, block_label, choice_blocks
 from nasforge.run.refs import materialize
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.settings import kind_settings, settings_data
 from nasforge.run.store import Store, TrialOutcome
 from nasforge.runtime.threads import set_threads
-from nasforge.runtime.weights import save_weights
+from nasforge.runtime.weights import save_state, save_weights
 from nasforge.weightsharing import accuracy
 
 __all__ = ["PipelineTraining", "PipelineSettings", "subnet_with_weights"]
@@ -60,16 +66,22 @@ class PipelineSettings:
     memory_budget: float | None = None  # bytes per stage
     mirror: bool = False  # layer mirroring (csp)
     n_eval: int = 8  # sampled subnets measured with the trained weights
+    # steps per segment: a checkpoint (and a stop or resume point) after every this many; 0:
+    # at the end only. Each boundary drains the pipeline (by reckoning about (pipeline - 1) /
+    # this more bubble) and writes the supernet with its momentum: 64 keeps both small.
+    checkpoint_every: int = 64
 
     def check(self) -> None:
         """Returns None when the settings this runner checks itself are valid (the rest are
         checked by the training's config).
 
         Raises:
-            ConfigError: ``n_eval`` is not an int >= 0.
+            ConfigError: ``n_eval`` is not an int >= 0; ``checkpoint_every`` is not an int
+                >= 0, or (bsp on several stages) not a multiple of ``pipeline``.
         """
         if not isinstance(self.n_eval, int) or self.n_eval < 0:
             raise ConfigError(f"n_eval must be an int >= 0, got {self.n_eval!r}")
+        check_checkpoint_every(self.checkpoint_every, self.policy, self.pipeline)
 
     def train_kwargs(self) -> dict[str, Any]:
         """Returns :func:`~nasforge.parallel.train.train_supernet`'s keyword arguments."""
@@ -106,6 +118,8 @@ class PipelineTraining(BaseRunner):
     """
 
     kind = "pipeline"
+    controls = frozenset({"stop"})
+    boundary = "segment"
 
     def __init__(
         self,
@@ -151,7 +165,8 @@ class PipelineTraining(BaseRunner):
 
     def compatible_keys(self) -> tuple[str, ...]:
         """Returns the settings a resume must keep."""
-        return ("steps", "seed", "policy", "batch_size", "lr", "memory_budget", "mirror")
+        return ("steps", "seed", "policy", "batch_size", "lr", "memory_budget", "mirror",
+                "sampler")  # fmt: skip
 
     def section(self) -> dict[str, Any]:
         """Returns the training settings as JSON-able data."""
@@ -159,38 +174,61 @@ class PipelineTraining(BaseRunner):
 
     def _execute(self, store: Store, resume: bool) -> None:
         from nasforge.data import load_digits
-        from nasforge.parallel.train import train_supernet
+        from nasforge.parallel.train import space_weights, train_supernet
 
         set_threads(1)
+        s = self.settings
+        ckpt = self.directory / "checkpoints"
+        state = None
         if resume:
-            if store.trials():
+            if store.trials() or (s.n_eval == 0 and store.artifact("supernet") is not None):
                 log.info("%s: the pipeline run already finished; nothing to do", self.directory)
                 return
-            store.truncate_progress(0)  # an interrupted run trains again from the start
-        s = self.settings
+            state = _last_state(store, ckpt)
         store.set_plan("steps", s.steps)
         splits = load_digits(seed=s.seed)
         train = _flat(splits.train)
         data = (train[0].numpy(), train[1].numpy())
-        result = train_supernet(self.space, data=data, **s.train_kwargs())
-        for i, loss in enumerate(result.losses):
-            store.add_progress(i + 1, {"loss": loss})
-        stats = {"samples_per_s": result.samples_per_s, "bubble_ratio": result.bubble_ratio,
-                 "cache_hit_rate": [c.get("hit_rate") for c in result.cache],
-                 "batch_size": result.config.batch_size}  # fmt: skip
-        store.set_meta("pipeline.stats", json.dumps(stats))
-        weights = {k: v.contiguous() for k, v in result.space_state_dict().items()}
+
+        def checkpoint(new: dict[str, Any]) -> None:
+            nonlocal state
+            step, before = new["step"], 0 if state is None else state["step"]
+            path = Path(save_state(new, ckpt / f"pipeline_step{step}.pt"))
+            for i in range(before + 1, step + 1):  # committed after the file: resume point
+                store.add_progress(i, {"loss": new["losses"][i - 1]})
+            store.set_meta("pipeline.stats", json.dumps(_stats(new)))
+            for old in ckpt.glob("pipeline_step*.pt"):
+                if old != path:
+                    old.unlink()
+            state = new
+            if step < s.steps:  # a segment boundary: where a requested stop takes effect
+                self.check_stop()
+
+        if state is None or state["step"] < s.steps:
+            try:
+                train_supernet(self.space, data=data, from_state=state, checkpoint=checkpoint,
+                               **s.train_kwargs())  # fmt: skip
+            except DivergenceError:  # a resume keeps lr: its states would only diverge again
+                for old in ckpt.glob("pipeline_step*.pt"):
+                    old.unlink()
+                raise
+        assert state is not None and state["step"] == s.steps, "checkpointed after the last step"
+        trained = type(self.space)(*self.space.__dict__["_nf_init_args"][0],
+                                   **self.space.__dict__["_nf_init_args"][1])  # fmt: skip
+        weights = {k: v.contiguous() for k, v in space_weights(trained, state["weights"]).items()}
         path = self.directory / "artifacts" / "supernet.safetensors"
         path.parent.mkdir(exist_ok=True)
         from safetensors.torch import save_file
 
         save_file(weights, str(path))
+        stats = _stats(state)
         store.add_artifact("supernet", path, "supernet", stats)
-        trained = type(self.space)(*self.space.__dict__["_nf_init_args"][0],
-                                   **self.space.__dict__["_nf_init_args"][1])  # fmt: skip
         trained.load_state_dict(weights)
         self._evaluate(store, trained, _flat(splits.val))
-        log.info("pipeline run: final loss %.4f, %s", result.losses[-1], stats)
+        for old in ckpt.glob("pipeline_step*.pt"):  # finished: the artifact replaces it
+            old.unlink()
+        final = state["losses"][-1] if state["losses"] else float("nan")
+        log.info("pipeline run: final loss %.4f, %s", final, stats)
 
     def _evaluate(self, store: Store, space: nf.ModelSpace, val: tuple[Any, Any]) -> None:
         rng = random.Random(self.settings.seed)
@@ -210,6 +248,49 @@ class PipelineTraining(BaseRunner):
             outcome = TrialOutcome("done", {"accuracy": acc}, checkpoint=rel,
                                    evaluation="inherited")  # fmt: skip
             store.finish_trial(tid, outcome, event=False)
+
+
+def _stats(state: Mapping[str, Any]) -> dict[str, Any]:
+    """Returns the run's ``pipeline.stats``: :func:`~nasforge.parallel.segments.run_stats`
+    and the batch size the training used (a memory budget may have chosen it)."""
+    from nasforge.parallel.segments import run_stats
+
+    return {**run_stats(state), "batch_size": state["sampling"]["batch_size"]}
+
+
+def _last_state(store: Store, ckpt: Path) -> dict[str, Any] | None:
+    """Returns the newest training state in ``ckpt`` (None: none yet, train from step 0),
+    with the run's progress rows made to end at its step.
+
+    The state file is written before the rows of its steps, and the one it supersedes is
+    deleted after them, so the newest file is never behind the rows; rows a kill left
+    unwritten are recorded from its losses.
+
+    Raises:
+        StoreError: steps are recorded but no checkpoint is there (deleted by hand).
+    """
+    rows = store.progress(last=1)
+    last = rows[-1]["step"] if rows else 0
+    files = sorted(
+        ckpt.glob("pipeline_step*.pt"), key=lambda p: int(p.stem[len("pipeline_step") :])
+    )
+    if not files:
+        if last:
+            raise StoreError(
+                f"{store.directory}: step {last} is recorded but no checkpoint "
+                f"{ckpt}/pipeline_step<N>.pt is there; restore it, or train again in a new "
+                "directory"
+            )
+        return None
+    state: dict[str, Any] = torch.load(files[-1], weights_only=True)
+    step = state["step"]
+    store.truncate_progress(step)
+    for i in range(min(last, step) + 1, step + 1):
+        store.add_progress(i, {"loss": state["losses"][i - 1]})
+    for old in files[:-1]:
+        old.unlink()
+    log.info("%s: resuming at step %d from %s", store.directory, step, files[-1].name)
+    return state
 
 
 def _flat(pair: Any) -> tuple[torch.Tensor, torch.Tensor]:

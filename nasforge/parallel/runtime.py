@@ -23,11 +23,17 @@ Reproducibility (Definition 1): the CSP rule orders every layer's READs and WRIT
 sequential training does; seeds are fixed, deterministic algorithms are enforced and every
 process runs one intra-op thread, so CSP training equals :func:`train_sequential` bitwise.
 
+Segments (:mod:`nasforge.parallel.segments`): a run may start from a training state at step
+``start`` (``init``) and drains at every multiple of ``RunConfig.checkpoint_every``, where each
+stage writes its part of the state there (stage 0 admits no later subnet before its own last
+backward of the segment, so that part holds exactly the steps before the boundary).
+
 Processes are started and watched by :mod:`nasforge.parallel.launcher`.
 
 Invariants:
     * Under csp, every stage's layer updates and the last stage's losses are those of
-      :func:`train_sequential` bitwise, whatever the number of stages and the timing.
+      :func:`train_sequential` bitwise, whatever the number of stages and the timing, and
+      whatever the segments the run is trained in.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -68,6 +76,7 @@ from nasforge.parallel.mirror import (
     shared_layer_costs,
 )
 from nasforge.parallel.sampler import SubnetFeed, get_sampler
+from nasforge.parallel.segments import make_part, next_boundary, write_part
 from nasforge.parallel.supernet import layer_table, n_candidates, run_layers
 
 __all__ = ["StageWorker", "check_loss", "train_sequential"]
@@ -75,11 +84,17 @@ __all__ = ["StageWorker", "check_loss", "train_sequential"]
 log = logging.getLogger(__name__)
 
 
-def _source(cfg: RunConfig, ncand: list[int]) -> Any:
-    """Returns the subnet iterator of a run: the explicit list, else the seeded sampler."""
+def _source(cfg: RunConfig, ncand: list[int], history: Sequence[float] = ()) -> Any:
+    """Returns the subnet iterator of a run: the explicit list, else the seeded sampler; a
+    sampler that learns from losses is told ``history`` (the losses of the steps trained
+    before a resume), so it draws again what it drew then (the feed drops those subnets)."""
     if cfg.subnets is not None:
         return iter([list(s) for s in cfg.subnets])
-    return get_sampler(cfg.sampler, ncand, cfg.seed, cfg.feedback_lag)
+    source = get_sampler(cfg.sampler, ncand, cfg.seed, cfg.feedback_lag)
+    report = _report(source)
+    for seq, loss in enumerate(history):
+        report(seq, loss)
+    return source
 
 
 def _report(source: Any) -> Any:
@@ -133,11 +148,21 @@ def check_loss(value: float, seq: int, subnet: Any, cfg: RunConfig) -> None:
 # -- sequential reference ----------------------------------------------------------------------
 
 
-def train_sequential(cfg: RunConfig) -> dict[str, Any]:
-    """Returns ``{"state", "losses", "stats", "wall"}`` of plain one-process training.
+def train_sequential(
+    cfg: RunConfig,
+    init: Mapping[str, Any] | None = None,
+    on_part: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Returns ``{"state", "momentum", "losses", "stats", "wall", "step"}`` of plain
+    one-process training (``losses``: of the steps this call trained, in order).
 
     The reference for Definition 1: subnets in sequence order, one batch each, per-layer SGD
     with momentum, the same context manager (one stage holding every block).
+
+    ``init`` is a training state (:mod:`nasforge.parallel.segments`, checked by the caller)
+    to start from: steps ``init["step"] .. cfg.steps - 1`` are trained. ``on_part(part)`` is
+    called at every segment boundary before ``cfg.steps`` with the state's part there; the
+    time it takes is not loop time.
 
     Raises:
         DivergenceError: a step's loss is NaN or infinite (see :func:`check_loss`); nothing
@@ -148,16 +173,22 @@ def train_sequential(cfg: RunConfig) -> dict[str, Any]:
     ncand = n_candidates(space)
     table = layer_table(space)
     ctx = TieredLayerCache(table, _capacity(cfg, len(ncand), len(table)), cfg.device)
+    start = 0
+    if init is not None:
+        ctx.load_state_dict(init["weights"], init["momentum"])
+        start = init["step"]
     depth = _depth(ctx.policy.capacity, len(ncand))
     data = _Data(cfg)
-    source = _source(cfg, ncand)
+    source = _source(cfg, ncand, () if init is None else init["losses"])
     report = _report(source)
-    feed = SubnetFeed(source, ncand, cfg.steps)
+    feed = SubnetFeed(source, ncand, cfg.steps, start=start)
     one_stage, view = (range(len(ncand)),), _FeedView(feed)
-    losses = []
+    losses: dict[int, float] = {}
+    boundary = next_boundary(start, cfg.steps, cfg.checkpoint_every)
+    aside = 0.0  # seconds in on_part: the caller's checkpointing, not training
     t0 = time.perf_counter()
     try:
-        for seq in range(cfg.steps):
+        for seq in range(start, cfg.steps):
             subnet = feed.get(seq)
             keys = list(enumerate(subnet))
             mods = ctx.acquire(keys)
@@ -175,11 +206,20 @@ def train_sequential(cfg: RunConfig) -> dict[str, Any]:
             grads = _take_grads(mods)
             for key, g in zip(keys, grads):
                 ctx.update(key, g, cfg.lr, cfg.momentum)
-            losses.append(loss.item())
+            losses[seq] = loss.item()
+            if seq + 1 == boundary < cfg.steps:
+                boundary = next_boundary(boundary, cfg.steps, cfg.checkpoint_every)
+                if on_part is not None:
+                    t1 = time.perf_counter()
+                    wall = t1 - t0 - aside
+                    on_part(make_part(seq + 1, ctx, losses, wall, wall))
+                    aside += time.perf_counter() - t1
     finally:
         feed.close()
-    wall = time.perf_counter() - t0
-    return {"state": ctx.state_dict(), "losses": losses, "stats": ctx.stats, "wall": wall}
+    wall = time.perf_counter() - t0 - aside
+    out = make_part(cfg.steps, ctx, losses, wall, wall)
+    out["losses"] = [losses[s] for s in range(start, cfg.steps)]
+    return out
 
 
 def _take_grads(mods: list) -> list[list[torch.Tensor]]:
@@ -200,9 +240,18 @@ class StageWorker:
     It owns its stage's blocks (in a :class:`TieredLayerCache`; with ``cfg.mirror`` a mirror of
     every block it may run), the forward queue, the ready backwards, the finished list,
     L_blocked and the Algorithm 1 loop.
+
+    ``init``: a training state to start from (its step's subnets on); ``parts_dir``: where
+    the stage writes its part of each segment boundary (None: nowhere).
     """
 
-    def __init__(self, rank: int, cfg: RunConfig) -> None:
+    def __init__(
+        self,
+        rank: int,
+        cfg: RunConfig,
+        init: Mapping[str, Any] | None = None,
+        parts_dir: str | Path | None = None,
+    ) -> None:
         self.k, self.cfg, self.d = rank, cfg, cfg.n_stages
         self.last = rank == self.d - 1
         space = _build_space(cfg)
@@ -210,10 +259,11 @@ class StageWorker:
         table = layer_table(space)
         self.partition = static_partition(len(self.ncand), self.d)
         self.data = _Data(cfg)
-        source = _source(cfg, self.ncand)
+        self.start = 0 if init is None else int(init["step"])
+        source = _source(cfg, self.ncand, () if init is None else init["losses"])
         self.report = _report(source)
         self.loss_of: dict[int, float] = {}  # losses of subnets, passed back with gradients
-        self.feed = SubnetFeed(source, self.ncand, cfg.steps)
+        self.feed = SubnetFeed(source, self.ncand, cfg.steps, start=self.start)
         self.numel = _boundary_numels(table, len(self.ncand), self.data.batch(0)[0])
         held = self.partition[rank]
         self.mirror: Mirror | None = None
@@ -221,15 +271,24 @@ class StageWorker:
             held = mirror_blocks(rank, len(self.ncand), self.d)
             group = dist.new_group(backend="gloo")  # bundles: a channel of their own
             x0 = self.data.batch(0)[0]
-            costs = shared_layer_costs(cfg.layer_costs, table, self.ncand, x0, group)
+            # the table an earlier segment measured: every segment splits subnets alike
+            given = cfg.layer_costs
+            if given is None and init is not None:
+                given = init.get("layer_costs")
+            costs = shared_layer_costs(given, table, self.ncand, x0, group)
             self.mirror = Mirror(rank, self.d, _FeedView(self.feed), costs, layer_shapes(table),
-                                 group)  # fmt: skip
+                                 group, self.start)  # fmt: skip
         mine = {key: m for key, m in table.items() if key[0] in held}
         cap = max(len(held), _capacity(cfg, len(self.partition[rank]), len(mine)))
         self.device = torch.device(cfg.device)
         self.ctx = TieredLayerCache(mine, cap, self.device)
+        if init is not None:
+            self.ctx.load_state_dict(init["weights"], init["momentum"])
+        self.parts_dir = parts_dir
+        self.boundary = next_boundary(self.start, cfg.steps, cfg.checkpoint_every)
+        self.t0 = time.perf_counter()  # the loop's start (reset by run)
         self.depth = _depth(cap, len(self.partition[rank]))
-        self.arrived_hi = -1  # the highest subnet whose forward reached this stage
+        self.arrived_hi = self.start - 1  # the highest subnet whose forward reached this stage
         b0, b1 = self.partition[rank].start, self.partition[rank].stop
         cut = max(self.numel[:-1]) if cfg.mirror else 0
         self.in_numel = cfg.batch_size * (cut or self.numel[b0 - 1]) if rank > 0 else 0
@@ -241,14 +300,14 @@ class StageWorker:
         self.acts: dict[int, torch.Tensor] = {}
         self.bwd: deque[int] = deque()
         self.grads_in: dict[int, torch.Tensor] = {}
-        self.finished = FinishedList()
+        self.finished = FinishedList(self.start)
         self.inflight: dict[int, tuple] = {}
         self.bulk_grads: dict[tuple[int, int], list[torch.Tensor]] = {}
         self.bulk_seqs: list[int] = []
         self.sends: list[tuple[Any, torch.Tensor]] = []
         self.losses: dict[int, float] = {}
         self.busy = 0.0
-        self.admitted = self.done = 0
+        self.admitted = self.done = self.start  # done: the steps whose backward ran here
 
     # messages --------------------------------------------------------------------------------
 
@@ -375,6 +434,20 @@ class StageWorker:
         self.blocked.pop(seq, None)  # its backward ran here: no longer pending
         self.busy += time.perf_counter() - t0
         self.done += 1
+        if self.done == self.boundary < self.cfg.steps:
+            self._boundary_reached()
+
+    def _boundary_reached(self) -> None:
+        """Returns None after writing this stage's part of the state at the boundary it just
+        reached (every backward before it ran here, none after it: the drain) and moving on
+        to the next boundary, which lets stage 0 admit the next segment."""
+        if self.parts_dir is not None:
+            versions = self.mirror.version if self.mirror else None
+            costs = self.mirror.costs if self.mirror else None
+            part = make_part(self.done, self.ctx, self.losses, self.busy,
+                         time.perf_counter() - self.t0, versions, costs)  # fmt: skip
+            write_part(self.parts_dir, self.k, part)
+        self.boundary = next_boundary(self.done, self.cfg.steps, self.cfg.checkpoint_every)
 
     def _subnets(self) -> BySeq[Subnet]:
         return _FeedView(self.feed)
@@ -393,7 +466,7 @@ class StageWorker:
         return seq
 
     def _admit(self) -> None:
-        steps = self.cfg.steps
+        steps = min(self.cfg.steps, self.boundary)  # a segment drains before the next one
         if self.cfg.policy == "bsp":
             if self.admitted == self.done and self.admitted < steps:
                 end = min(steps, self.admitted + self.bulk)
@@ -407,29 +480,32 @@ class StageWorker:
     # Algorithm 1 ---------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
-        """Returns this stage's ``{"state", "losses", "stats", "busy", "wall"}`` after the run
-        (plus ``"pushed_bytes"`` and ``"mirror_s"``, the loop's time on bundles, with
-        ``cfg.mirror``; ``"state"`` then holds every mirror).
+        """Returns this stage's part of the training state after the run (see
+        :func:`~nasforge.parallel.segments.merge_parts`: ``"state"``, ``"momentum"``,
+        ``"losses"``, ``"stats"``, ``"busy"``, ``"wall"``, ...; plus ``"pushed_bytes"`` and
+        ``"mirror_s"``, the loop's time on bundles, with ``cfg.mirror``; ``"state"`` then holds
+        every mirror).
 
         Raises:
             DivergenceError: (last stage) a step's loss is NaN or infinite.
             RuntimeError: a neighbour's message could not be received (it died).
         """
         steps = self.cfg.steps
+        n = steps - self.start  # messages each channel carries in this launch
         inbox: queue.Queue = queue.Queue()
         threads: list[threading.Thread] = []
         if self.k > 0:
-            threads.append(Receiver(self.k - 1, self.in_numel, steps, "fwd", self.device, inbox))
+            threads.append(Receiver(self.k - 1, self.in_numel, n, "fwd", self.device, inbox))
         if not self.last:
             threads.append(
-                Receiver(self.k + 1, self.out_numel, steps, "bwd", self.device, inbox,
+                Receiver(self.k + 1, self.out_numel, n, "bwd", self.device, inbox,
                           self._on_loss, 2 * self.window)
             )  # fmt: skip
         if self.mirror:
-            threads += self.mirror.receivers(steps, inbox)
+            threads += self.mirror.receivers(n, inbox)
         for th in threads:
             th.start()
-        t0 = time.perf_counter()
+        t0 = self.t0 = time.perf_counter()
         while self.done < steps:
             self._drain(inbox)
             if self.k == 0:
@@ -449,14 +525,11 @@ class StageWorker:
         self._drain(inbox)  # bundles of the last WRITEs elsewhere, for this stage's mirrors
         wall = time.perf_counter() - t0
         self.feed.close()
-        out = {
-            "state": self.ctx.state_dict(),
-            "losses": self.losses,
-            "stats": self.ctx.stats,
-            "busy": self.busy,
-            "wall": wall,
-        }
-        if self.mirror:  # what mirroring cost: bytes of layer state pushed to other stages
+        out = make_part(steps, self.ctx, self.losses, self.busy, wall)
+        if self.mirror:  # every bundle is applied: the mirrors agree, no version is needed
+            out["layer_costs"] = (
+                self.mirror.costs
+            )  # what mirroring cost: bytes of layer state pushed to other stages
             out["pushed_bytes"] = self.mirror.pushed_bytes
             out["mirror_s"] = self.mirror.seconds
         return out

@@ -136,6 +136,10 @@ class SubnetFeed:
     The producer validates each subnet (:func:`check_subnet`) and stops after ``total``.
     :meth:`get` returns the subnet of a sequence id, retrieving in order as needed.
 
+    ``start`` resumes a run: the source's first ``start`` subnets (trained before) are drawn
+    and dropped, so the feed yields ``start, start + 1, ...`` exactly as a feed from 0 would
+    (a source that learns from losses must have been told those steps' losses first).
+
     Raises (from :meth:`get`):
         ArchitectureError: the source produced a subnet naming a missing candidate.
     """
@@ -146,14 +150,18 @@ class SubnetFeed:
         n_candidates: Sequence[int],
         total: int,
         maxsize: int = 16,
+        start: int = 0,
     ) -> None:
-        if total < 0 or maxsize < 1:
-            raise ConfigError(f"need total >= 0 and maxsize >= 1, got {total}, {maxsize}")
+        if total < 0 or maxsize < 1 or not 0 <= start <= total:
+            raise ConfigError(
+                f"need total >= 0, maxsize >= 1 and 0 <= start <= total, got total={total}, "
+                f"maxsize={maxsize}, start={start}"
+            )
         #: the source's feedback lag (it draws subnet q after the loss of q - lag), or None
         self.lag: int | None = getattr(source, "lag", None)
         self._q: queue.Queue = queue.Queue(maxsize)
         self._got: dict[int, Subnet] = {}
-        self._next = 0
+        self._start = self._next = start
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._produce, args=(iter(source), list(n_candidates), total), daemon=True
@@ -162,7 +170,9 @@ class SubnetFeed:
 
     def _produce(self, source: Iterator[Sequence[int]], n_cand: list[int], total: int) -> None:
         try:
-            for seq in range(total):
+            for _ in range(self._start):  # trained before a resume: drawn, not yielded
+                next(source)
+            for seq in range(self._start, total):
                 item: object = (seq, check_subnet(list(next(source)), n_cand, seq))
                 while not self._stop.is_set():
                     try:
@@ -174,7 +184,8 @@ class SubnetFeed:
             self._q.put(("error", exc))
 
     def get(self, seq: int, timeout: float = 60.0) -> Subnet:
-        """Returns the subnet with sequence id ``seq``."""
+        """Returns the subnet with sequence id ``seq`` (``seq >= start``)."""
+        assert seq >= self._start, f"subnet {seq} was trained before this feed's start"
         while seq not in self._got:
             item = self._q.get(timeout=timeout)
             if item[0] == "error":

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -90,6 +92,7 @@ def run_rank(fn: Callable[..., Any], rank: int, folder: str, *args: Any) -> None
     import torch.distributed as dist
 
     out = Path(folder)
+    _die_with_parent()
     try:
         result = fn(rank, *args)
         if result is not None:
@@ -104,6 +107,23 @@ def run_rank(fn: Callable[..., Any], rank: int, folder: str, *args: Any) -> None
     except BaseException:
         (out / f"rank{rank}.err").write_text(traceback.format_exc())
         os._exit(1)
+
+
+def _die_with_parent() -> None:
+    """Asks Linux to SIGKILL this rank when the process that started it dies (a parent
+    killed with SIGKILL runs no cleanup), so no rank trains on as an orphan."""
+    if sys.platform.startswith("linux"):
+        import multiprocessing
+
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            return
+        parent = multiprocessing.parent_process()
+        if parent is not None and os.getppid() != parent.pid:  # it died before the prctl
+            os._exit(1)
 
 
 def raise_failures(
@@ -226,15 +246,19 @@ class LocalGroup:
                 f"{self.ending}"
             )
 
-    def wait(self) -> None:
-        """Returns None once every rank exited with code 0.
+    def wait(self, poll: Callable[[], None] | None = None) -> None:
+        """Returns None once every rank exited with code 0; ``poll()`` runs between two looks
+        at the ranks (every 50 ms), in this process, while they run.
 
         Raises:
             DivergenceError, WorkerError: a rank failed (see :meth:`check`) or the group ran
                 past ``timeout_s``.
+            Exception: whatever ``poll`` raises (the caller's ``with`` ends the ranks).
         """
         deadline = time.monotonic() + self.timeout_s
         while True:
+            if poll is not None:  # first: what ranks finished before one failed is handed on
+                poll()
             self.check()
             running = [r for r, p in enumerate(self.procs) if p.exitcode is None]
             if not running:
@@ -242,12 +266,15 @@ class LocalGroup:
             self._deadline_passed(deadline, f"ranks {running}")
             self.procs[running[0]].join(0.05)
 
-    def results(self, weights_only: bool = True) -> list[Any]:
-        """Returns each rank's result (``None`` for a rank that returned none) once all exited.
+    def results(
+        self, weights_only: bool = True, poll: Callable[[], None] | None = None
+    ) -> list[Any]:
+        """Returns each rank's result (``None`` for a rank that returned none) once all exited
+        (``poll``: see :meth:`wait`).
 
         Raises:
             DivergenceError, WorkerError: see :meth:`wait`.
         """
-        self.wait()
+        self.wait(poll)
         paths = [Path(self.folder) / f"rank{r}.pt" for r in range(self.world)]
         return [torch.load(p, weights_only=weights_only) if p.exists() else None for p in paths]

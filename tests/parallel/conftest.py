@@ -14,12 +14,13 @@ def _seed() -> None:
     random.seed(0)
 
 
-def stage_pids() -> list[int]:
-    """Returns the pids of this process's live spawned stage processes (Linux /proc).
+def stage_pids(parent: int | None = None) -> list[int]:
+    """Returns the pids of the live spawned stage processes of ``parent`` (default: this
+    process) (Linux /proc).
 
     multiprocessing's own resource tracker (a child for the parent's lifetime) is not a stage.
     """
-    me, out = os.getpid(), []
+    me, out = os.getpid() if parent is None else parent, []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()

@@ -291,7 +291,8 @@ def test_pipeline_settings_round_trip_and_old_keywords_warn(tmp_path: Path) -> N
     run = PipelineTraining(settings=s, space_kwargs=kw, directory=tmp_path / "p")
     assert list(run.section()) == ["steps", "pipeline", "policy", "batch_size", "lr",
                                    "momentum", "seed", "sampler", "cache_subnets", "timeout_s",
-                                   "memory_budget", "mirror", "n_eval"]  # fmt: skip
+                                   "memory_budget", "mirror", "n_eval",
+                                   "checkpoint_every"]  # fmt: skip
     Store.create(tmp_path / "p", run.config()).close()  # the record a resume reads
     back = rebuild_runner(tmp_path / "p")
     assert isinstance(back, PipelineTraining) and back.settings == s
