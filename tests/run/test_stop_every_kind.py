@@ -105,3 +105,21 @@ def test_a_dartsformer_search_stops_at_its_step_and_resumes(tmp_path):
     with _finish(directory) as store:
         assert [r["step"] for r in store.progress()] == [3, 6, 9, 12]
         assert store.trials()
+
+
+@pytest.mark.slow
+def test_a_pipeline_run_stops_at_a_segment_boundary_and_resumes(tmp_path):
+    """A pipeline run (2 stages, csp) held at its first segment stops at the next boundary
+    with its state saved; resumed, it trains to its last step and evaluates its subnets."""
+    run_file = tmp_path / "pipeline.py"
+    run_file.write_text(HOLD + (
+        "kind = 'pipeline'\n"
+        "config = {'steps': 24, 'pipeline': 2, 'checkpoint_every': 8, 'batch_size': 8,\n"
+        "          'n_eval': 2, 'callbacks': [HOLD_FIRST_ROW]}\n"
+    ))  # fmt: skip
+    directory = tmp_path / "run"
+    stop_at_first_row(run_file, directory, REFUSED)
+    with Store.open(directory) as store:
+        assert 8 <= store.n_progress() < 24 and not store.trials()
+    with _finish(directory) as store:
+        assert store.n_progress() == 24 and len(store.trials()) >= 1
