@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from nasforge.errors import ConfigError
+from nasforge.oneshot.sync_bn import synced
 from nasforge.runtime.devices import check_device
 from nasforge.runtime.distributed import ONE, Ranks
 from nasforge.space.search_space import Arch
@@ -79,6 +80,9 @@ class SearchConfig:
     # steps between checkpoints inside an epoch (0: at each epoch's end only); a run's resume,
     # a stop and a restart of a data-parallel job go on from the last one
     checkpoint_every: int = 0
+    # on several ranks: batch norm normalises by the whole batch's statistics in the gradient
+    # steps (nasforge/oneshot/sync_bn.py), not by each rank's shard's
+    sync_bn: bool = False
     # the algorithm's own settings (its ``settings_class``); None: its defaults
     algo: Any = None
 
@@ -252,7 +256,9 @@ def sharded_loss(net: Any, batch: Batch) -> tuple[torch.Tensor, float]:
         return nn.functional.cross_entropy(net(x), y), 1.0
     share = ranks.share(len(batch[0]))
     x, y = ranks.shard(batch)
-    return nn.functional.cross_entropy(net(x), y) * share, share
+    with synced(net, ranks):  # batch norm made synchronisable (sync_bn) spans the ranks here
+        out = net(x)
+    return nn.functional.cross_entropy(out, y) * share, share
 
 
 def arch_grads(net: Any, batch: Batch) -> tuple[float, list[torch.Tensor]]:

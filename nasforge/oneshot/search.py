@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from nasforge.errors import DivergenceError
-from nasforge.oneshot import darts, enas, fewshot, nasb, proxyless, spos  # noqa: F401 - registered
+from nasforge.oneshot import darts, enas, fewshot, nasb, proxyless, spos, sync_bn  # noqa: F401 - registered
 from nasforge.oneshot.algorithms import ALGORITHMS, config_for, get_algorithm, with_settings
 from nasforge.oneshot.common import (
     Pass,
@@ -165,7 +165,9 @@ def search(
     its shard of each batch of the same path, and the gradients are summed across ranks, so
     every rank holds the same supernet and ends with the same architecture (see
     :mod:`nasforge.oneshot.common`); batch norm normalises by each rank's shard, and its
-    running statistics are averaged across ranks after each epoch. ``checkpoint`` and
+    running statistics are averaged across ranks after each epoch, unless the setting
+    ``sync_bn=True`` makes the gradient steps normalise by the whole batch's statistics
+    (:mod:`nasforge.oneshot.sync_bn`). ``checkpoint`` and
     ``on_epoch`` are called on every rank (the caller decides which one writes).
 
     Invariants: the result's ``arch`` is valid for ``space`` (``nf.freeze(space, arch)`` builds
@@ -212,6 +214,8 @@ def _search(
     split, state = initial_state(space, algo, data, cfg, weights, resume_from, cfg.device)
     state.net.ranks = ranks
     ranks.sync_module(state.net)  # equal already (same seed); rank 0's, whatever a rank did
+    if ranks.distributed and cfg.sync_bn:
+        sync_bn.convert(state.net)
     if resume_from is not None:
         logger.info("%s: resuming after epoch %d of %d (step %d)", algo.name, state.epoch,
                     cfg.epochs, state.step)  # fmt: skip

@@ -197,6 +197,7 @@ class LocalGroup:
         """
         import torch.multiprocessing as mp
 
+        Path(self.folder).mkdir(parents=True, exist_ok=True)  # the rendezvous file lives there
         ctx: Any = mp.get_context(self.start_method)
         try:
             for rank in range(self.world):

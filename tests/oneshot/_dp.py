@@ -56,6 +56,19 @@ class MlpSpace(nf.ModelSpace):
         return self.fc(self.blocks(self.node([self.e0(h), self.e1(h)])))
 
 
+class BnSpace(MlpSpace):
+    """Returns :class:`MlpSpace` with batch norm after its stem (and in train mode, by batch
+    statistics)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm1d(24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.op(self.bn(self.stem(x))))
+        return self.fc(self.blocks(self.node([self.e0(h), self.e1(h)])))
+
+
 def data() -> tuple[torch.Tensor, torch.Tensor]:
     """Returns 256 examples of 16 features and 4 classes a linear rule separates."""
     g = torch.Generator().manual_seed(0)
@@ -74,14 +87,16 @@ def _digest(state: Any) -> str:
     return h.hexdigest()[:16]
 
 
-def run(algorithm: str, ranks: Ranks = ONE) -> dict[str, Any]:
+def run(algorithm: str, ranks: Ranks = ONE, bn: str = "") -> dict[str, Any]:
     """Returns what a search of :class:`MlpSpace` on :func:`data` ends with: the pick, the
-    supernet's state, the architecture after each epoch and a digest of every step."""
+    supernet's state, the architecture after each epoch and a digest of every step; ``bn``
+    ``shard`` or ``sync`` searches :class:`BnSpace` (``sync``: with ``sync_bn``)."""
     torch.set_num_threads(1)
     steps: list[str] = []
-    result = search(MlpSpace(), algorithm, data(), threads=1, progress="off", ranks=ranks,
+    space = BnSpace() if bn else MlpSpace()
+    result = search(space, algorithm, data(), threads=1, progress="off", ranks=ranks,
                     checkpoint=lambda row, state: steps.append(_digest(state)),
-                    **SETTINGS, **OWN[algorithm])  # fmt: skip
+                    sync_bn=bn == "sync", **SETTINGS, **OWN[algorithm])  # fmt: skip
     assert result.supernet is not None
     return {
         "arch": result.arch,
@@ -91,17 +106,18 @@ def run(algorithm: str, ranks: Ranks = ONE) -> dict[str, Any]:
     }
 
 
-def _rank(rank: int, folder: str, world: int, algorithm: str) -> dict[str, Any]:
+def _rank(rank: int, folder: str, world: int, algorithm: str, bn: str) -> dict[str, Any]:
     """Returns :func:`run` on rank ``rank`` of ``world``, its global generators first set
     apart from every other rank's (the search must not read them)."""
     join_group(rank, world, file_rendezvous(folder), timeout_s=120)
     torch.manual_seed(1000 + rank)
     random.seed(1000 + rank)
-    return run(algorithm, Ranks(rank, world, rank, "gloo"))
+    return run(algorithm, Ranks(rank, world, rank, "gloo"), bn)
 
 
-def on_ranks(algorithm: str, folder: Path, world: int = 2) -> list[dict[str, Any]]:
+def on_ranks(algorithm: str, folder: Path, world: int = 2, bn: str = "") -> list[dict[str, Any]]:
     """Returns :func:`run` on each of ``world`` ranks (processes on loopback), in rank order."""
-    with LocalGroup(world, _rank, (str(folder), world, algorithm), folder=folder, what="rank",
-                    timeout_s=300) as group:  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    with LocalGroup(world, _rank, (str(folder), world, algorithm, bn), folder=folder,
+                    what="rank", timeout_s=300) as group:  # fmt: skip
         return group.results(weights_only=False)

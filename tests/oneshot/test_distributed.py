@@ -37,3 +37,18 @@ def test_two_ranks_agree_and_match_one_process(algorithm: str, tmp_path) -> None
     """Each algorithm on 2 ranks: the same steps on both, and the weights, architecture
     parameters and pick of one process with the whole batch."""
     _check(algorithm, tmp_path)
+
+
+def _worst(a: dict, b: dict) -> float:
+    return max(float((a["state"][k] - b["state"][k]).abs().max()) for k in b["state"])
+
+
+@pytest.mark.slow
+def test_sync_bn_makes_a_batch_norm_space_match_one_process(tmp_path) -> None:
+    """With batch norm, 2 ranks normalising by their shards drift from one process; with
+    ``sync_bn`` (the whole batch's statistics in the gradient steps) they match it within the
+    float tolerance, running statistics included."""
+    one = run("darts", bn="sync")  # one process: sync_bn changes nothing
+    synced = on_ranks("darts", tmp_path / "sync", bn="sync")[0]
+    sharded = on_ranks("darts", tmp_path / "shard", bn="shard")[0]
+    assert _worst(synced, one) < TOLERANCE < _worst(sharded, one)
