@@ -526,7 +526,7 @@ def _last_checkpoint(store: Store, ckpt: Path) -> dict[str, Any] | None:
     from the first step."""
     point = store.artifacts().get("search_state")
     if point is not None:
-        path = store.directory / point["path"]
+        path = Path(point["path"])  # the store gives it under the run's directory
         if not path.exists():
             raise StoreError(
                 f"{store.directory}: the checkpoint {path} of step {point['meta'].get('step')} "

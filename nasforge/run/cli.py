@@ -113,6 +113,8 @@ def _local_job(args: argparse.Namespace) -> int | None:
 
     if args.nproc is None or from_env() is not None:
         return None
+    if args.nproc == 1:  # one process: this one
+        return None
     argv, skip = [], False
     for word in args.argv:  # the same command, less --nproc
         if skip:
