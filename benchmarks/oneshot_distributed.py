@@ -111,8 +111,9 @@ def _run(algorithm: str, n: int, epochs: int, ranks: Ranks = ONE) -> dict[str, A
 
 
 def _rank(rank: int, folder: str, world: int, algorithm: str, n: int, epochs: int) -> Any:
-    join_group(rank, world, file_rendezvous(folder), timeout_s=600)
-    return _run(algorithm, n, epochs, Ranks(rank, world, rank, "gloo"))
+    return _run(
+        algorithm, n, epochs, join_group(rank, world, file_rendezvous(folder), timeout_s=600)
+    )
 
 
 def _two(algorithm: str, n: int, epochs: int) -> list[dict[str, Any]]:

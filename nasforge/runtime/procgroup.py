@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from nasforge.errors import DivergenceError, WorkerError
+from nasforge.runtime.distributed import Ranks
 from nasforge.runtime.loopback import pin_to_loopback
 
 __all__ = [
@@ -61,8 +62,10 @@ def join_group(
     backend: str = "gloo",
     timeout_s: float = 600.0,
     loopback: bool = True,
-) -> None:
-    """Returns None once this process is rank ``rank`` of a ``world``-rank process group.
+) -> Ranks:
+    """Returns this process's :class:`~nasforge.runtime.distributed.Ranks` (the one rank
+    object of every family: what a data-parallel search takes as ``ranks``) once it is rank
+    ``rank`` of a ``world``-rank process group.
 
     ``loopback`` pins gloo's (and NCCL's bootstrap) sockets to the loopback interface first;
     ``False`` is the explicit multi-node opt-in of a caller whose ranks live on other hosts.
@@ -78,6 +81,7 @@ def join_group(
         world_size=world,
         timeout=timedelta(seconds=timeout_s),
     )
+    return Ranks(rank, world, rank, backend)
 
 
 def run_rank(fn: Callable[..., Any], rank: int, folder: str, *args: Any) -> None:

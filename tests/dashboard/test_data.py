@@ -199,20 +199,10 @@ def test_duration_is_the_recorded_working_time_not_file_times(tmp_path: Path) ->
     import shutil
     import time
 
-    from nasforge.run.runner import BaseRunner, Objective
+    from tests.run._kinds import MinimalRun
 
-    class _Quick(BaseRunner):
+    class _Quick(MinimalRun):
         kind = "test-quick"
-
-        def __init__(self, directory: Path) -> None:
-            super().__init__(Objective("accuracy", "max"), directory)
-
-        @classmethod
-        def from_section(cls, settings, *, base=None, **overrides):
-            return cls(settings["directory"])
-
-        def section(self) -> dict:
-            return {}
 
         def _execute(self, store: Store, resume: bool) -> None:
             store.record_trial("a" * 16, {"w": 1}, TrialOutcome("done", {"accuracy": 1.0}))

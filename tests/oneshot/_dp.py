@@ -109,10 +109,10 @@ def run(algorithm: str, ranks: Ranks = ONE, bn: str = "") -> dict[str, Any]:
 def _rank(rank: int, folder: str, world: int, algorithm: str, bn: str) -> dict[str, Any]:
     """Returns :func:`run` on rank ``rank`` of ``world``, its global generators first set
     apart from every other rank's (the search must not read them)."""
-    join_group(rank, world, file_rendezvous(folder), timeout_s=120)
+    ranks = join_group(rank, world, file_rendezvous(folder), timeout_s=120)
     torch.manual_seed(1000 + rank)
     random.seed(1000 + rank)
-    return run(algorithm, Ranks(rank, world, rank, "gloo"), bn)
+    return run(algorithm, ranks, bn)
 
 
 def on_ranks(algorithm: str, folder: Path, world: int = 2, bn: str = "") -> list[dict[str, Any]]:

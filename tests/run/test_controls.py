@@ -3,7 +3,6 @@ controls, refusals in one line before anything is left, and the one hook that ap
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -15,8 +14,8 @@ import pytest
 from nasforge.cli import main
 from nasforge.errors import ConfigError
 from nasforge.run.requests import CONTROL, MAX_REQUEST_BYTES, Request, take_requests
-from nasforge.run.runner import BaseRunner, Objective
 from nasforge.run.store import Store, TrialOutcome
+from tests.run._kinds import MinimalRun
 from tests.runwait import wait_for_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,28 +59,13 @@ def test_take_requests_reads_only_small_regular_files_and_never_follows_links(tm
     assert secret.exists() and sorted(p.name for p in folder.iterdir()) == [".6-half.json.tmp"]
 
 
-@dataclasses.dataclass
-class _Settings:
-    steps: int = 3
-
-
-class _StepRun(BaseRunner):
+class _StepRun(MinimalRun):
     """A kind that leaves requests to itself at its first step, as a shell would."""
 
     kind = "test-steps"
     controls = frozenset({"stop"})
     boundary = "step"
     asks: list[dict] = []
-
-    def __init__(self, directory: Path) -> None:
-        super().__init__(Objective("accuracy", "max"), directory)
-
-    @classmethod
-    def from_section(cls, settings, *, base=None, **overrides):
-        return cls(settings["directory"])
-
-    def section(self) -> dict:
-        return {}
 
     def _execute(self, store: Store, resume: bool) -> None:
         for step in range(1, 4):
