@@ -160,11 +160,12 @@ def _restart_same_arch(n: int, epochs: int, folder: Path) -> bool:
     run_id = f"nf-bench-{os.getpid()}"
     torchrun = Path(sys.executable).with_name("torchrun")
     killed = folder / "killed"
+    log = open(folder / "torchrun.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [str(torchrun), "--nnodes", "1", "--nproc-per-node", "2", "--max-restarts", "1",
          "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id,
          "-m", "nasforge", "run", str(run_file), "--dir", str(killed)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        env=env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     try:
         deadline = time.monotonic() + 1800
         while time.monotonic() < deadline:
@@ -183,11 +184,16 @@ def _restart_same_arch(n: int, epochs: int, folder: Path) -> bool:
             if f"TORCHELASTIC_RUN_ID={run_id}".encode() in environ and b"RANK=1" in environ:
                 os.kill(int(entry.name), signal.SIGKILL)
         (killed / "go").write_text("")
-        proc.wait(3600)
+        proc.wait(900)
+    except subprocess.TimeoutExpired:
+        print("the restarted job did not end; its log:", file=sys.stderr)
+        print((folder / "torchrun.log").read_text()[-3000:], file=sys.stderr)
+        return False
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        log.close()
     whole = folder / "whole"
     subprocess.run([sys.executable, "-m", "nasforge", "run", str(run_file), "--nproc", "2",
                     "--dir", str(whole)], env={**env, "NF_HOLD": "0"}, check=True,
