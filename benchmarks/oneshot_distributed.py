@@ -202,7 +202,11 @@ def _restart_same_arch(n: int, epochs: int, folder: Path) -> bool:
     for d in (killed, whole):
         with Store.open(d) as store:
             picks.append([t.arch for t in store.trials() if t.id in store.picks()])
-    return bool(picks[0]) and picks[0] == picks[1]
+    same = bool(picks[0]) and picks[0] == picks[1]
+    if not same:
+        print(f"restart: picks {picks}; the job's log:", file=sys.stderr)
+        print((folder / "torchrun.log").read_text()[-3000:], file=sys.stderr)
+    return same
 
 
 def main() -> None:

@@ -326,13 +326,24 @@ def join(device: str = "cpu", timeout_s: float = 300.0) -> Ranks:
 
         torch.cuda.set_device(found.local_rank)
     timeout_s = float(os.environ.get(TIMEOUT_ENV, timeout_s))
+    timeout = timedelta(seconds=timeout_s)
     try:
-        dist.init_process_group(backend, init_method="env://", timeout=timedelta(seconds=timeout_s))
+        if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+            # the agent's store outlives a restart of the ranks, and torch adds no prefix per
+            # attempt: a restarted rank would read the dead ranks' addresses (gloo's
+            # "Connection refused"), so each attempt gets keys of its own
+            client = dist.TCPStore(address, int(os.environ.get("MASTER_PORT", "0")),
+                                   found.world, False, timeout)  # fmt: skip
+            store = dist.PrefixStore(f"/nasforge/attempt_{found.restarts}", client)
+            dist.init_process_group(backend, store=store, rank=found.rank,
+                                    world_size=found.world, timeout=timeout)  # fmt: skip
+        else:
+            dist.init_process_group(backend, init_method="env://", timeout=timeout)
     except Exception as exc:  # a DistNetworkError, a timeout, a refused connection
-        port = os.environ.get("MASTER_PORT", "?")
+        where = os.environ.get("MASTER_PORT", "?")
         raise ConfigError(
             f"rank {found.rank} of {found.world} could not join the job's rendezvous at "
-            f"{address}:{port} ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); check "
+            f"{address}:{where} ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); check "
             "the --rdzv-endpoint (host:port reachable from every node, the port free on the "
             "first), and that every rank was started"
         ) from exc
