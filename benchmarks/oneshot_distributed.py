@@ -95,6 +95,7 @@ def _run(algorithm: str, n: int, epochs: int, ranks: Ranks = ONE) -> dict[str, A
     search (on this rank)."""
     torch.set_num_threads(1)
     marks: list[float] = []
+    ranks.barrier()  # the ranks start together: a slower process start-up is not training
     t0 = time.perf_counter()
     result = search(MnistChain(), algorithm, _data(n), epochs=epochs, batch_size=64, seed=0,
                     threads=1, progress="off", ranks=ranks,
