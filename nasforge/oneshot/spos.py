@@ -47,10 +47,10 @@ class SposLayer(MixedLayer, PathLayer):
     edge."""
 
     chosen: int = 0
-    skip: bool = False
+    _nf_skip: bool = False  # not a plain name: a candidate may be called "skip"
 
     def mixed_forward(self, *args: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-        if self.skip:
+        if self._nf_skip:
             return self.zeros(args[0])
         out: torch.Tensor = self.path(*args, **kwargs)
         return out
@@ -66,7 +66,7 @@ class SposInput(MixedInput, PathInput):
         super().follow(arch)
         for i, e in enumerate(self.edges):
             assert isinstance(e, SposLayer), type(e).__name__  # a SPOS supernet's edges
-            e.skip = i not in self.chosen
+            e._nf_skip = i not in self.chosen
 
     def mixed_forward(self, inputs: list[torch.Tensor]) -> torch.Tensor:
         return self.path(inputs)

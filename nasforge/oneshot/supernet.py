@@ -106,6 +106,12 @@ class MixedLayer(_Mixed):
         super().__init__(str(choice.label), net)
         self.names: list[Any] = list(choice.names)
         for name in self.names:
+            if hasattr(self, str(name)):
+                raise SpaceError(
+                    f"LayerChoice {self.label!r}: candidate name {name!r} is taken by the "
+                    f"{net.algorithm.name} supernet's mixed op ({type(self).__name__}.{name}); "
+                    "rename the candidate"
+                )
             self.add_module(str(name), choice.candidate(name))
         self.node: MixedInput | None = None  # set when this layer is an edge of a node
         self._shapes: dict[tuple[int, ...], torch.Size] = {}

@@ -26,7 +26,9 @@ def test_single_path_runs_only_sampled_ops() -> None:
                 c.register_forward_hook(lambda mod, i, o: ran.append(id(mod)))
     net(x)
     expected = {
-        id(m.candidates()[m.chosen]) for m in net.mixed() if isinstance(m, SposLayer) and not m.skip
+        id(m.candidates()[m.chosen])
+        for m in net.mixed()
+        if isinstance(m, SposLayer) and not m._nf_skip
     }
     assert set(ran) == expected and len(ran) == len(expected)
     assert len(expected) == 3 * 2 * 2  # 3 cells x 2 nodes x 2 chosen inputs

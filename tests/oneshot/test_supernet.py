@@ -142,3 +142,27 @@ def test_spos_inheritance_matches_supernet(space_name: str, request: pytest.Fixt
         net.eval()
         model = inherit_weights(net, arch).eval()
         torch.testing.assert_close(model(x), net(x))
+
+
+def test_a_candidate_called_skip_mixes_and_a_reserved_name_is_one_clear_error() -> None:
+    """A candidate named ``skip`` (a skip connection) is mixed by every algorithm; a name
+    the mixed op itself uses is a SpaceError naming the candidate."""
+    import nasforge as nf
+    from nasforge.errors import SpaceError
+    from nasforge.oneshot import supernet as make
+
+    class Net(nf.ModelSpace):
+        def __init__(self, other: str = "skip") -> None:
+            super().__init__()
+            self.op = nf.LayerChoice({"lin": lambda: nn.Linear(4, 4), other: nn.Identity},
+                                     label="op")  # fmt: skip
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.fc(self.op(x))
+
+    for algorithm in ("darts", "nasb", "spos", "proxylessnas", "enas"):
+        net = make(Net(), algorithm)
+        assert net(torch.randn(3, 4)).shape == (3, 2)
+    with pytest.raises(SpaceError, match="candidate name .arch."):
+        make(Net("arch"), "spos")
