@@ -546,6 +546,8 @@ class ProcessPoolExecutor(BaseExecutor):
                     result.placement = self._placement(tid).to_dict()
                 self._slot_of.pop(tid, None)
                 out.append(result)
+        if out:  # a worker not taken back leaves a slot: fork its spare now, so that the
+            self._top_up()  # next submit finds one (else each later trial got a lone child)
         return out
 
     def shutdown(self) -> None:

@@ -240,8 +240,9 @@ def _pid_unless_two(arch, report):
     return 1.0
 
 
-def _worker_pids(reuse: bool, where) -> list[tuple[int, int, str]]:
-    """Returns (trial id, worker pid, status) of 6 trials on the pool x 2, trial 3 failing."""
+def _worker_pids(reuse: bool, where, concurrency: int = 2) -> list[tuple[int, int, str]]:
+    """Returns (trial id, worker pid, status) of 6 trials on the pool x ``concurrency``,
+    trial 3 failing."""
     from nasforge.engine import Experiment
     from nasforge.run.trial_logs import trial_log
 
@@ -250,7 +251,7 @@ def _worker_pids(reuse: bool, where) -> list[tuple[int, int, str]]:
         _pid_unless_two,
         "grid",
         directory=where,
-        executor=ProcessPoolExecutor(2, reuse_workers=reuse),
+        executor=ProcessPoolExecutor(concurrency, reuse_workers=reuse),
         progress="off",
         crossmodel=False,
     )
@@ -312,3 +313,11 @@ def test_pool_workers_take_trial_after_trial_and_a_failed_trials_worker_is_repla
     assert failed_pid not in [pid for tid, pid, _ in rows if tid > failed_id]
     fresh = _worker_pids(False, tmp_path / "fresh")
     assert len({pid for _, pid, _ in fresh}) == len(fresh)
+
+
+def test_the_worker_after_a_failed_trial_is_reused_too(tmp_path):
+    """On the pool x 1, the fresh worker that replaces a failed trial's runs every later trial
+    (its spare is forked as the slot frees, not left to a lone child per trial)."""
+    rows = _worker_pids(True, tmp_path / "run", concurrency=1)
+    assert [s for _, _, s in rows] == ["done"] * 2 + ["failed"] + ["done"] * 3
+    assert len({pid for tid, pid, _ in rows if tid > 3}) == 1, rows
