@@ -42,6 +42,7 @@ from nasforge.engine.trial import (
     run_trial,
 )
 from nasforge.engine.warm import warm_up
+from nasforge.engine.worker_state import WorkerState
 from nasforge.errors import ConfigError
 from nasforge.run.trial_logs import crash_traceback
 from nasforge.runtime.devices import (
@@ -111,9 +112,12 @@ def _child_main(
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the engine's to handle
     if task is not None:
-        _child_trial(conn, space, evaluator, task, threads, setup, placement, visible, tasks)
+        conn.send(
+            _child_trial(conn, space, evaluator, task, threads, setup, placement, visible, tasks)
+        )
         conn.close()
         return
+    state = None  # what each trial starts from, taken before the first one (reuse only)
     # A closed task pipe alone cannot end a worker: siblings forked after it hold copies of
     # the pipe's write end, so its EOF would wait for them. The engine says so in words: a
     # task without another to follow, or None (retired).
@@ -127,8 +131,18 @@ def _child_main(
         if message is None:  # retired
             return
         task, placement, visible, again = message
-        _child_trial(conn, space, evaluator, task, threads, setup, placement, visible, tasks)
-        if not again:
+        if again and state is None:  # a few ms; GPU workers (never reused) take nothing
+            state = WorkerState.take()
+        result = _child_trial(
+            conn, space, evaluator, task, threads, setup, placement, visible, tasks
+        )
+        # put back what the trial changed; what cannot be put back ends this worker, and the
+        # engine, told before the result, gives the next trial a fresh one
+        reasons = state.restore() if state is not None and again else []
+        if reasons:
+            conn.send(("replace", reasons))
+        conn.send(result)
+        if not again or reasons:
             return
 
 
@@ -142,8 +156,8 @@ def _child_trial(
     placement: Placement | None,
     visible: str | None,
     tasks: Any,
-) -> None:
-    """Runs one trial in a pool child and sends its result on ``conn``."""
+) -> TrialResult:
+    """Returns the result of one trial run in a pool child (reports go on ``conn``)."""
     live = None if tasks is None or task.stopper is None else _PipeLive(conn, tasks)
     crash_traceback(task.log)  # a segfault's traceback goes to the trial's log
     if visible is not None:  # before anything in this child initialises CUDA
@@ -154,8 +168,7 @@ def _child_trial(
     if setup is not None:
         setup(task)
     # the parent enforces the timeout by killing this child
-    result = run_trial(space, evaluator, task.without_timeout(), live)
-    conn.send(result)
+    return run_trial(space, evaluator, task.without_timeout(), live)
 
 
 def _default_start_method() -> str:
@@ -215,6 +228,9 @@ class ProcessPoolExecutor(BaseExecutor):
         self._updates: dict[int, Any] = {}
         #: running trial on a reusable worker -> (task pipe, result pipe) of that worker
         self._pipes: dict[int, tuple[Any, Any]] = {}
+        #: trials whose worker said it cannot run another (worker_state): why
+        self._replace: dict[int, list[str]] = {}
+        self._replaced_why: set[str] = set()  # parts already logged at INFO
 
     def spec(self) -> str | dict[str, Any]:
         """Returns ``"pool"``, or with the settings that differ from the defaults a mapping
@@ -440,7 +456,10 @@ class ProcessPoolExecutor(BaseExecutor):
         trial succeeded (it ``sent`` its result), else its pipes closed and (when it sent its
         result and is ending on its own) reaped later, never waited for."""
         reusable = tid in self._pipes and sent and result.status not in ("failed", "cancelled")
-        if reusable and proc.is_alive():
+        reasons = self._replace.pop(tid, None)
+        if reusable and reasons:
+            self._note_replaced(tid, reasons)
+        if reusable and not reasons and proc.is_alive():
             self._updates.pop(tid, None)
             tasks, recv = self._pipes.pop(tid)
             self._spares.append((proc, tasks, recv))
@@ -450,6 +469,15 @@ class ProcessPoolExecutor(BaseExecutor):
         self._retire(tid)
         if sent:
             self._exiting.append(proc)
+
+    def _note_replaced(self, tid: int, reasons: list[str]) -> None:
+        """Logs why ``tid``'s worker runs no further trial: at INFO the first time a part of
+        the process state is the reason, at DEBUG after that."""
+        parts = {r.split(":", 1)[0] for r in reasons}
+        level = logging.DEBUG if parts <= self._replaced_why else logging.INFO
+        self._replaced_why |= parts
+        log.log(level, "trial %d's worker is replaced, its process state cannot be put back "
+                "for the next trial: %s", tid, "; ".join(reasons))  # fmt: skip
 
     def _close_updates(self, trial: int) -> None:
         """Closes the snapshot pipe of ``trial``, if it has one."""
@@ -470,6 +498,9 @@ class ProcessPoolExecutor(BaseExecutor):
             message = conn.recv()
             if isinstance(message, TrialResult):
                 break
+            if message[0] == "replace":  # the worker cannot run another trial (worker_state)
+                self._replace[tid] = message[1]
+                continue
             _, value, resource = message
             if self.live_stopper is not None:
                 changed |= bool(self.live_stopper.add_running(value, tid, resource))
