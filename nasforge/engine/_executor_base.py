@@ -91,8 +91,14 @@ class BaseExecutor(abc.ABC):
         """
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(f"concurrency must be an int >= 1, got {n!r}")
-        self.concurrency = n
+        most = self.most_concurrency()
+        self.concurrency = n if most is None else min(n, most)
         return self.concurrency
+
+    def most_concurrency(self) -> int | None:
+        """Returns the most trials this executor can run at once here (None: it knows no
+        bound; Ray's cluster decides how many of the asked trials run at once)."""
+        return None
 
     def concurrency_limit(self) -> str:
         """Returns what bounds this executor's concurrency, for a message (empty: nothing)."""

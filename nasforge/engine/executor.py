@@ -65,14 +65,8 @@ class InProcessExecutor(BaseExecutor):
         self._done.clear()
         return out
 
-    def set_concurrency(self, n: int) -> int:
-        """Returns 1: this executor runs one trial at a time, whatever ``n``.
-
-        Raises:
-            ConfigError: ``n`` is not a positive int.
-        """
-        super().set_concurrency(n)
-        self.concurrency = 1
+    def most_concurrency(self) -> int:
+        """Returns 1: this executor runs one trial at a time."""
         return 1
 
     def concurrency_limit(self) -> str:

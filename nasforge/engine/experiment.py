@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import math
 import sys
@@ -66,7 +67,7 @@ from nasforge.engine.trial import TrialResult, TrialTask, cancel_marker
 from nasforge.errors import ConfigError, StoreError, TrialError
 from nasforge.run.preflight import require
 from nasforge.run.progress import Progress
-from nasforge.run.requests import Request
+from nasforge.run.requests import BOUND_META, Request
 from nasforge.run.results import pareto_front, score
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.status import failure_summary
@@ -364,7 +365,11 @@ class Experiment(BaseRunner):
 
     def _record_executor(self, store: Store, executor: BaseExecutor) -> None:
         """Records the executor's settings once it started (e.g. the address of the Ray
-        cluster it joined), so that a resume from the record runs on the same one."""
+        cluster it joined), so that a resume from the record runs on the same one, and the
+        most trials the running one runs at once here (``nasforge set`` refuses more)."""
+        most = self.executor.most_concurrency()
+        bound = {"most": most, "why": self.executor.concurrency_limit()} if most else {}
+        store.set_meta(BOUND_META, json.dumps(bound))
         config = dict(store.config())
         section = dict(config[self.kind])
         if section.get("executor") != executor.spec():

@@ -269,11 +269,13 @@ class ProcessPoolExecutor(BaseExecutor):
         Raises:
             ConfigError: ``n`` is not a positive int.
         """
-        super().set_concurrency(n)
+        now = super().set_concurrency(n)
         self._requested = n
-        bound = len(self._slots) if self._slots else usable_cores()
-        self.concurrency = min(n, bound)
-        return self.concurrency
+        return now
+
+    def most_concurrency(self) -> int:
+        """Returns the GPU slots of GPU trials, else this machine's usable cores."""
+        return len(self._slots) if self._slots else usable_cores()
 
     def concurrency_limit(self) -> str:
         """Returns what bounds the pool: its GPU slots, or this machine's cores."""

@@ -15,7 +15,9 @@ request the run's kind does not take is refused here, in one line, before any fi
     stop --trial N  cancels that running trial (recorded ``cancelled``); the search goes on
     set K=V ...     ``n_trials`` and ``concurrency`` of a running multi-trial search; the change
                     is written into the run's settings (a resume keeps it) and shown by
-                    ``nasforge status``
+                    ``nasforge status``; a concurrency above what the run's executor runs at
+                    once here (this machine's usable cores, its GPU slots, 1 in-process) is
+                    refused in one line naming the bound
     logs DIR [N]    the run's log, or trial N's (``--follow`` goes on showing what is
                     appended until the trial, or the run, ends)
 """
@@ -33,7 +35,7 @@ from typing import Any
 from nasforge.errors import ConfigError, StoreError
 from nasforge.run._schema import DB_NAME
 from nasforge.run.lock import HOLDER_NAME, LOCK_NAME, WriterLock
-from nasforge.run.requests import CONTROL, SETTABLE, Request, describe
+from nasforge.run.requests import BOUND_META, CONTROL, SETTABLE, Request, describe
 from nasforge.run.trial_logs import SHOWN_LIMIT, read_from, read_log, run_log, trial_log
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "stop",
     "cancel",
     "change",
+    "concurrency_bound",
     "parse_settings",
     "register",
 ]
@@ -77,7 +80,8 @@ def request(directory: str | Path, asked: Request) -> Path:
         StoreError: no run is recorded there, or none is running (nothing would read it), or
             the writer lock is held by another program than nasforge.
         ConfigError: the run's kind does not take this request (the message says what it
-            takes); nothing is left.
+            takes), or it asks a concurrency above the run's stated bound
+            (:func:`concurrency_bound`); nothing is left.
     """
     directory = Path(directory)
     if not (directory / DB_NAME).exists():
@@ -99,6 +103,12 @@ def request(directory: str | Path, asked: Request) -> Path:
     missing = [c for c in asked.needs() if c not in controls]
     if missing:
         raise ConfigError(f"a {kind} run cannot take `{' '.join(missing)}`: {describe(controls)}")
+    bound, asked_for = concurrency_bound(directory), asked.settings.get("concurrency", 0)
+    if bound is not None and asked_for > bound[0]:
+        raise ConfigError(
+            f"concurrency={asked_for} is more than this run can run at once: {bound[1]}; "
+            f"give concurrency={bound[0]} or fewer (nothing was asked)"
+        )
     folder = directory / CONTROL
     folder.mkdir(exist_ok=True)
     # the folder itself, never a link put in its place: opened without following one, and the
@@ -159,14 +169,35 @@ def change(directory: str | Path, pairs: list[str], via: str = "cli") -> str:
     take the settings ``pairs`` (``n_trials=N``, ``concurrency=N``).
 
     Raises:
-        ConfigError: a pair is malformed (:func:`parse_settings`), or the run's kind cannot
-            change that setting while it runs.
+        ConfigError: a pair is malformed (:func:`parse_settings`), the run's kind cannot
+            change that setting while it runs, or ``concurrency`` is more than the run can
+            run at once here (:func:`concurrency_bound`); nothing is asked then.
         StoreError: no run is running there.
     """
     settings = parse_settings(pairs)
     request(directory, Request("set", via, settings=settings))
     shown = ", ".join(f"{k}={v}" for k, v in settings.items())
     return f"asked the run in {directory} to take {shown}"
+
+
+def concurrency_bound(directory: str | Path) -> tuple[int, str] | None:
+    """Returns the most trials at once the search running in ``directory`` can take, and
+    why, as it stated when it started (:data:`~nasforge.run.requests.BOUND_META`: this
+    machine's usable cores for CPU trials on the pool, its GPU slots, 1 in-process); None
+    where it stated no bound (Ray's cluster decides, or a record from before runs stated
+    one: the running engine then lowers what it cannot run and records a note)."""
+    from nasforge.run.store import Store
+
+    with Store.open(directory) as store:
+        text = store.get_meta(BOUND_META) or "{}"
+    try:
+        bound = json.loads(text)
+        most, why = bound.get("most"), str(bound.get("why") or "")
+    except (ValueError, AttributeError):  # a damaged value states no bound
+        return None
+    if isinstance(most, bool) or not isinstance(most, int) or most < 1:
+        return None
+    return most, why
 
 
 def parse_settings(pairs: list[str]) -> dict[str, int]:

@@ -40,6 +40,7 @@ __all__ = [
     "CONTROL",
     "SETTABLE",
     "MAX_REQUEST_BYTES",
+    "BOUND_META",
     "Request",
     "check_controls",
     "describe",
@@ -60,6 +61,10 @@ CONTROLS: dict[str, str] = {
 SETTABLE = ("n_trials", "concurrency")
 #: the largest request file a writer reads (a request is a few dozen bytes)
 MAX_REQUEST_BYTES = 4096
+#: the record's meta key where a running multi-trial search states, when it starts, the most
+#: trials its executor runs at once here and why (JSON ``{"most": N, "why": "..."}``, ``{}``
+#: where it knows no bound), so that ``nasforge set`` refuses more in one line
+BOUND_META = "concurrency_bound"
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,8 @@ def test_actions_reach_the_running_search_and_are_recorded_as_the_command_line_s
 ) -> None:
     """With allow_control the run page has the panel; `set` changes n_trials in the record
     and `stop` ends the search as stopped, each a control note naming via=dashboard; a bad
-    value gets the command line's message; a finished run says nothing is running."""
+    value, or a concurrency above what the run can run at once, gets the command line's
+    message and leaves nothing; a finished run says nothing is running."""
     from nasforge.dashboard.app import create_app
 
     directory = tmp_path / "runs" / "live"
@@ -168,6 +169,10 @@ def test_actions_reach_the_running_search_and_are_recorded_as_the_command_line_s
         assert "nf-control-panel" in _page(client, "runs/live")
         bad = _press(client, "set", {"nf-control-n-trials.value": 2.5}, ORIGIN)
         assert bad.status_code == 200 and "n_trials must be a positive int" in _said(bad)
+        many = _said(_press(client, "set", {"nf-control-concurrency.value": 40}, ORIGIN))
+        assert "concurrency=40 is more than this run can run at once" in many, many
+        assert "one trial at a time" in many and "concurrency=1 or fewer" in many
+        assert not list((directory / CONTROL).glob("*.json"))
         answer = _press(client, "set", {"nf-control-n-trials.value": 40}, ORIGIN)
         assert answer.status_code == 200 and "n_trials=40" in _said(answer)
         _wait(lambda: any(n["event"] == "set" for n in _notes(directory)), "the set note")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import resource
 import subprocess
@@ -177,6 +178,10 @@ def _steer(tmp_path: Path, executor: str) -> None:
         assert main(["stop", str(directory), "--trial", "1"]) == 0
         _wait(lambda: _statuses(directory).get(1) == "cancelled", "trial 1 cancelled")
         assert _statuses(directory).get(2) == "running"  # the search goes on
+        if executor == '"pool"':  # more than the machine's cores: refused, nothing asked
+            from nasforge.runtime.threads import usable_cores
+
+            assert main(["set", str(directory), f"concurrency={usable_cores() + 38}"]) == 2
         assert main(["set", str(directory), "n_trials=30", "concurrency=1"]) == 0
         _wait(lambda: _notes(directory, "set"), "the settings recorded")
         assert main(["stop", str(directory), "--cancel"]) == 0
@@ -211,6 +216,63 @@ def _notes(directory: Path, event: str) -> bool:
 @pytest.mark.slow
 def test_stop_a_trial_set_and_stop_a_running_search_on_the_pool(tmp_path):
     _steer(tmp_path, '"pool"')
+
+
+class _Lines(logging.Handler):
+    """Returns nothing; keeps the messages of the records it handles at ERROR or above."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _ask_concurrency(arch, report) -> float:
+    """Asks the search running this trial, as `nasforge set` from another shell would, for
+    one trial at once more than ``arch["most"]`` and then for that many; writes the exit
+    codes and the error lines into the run folder, where the test reads them."""
+    directory, most = os.environ["NF_TEST_RUN"], arch["most"]
+    said = _Lines()
+    logging.getLogger().addHandler(said)
+    try:
+        codes = [main(["set", directory, f"concurrency={n}"]) for n in (most + 1, most)]
+    finally:
+        logging.getLogger().removeHandler(said)
+    Path(directory, "asked.json").write_text(json.dumps({"codes": codes, "said": said.lines}))
+    return 1.0
+
+
+@pytest.mark.parametrize("executor", ["inprocess", "pool"])
+def test_set_concurrency_above_what_the_run_can_run_here_is_one_line(
+    tmp_path, monkeypatch, executor
+):
+    """`nasforge set DIR concurrency=N` on a running search refuses N above what its
+    executor runs at once here (this machine's usable cores on the pool, 1 in-process) in
+    one line naming N, the bound and why, exit 2, leaving nothing; the bound itself is
+    taken and recorded."""
+    from nasforge.runtime.threads import usable_cores
+    from nasforge.space.search_space import Decision, SearchSpace
+
+    most = usable_cores() if executor == "pool" else 1
+    directory = tmp_path / "run"
+    monkeypatch.setenv("NF_TEST_RUN", str(directory))
+    exp = Experiment(
+        SearchSpace([Decision("most", "value", (most,))]), _ask_concurrency, "grid",
+        directory=directory, n_trials=1, executor=executor, concurrency=1, progress="off",
+    )  # fmt: skip
+    exp.run()
+    asked = json.loads((directory / "asked.json").read_text())
+    assert asked["codes"] == [2, 0], asked
+    (line,) = asked["said"]
+    assert "\n" not in line and f"concurrency={most + 1} is more than" in line
+    assert f"concurrency={most} or fewer" in line
+    why = f"{most} usable cores" if executor == "pool" else "one trial at a time"
+    assert why in line, line
+    with Store.open(directory) as store:
+        notes = [n for n in store.notes("control") if n.get("event") == "set"]
+        assert [n["concurrency"] for n in notes] == [most]  # the refused one never reached it
 
 
 def test_stop_on_a_stopped_directory_is_a_clear_error(tmp_path, capsys):
