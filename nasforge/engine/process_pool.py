@@ -252,19 +252,13 @@ class ProcessPoolExecutor(BaseExecutor):
         self._slots = gpu_slots(self.devices, self.gpus_per_trial)
         self.concurrency = self._requested
         if self._slots and len(self._slots) < self._requested:
-            log.info(
-                "concurrency %d lowered to %d: %d GPUs at %g per trial",
-                self._requested,
-                len(self._slots),
-                len(self.devices),
-                self.gpus_per_trial,
-            )
+            log.info("concurrency %d lowered to %d: %d GPUs at %g per trial", self._requested,
+                     len(self._slots), len(self.devices), self.gpus_per_trial)  # fmt: skip
             self.concurrency = len(self._slots)
 
     def set_concurrency(self, n: int) -> int:
-        """Returns the concurrency from now on after asking for ``n``: at most the GPU slots
-        of GPU trials, and at most this machine's usable cores for CPU trials (each child
-        trains with its own threads; more children than cores only slows every trial).
+        """Returns the concurrency from now on after asking for ``n``, at most
+        :meth:`most_concurrency` (the base's rule); GPU slots taken later bound ``n`` again.
 
         Raises:
             ConfigError: ``n`` is not a positive int.
@@ -274,7 +268,8 @@ class ProcessPoolExecutor(BaseExecutor):
         return now
 
     def most_concurrency(self) -> int:
-        """Returns the GPU slots of GPU trials, else this machine's usable cores."""
+        """Returns the GPU slots of GPU trials, else this machine's usable cores (each child
+        trains with its own threads; more children than cores only slows every trial)."""
         return len(self._slots) if self._slots else usable_cores()
 
     def concurrency_limit(self) -> str:

@@ -352,6 +352,22 @@ KINDS: dict[str, tuple[Callable[[], Any], Callable[[], Any], str]] = {
     "session": (os.setsid, lambda: os.getsid(0), "replace"),
     "cuda": (lambda: torch.cuda.init(), torch.cuda.is_initialized, "replace"),
 }
+#: kind -> the part of the process state a worker names when that kind replaces it
+#: (``worker_state.PARTS``); "nice" and "rlimit" kinds only where they are not reset
+REASONS = {
+    "nice": "scheduling priority",
+    "rlimit-hard": "resource limits",
+    "matmul-precision": "torch's float32 precision",
+    "fd-left-open": "file descriptors",
+    "fd-redirected": "file descriptors",
+    "thread-left-running": "threads",
+    "child-left-running": "child processes",
+    "memory-grown": "anonymous memory",
+    "interop-threads": "torch's inter-op threads",
+    "inference-mode": "torch's inference mode",
+    "session": "credentials, session and process group",
+    "cuda": "CUDA initialised",
+}
 #: whether this process may undo the kinds that need a privilege to undo
 MAY = {
     "nice": _may(lambda: os.setpriority(os.PRIO_PROCESS, 0, 0), lambda: os.nice(5)),
@@ -378,11 +394,29 @@ def _trial(arch: dict[str, Any], report: Any) -> float:
     return 1.0
 
 
+class _Replaced(logging.Handler):
+    """Returns nothing; keeps trial id -> the reasons the pool logged for replacing that
+    trial's worker (``"<part>: <what>; ..."``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.why: dict[int, str] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "worker is replaced" in str(record.msg) and isinstance(record.args, tuple):
+            self.why[int(record.args[0])] = str(record.args[1])
+
+
 def _run(kinds: list[str], out: Path) -> dict[str, dict[str, dict[str, Any]]]:
-    """Returns kind -> step -> what the trial saw, after running each kind's change and observe
-    trials one after the other on a pool of one reused worker."""
+    """Returns kind -> step -> what the trial saw (and, for the change, why its worker was
+    replaced, if it was), after running each kind's change and observe trials one after the
+    other on a pool of one reused worker."""
     _OUT[:] = [out]
     out.chmod(0o777)
+    engine, replaced = logging.getLogger("nasforge.engine"), _Replaced()
+    level = engine.level
+    engine.setLevel(logging.DEBUG)
+    engine.addHandler(replaced)
     pool = ProcessPoolExecutor(1)
     pool.start(SearchSpace([Decision("kind", "value", tuple(KINDS))]), FunctionEvaluator(_trial))
     trial, seen = 0, {}
@@ -399,9 +433,13 @@ def _run(kinds: list[str], out: Path) -> dict[str, dict[str, dict[str, Any]]]:
                 got = json.loads(path.read_text()) if path.exists() else {}
                 if not results or results[0].status != "done":
                     got["error"] = results[0].error if results else "no result in 60 s"
+                if step == "change":
+                    got["replaced"] = replaced.why.get(trial, "")
                 seen.setdefault(kind, {})[step] = got
     finally:
         pool.shutdown()
+        engine.removeHandler(replaced)
+        engine.setLevel(level)
     return seen
 
 
@@ -469,6 +507,9 @@ def test_the_next_trial_sees_a_fresh_worker_s_state(request: Any, kind: str) -> 
     if follows in MAY:
         follows = "reset" if MAY[follows] else "replace"
     assert (observe["pid"] == change["pid"]) == (follows == "reset"), follows
+    # a fresh worker because this kind's part could not be put back, not for another reason
+    why = f"{REASONS[kind]}:" if follows == "replace" else ""
+    assert (why in change["replaced"]) if why else not change["replaced"], change["replaced"]
 
 
 #: an engine that has not imported ``{module}``, whose trials import it: the first changes
