@@ -73,6 +73,33 @@ def _put_import_paths(saved: tuple[tuple[Any, ...], ...]) -> None:
     importlib.invalidate_caches()
 
 
+def _found_again(name: str, origin: str) -> bool:
+    """Returns whether the import system as it is now finds top-level module ``name`` at
+    ``origin`` (past the import cache: each finder asked)."""
+    for finder in sys.meta_path:
+        try:
+            spec = finder.find_spec(name, None)
+        except Exception:  # noqa: BLE001 - a finder that cannot answer finds nothing
+            continue
+        if spec is not None:
+            return bool(spec.origin == origin)
+    return False
+
+
+def _outsiders(now: frozenset[str], saved: frozenset[str]) -> list[str]:
+    """Returns the top-level modules imported since ``saved`` from a file the import system,
+    with its path put back, finds no more (a folder the trial put on ``sys.path``, a file it
+    loaded by its path): the next trial would still get them from the import cache."""
+    out = []
+    for name in now - saved:
+        spec = getattr(sys.modules.get(name), "__spec__", None)
+        origin = getattr(spec, "origin", None)
+        located = "." not in name and getattr(spec, "has_location", False)
+        if located and isinstance(origin, str) and not _found_again(name, origin):
+            out.append(name)
+    return sorted(out)
+
+
 def _same_namespace(now: dict[str, Any], saved: dict[str, Any]) -> bool:
     return now.keys() == saved.keys() and all(now[k] is saved[k] for k in saved)
 
@@ -341,6 +368,14 @@ PROCESS_PARTS = [
     Part("working directory", _cwd, os.chdir),
     Part("sys.path, sys.meta_path and sys.path_hooks", _import_paths, _put_import_paths),
     Part("builtins", lambda: dict(vars(builtins)), _put_builtins, _same_namespace),
+    # modules imported from the import path stay (the import cache); one from elsewhere would
+    # be found by a next trial that cannot import it
+    Part(
+        "modules imported from outside the import path",
+        lambda: frozenset(sys.modules),
+        same=lambda now, saved: not _outsiders(now, saved),
+        say=lambda now, saved: ", ".join(_outsiders(now, saved)),
+    ),
     Part("Python's random generator", random.getstate, random.setstate, always=True),
     Part("warnings", _warnings, _put_warnings, always=True),
     Part("standard streams", _streams, _put_streams, lambda a, b: all(map(_same_object, a, b))),

@@ -14,13 +14,14 @@ a fresh worker, the worker takes a :class:`WorkerState` before its first trial a
              :data:`MEMORY_GROWTH_LIMIT`, a reset that the system refuses, such as a hard
              resource limit a non-root process lowered): the worker sends its result, says
              why, and exits; the pool gives the next trial a fresh worker
-    kept     modules imported by a trial stay imported (Python's import cache), and Python
-             objects a trial changed stay changed (a module's attributes, the evaluator's)
+    kept     modules imported by a trial from the import path stay imported (Python's
+             import cache; one from elsewhere replaces the worker), and Python objects a
+             trial changed stay changed (a module's attributes, the evaluator's)
 
 torch's and NumPy's parts are taken when the module is loaded before the first trial, or else
 right after a trial first imports it (an import hook), so that they read as freshly imported.
-docs/engine.md ("Reused workers") has the table. Linux reads ``/proc`` for the descriptors,
-child processes and memory; elsewhere those three are not checked.
+docs/engine.md ("Reused workers") states the guarantee as a list. Linux reads ``/proc`` for
+the descriptors, child processes and memory; elsewhere those three are not checked.
 """
 
 from __future__ import annotations

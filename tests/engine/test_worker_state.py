@@ -7,6 +7,7 @@ from __future__ import annotations
 import builtins
 import faulthandler
 import gc
+import importlib
 import json
 import locale
 import logging
@@ -144,8 +145,16 @@ def _new_api_precision() -> None:
     torch.backends.cuda.matmul.fp32_precision = "tf32"
 
 
+def _import_outside() -> None:
+    """Imports a module from a folder the trial puts on sys.path (put back after it)."""
+    (_OUT[0] / "nf_outside.py").write_text("VALUE = 1\n")
+    sys.path.insert(0, str(_OUT[0]))
+    importlib.import_module("nf_outside")
+
+
 #: kind -> (change, observe, what follows: "reset" (same worker) / "replace" (a fresh one) /
-#: "nice" or "rlimit" (reset where this process may raise it back, else replaced))
+#: "nice" or "rlimit" (reset where this process may raise it back, else replaced) /
+#: "kept" (the same worker, still changed: the import cache))
 KINDS: dict[str, tuple[Callable[[], Any], Callable[[], Any], str]] = {
     "env-added": (
         lambda: os.environ.update(NF_ADDED="1"),
@@ -351,6 +360,12 @@ KINDS: dict[str, tuple[Callable[[], Any], Callable[[], Any], str]] = {
     "inference-mode": (_enter_inference_mode, torch.is_inference_mode_enabled, "replace"),
     "session": (os.setsid, lambda: os.getsid(0), "replace"),
     "cuda": (lambda: torch.cuda.init(), torch.cuda.is_initialized, "replace"),
+    "module-outside-path": (_import_outside, lambda: "nf_outside" in sys.modules, "replace"),
+    "module-on-path": (
+        lambda: importlib.import_module("colorsys"),
+        lambda: "colorsys" in sys.modules,
+        "kept",
+    ),
 }
 #: kind -> the part of the process state a worker names when that kind replaces it
 #: (``worker_state.PARTS``); "nice" and "rlimit" kinds only where they are not reset
@@ -367,6 +382,7 @@ REASONS = {
     "inference-mode": "torch's inference mode",
     "session": "credentials, session and process group",
     "cuda": "CUDA initialised",
+    "module-outside-path": "modules imported from outside the import path",
 }
 #: whether this process may undo the kinds that need a privilege to undo
 MAY = {
@@ -502,11 +518,11 @@ def test_the_next_trial_sees_a_fresh_worker_s_state(request: Any, kind: str) -> 
     change, observe = seen[kind]["change"], seen[kind]["observe"]
     assert "error" not in change and "error" not in observe, (change, observe)
     assert change["after"] != change["before"], f"the trial did not change {kind}"
-    assert observe["before"] == change["before"]
     follows = KINDS[kind][2]
     if follows in MAY:
         follows = "reset" if MAY[follows] else "replace"
-    assert (observe["pid"] == change["pid"]) == (follows == "reset"), follows
+    assert observe["before"] == change["after" if follows == "kept" else "before"]
+    assert (observe["pid"] == change["pid"]) == (follows != "replace"), follows
     # a fresh worker because this kind's part could not be put back, not for another reason
     why = f"{REASONS[kind]}:" if follows == "replace" else ""
     assert (why in change["replaced"]) if why else not change["replaced"], change["replaced"]
