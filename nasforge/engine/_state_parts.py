@@ -171,7 +171,12 @@ def _put_signals(saved: dict[int, Any]) -> None:
             signal.signal(number, handler)
 
 
-_TIMERS = tuple(getattr(signal, n) for n in ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF"))
+# none on Windows (where the pool spawns and never reuses a worker): the part is not taken
+_TIMERS = tuple(
+    getattr(signal, n)
+    for n in ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF")
+    if hasattr(signal, n)
+)
 
 
 def _put_timers(saved: tuple[tuple[float, float], ...]) -> None:
