@@ -49,7 +49,8 @@ Tables
                 (losses, accuracies, the current architecture, seconds); ``step`` is the
                 writer's own counter and ``(step)`` is unique, so a resumed run that writes a
                 step again replaces the row
-    trials      every architecture measured: arch, arch id, status, metrics, intermediate
+    trials      every architecture measured: its id (``TrialRecord.id``: 1, 2, 3, ... in
+                ask order), arch, arch id, status, metrics, intermediate
                 metrics, error text, timings, checkpoint (None again once a run that keeps only
                 its best weights deleted the file: its ``checkpoints`` note says so),
                 ``evaluation`` (``trained``: trained standalone; ``inherited``: measured with
