@@ -28,6 +28,9 @@ _EXPORTS: dict[str, Target] = {
     "choice": "nasforge.space.expr",
     "uniform": "nasforge.space.expr",
     "integer": "nasforge.space.expr",
+    "suggest_float": "nasforge.space.suggest",
+    "suggest_int": "nasforge.space.suggest",
+    "suggest_categorical": "nasforge.space.suggest",
     "hparams": "nasforge.space.model_space",
     "max": ("nasforge.space.expr", "max_"),
     "min": ("nasforge.space.expr", "min_"),
@@ -76,6 +79,9 @@ __all__ = [
     "max",
     "min",
     "mutation_history",
+    "suggest_categorical",
+    "suggest_float",
+    "suggest_int",
     "trial_device",
     "trial_devices",
     "uniform",
@@ -109,3 +115,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         OperatorMutator,
     )
     from nasforge.space.search_space import Arch, Decision, SearchSpace, arch_id
+    from nasforge.space.suggest import suggest_categorical, suggest_float, suggest_int

@@ -108,10 +108,12 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
 
 
 def test_the_api_reference_covers_the_names_the_guides_use() -> None:
-    """ClassificationEvaluator, RayExecutor, load_digits, mnist_tensors and DigitsCNN, which
-    the guides and examples use, each have an entry: the module defining it is rendered by a
-    `::: module` line of a docs/api page."""
+    """ClassificationEvaluator, RayExecutor, load_digits, mnist_tensors, mnist1d_tensors,
+    DigitsCNN and suggest_float, which the guides and examples use, each have an entry: the
+    module defining it is rendered by a `::: module` line of a docs/api page."""
+    from nasforge import suggest_float
     from nasforge.data import load_digits, mnist_tensors
+    from nasforge.data.mnist1d import mnist1d_tensors
     from nasforge.engine.classification import ClassificationEvaluator
     from nasforge.engine.ray_executor import RayExecutor
     from nasforge.spaces import DigitsCNN
@@ -122,5 +124,40 @@ def test_the_api_reference_covers_the_names_the_guides_use() -> None:
         for line in page.read_text().splitlines()
         if line.startswith(":::")
     }
-    for obj in (ClassificationEvaluator, RayExecutor, load_digits, mnist_tensors, DigitsCNN):
+    used = (ClassificationEvaluator, RayExecutor, load_digits, mnist_tensors, mnist1d_tensors,
+            DigitsCNN, suggest_float)  # fmt: skip
+    for obj in used:
         assert obj.__module__ in rendered, f"{obj.__qualname__} ({obj.__module__}) has no entry"
+
+
+def test_the_readme_lists_every_extra() -> None:
+    """Each optional extra of pyproject.toml (mnist1d, tensorboard, mlflow, ...) is named in
+    the README's list of extras."""
+    import re
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: nasforge depends on tomli there
+        import tomli as tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    readme = (ROOT / "README.md").read_text()
+    listed = re.search(r"with any of the extras\s*\(([^)]*)\)", readme)
+    assert listed is not None, "the README lost its list of extras"
+    named = set(re.findall(r"`([\w-]+)`", listed.group(1)))
+    assert named == set(extras), f"missing {sorted(set(extras) - named)}"
+
+
+def test_the_engine_guide_names_every_trial_record_field() -> None:
+    """docs/engine.md's list of a TrialRecord's fields names each field, `id` included."""
+    import dataclasses
+
+    from nasforge.run.records import TrialRecord
+
+    text = (ROOT / "docs" / "engine.md").read_text()
+    start = text.index("return `TrialRecord`s")
+    listed = text[start : text.index("\n\n", start)]
+    for f in dataclasses.fields(TrialRecord):
+        assert f"`{f.name}`" in listed, f"TrialRecord.{f.name} is not in docs/engine.md's list"

@@ -11,9 +11,40 @@ from nasforge.engine.evaluator import BaseEvaluator, Report
 from nasforge.errors import ConfigError
 from nasforge.runtime.devices import check_device, resolve_device
 
-__all__ = ["ClassificationEvaluator"]
+__all__ = ["ClassificationEvaluator", "SEARCHED"]
 
 _OPTIMIZERS = ("adam", "adamw", "sgd")
+#: the labels of the space's decisions that set the evaluator's own training settings
+SEARCHED = ("lr", "weight_decay", "batch_size")
+
+
+def _searched_settings(history: Any, defaults: dict[str, Any]) -> dict[str, Any]:
+    """Returns ``defaults`` (``lr``, ``weight_decay``, ``batch_size``) with the values the
+    architecture took for the decisions of those labels (a frozen model's
+    ``mutation_history``), ranges and choices alike.
+
+    Raises:
+        ConfigError: a searched ``batch_size`` that is not a positive int, or an ``lr`` or
+            ``weight_decay`` that is not a number.
+    """
+    out = dict(defaults)
+    for m in history:
+        if m.label not in SEARCHED or m.kind not in ("float", "int", "value"):
+            continue
+        value = m.value
+        if m.label == "batch_size":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(
+                    f"the space's batch_size decision took {value!r}; the evaluator trains "
+                    "with a positive int batch size: declare it with nf.suggest_int or a "
+                    "choice of ints"
+                )
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(
+                f"the space's {m.label} decision took {value!r}; the optimizer needs a number"
+            )
+        out[m.label] = value
+    return out
 
 
 class ClassificationEvaluator(BaseEvaluator):
@@ -23,12 +54,14 @@ class ClassificationEvaluator(BaseEvaluator):
     ``data`` is a ``nasforge.data.Splits`` (train/val/test datasets), a zero-argument callable
     returning one (loaded once per run by :meth:`prepare`, before the pool forks its
     workers), or ``"digits"`` for ``nasforge.data.load_digits(seed)``. Training is seeded:
-    the same arch and seed give the same metrics at the same thread count. A range of the
-    space labelled ``lr`` or ``weight_decay`` (``nf.uniform(1e-4, 1e-1, log=True,
-    label="lr")``) sets that trial's optimizer setting in place of the evaluator's own
-    (``nf.hparams(model)``). ``device`` None (the default) trains on the trial's device,
-    ``nasforge.trial_device()`` (a GPU when the experiment gives trials GPUs, else the CPU);
-    ``"cpu"`` or ``"cuda:N"`` pins every trial there.
+    the same arch and seed give the same metrics at the same thread count. A decision of the
+    space labelled ``lr``, ``weight_decay`` or ``batch_size`` (a range or a choice:
+    ``nf.suggest_float("lr", 1e-4, 1e-1, log=True)``, ``nf.suggest_int("batch_size", 16,
+    128, step=16)``, ``nf.suggest_categorical("batch_size", [32, 64])``) sets that trial's
+    setting in place of the evaluator's own (:data:`SEARCHED`). ``device`` None (the
+    default) trains on the trial's device, ``nasforge.trial_device()`` (a GPU when the
+    experiment gives trials GPUs, else the CPU); ``"cpu"`` or ``"cuda:N"`` pins every trial
+    there.
 
     Raises:
         ConfigError: unknown optimizer, non-positive epochs/batch size/lr, bad data, a device
@@ -118,16 +151,21 @@ class ClassificationEvaluator(BaseEvaluator):
         import torch
         from torch.utils.data import DataLoader
 
-        from nasforge.space import freeze, hparams
+        from nasforge.space import freeze, mutation_history
         from nasforge.weightsharing import accuracy
 
         device = resolve_device(self.device)
         torch.manual_seed(self.seed)
         model = freeze(space, arch).to(device)
         self.last_model = model
+        # the space's own lr / weight_decay / batch_size, where it searches them
+        searched = _searched_settings(
+            mutation_history(model),
+            {"lr": self.lr, "weight_decay": self.weight_decay, "batch_size": self.batch_size},
+        )
         s = self.splits()
         gen = torch.Generator().manual_seed(self.seed)
-        train = DataLoader(s.train, self.batch_size, shuffle=True, generator=gen)
+        train = DataLoader(s.train, searched["batch_size"], shuffle=True, generator=gen)
         val = DataLoader(s.val, 256)
         test = DataLoader(s.test, 256)
         make: Callable[..., Any] = {
@@ -135,10 +173,9 @@ class ClassificationEvaluator(BaseEvaluator):
             "adamw": torch.optim.AdamW,
             "sgd": torch.optim.SGD,
         }[self.optimizer]
-        searched = hparams(model)  # the space's own lr / weight_decay, where it searches them
         kwargs: dict[str, Any] = {
-            "lr": float(searched.get("lr", self.lr)),
-            "weight_decay": float(searched.get("weight_decay", self.weight_decay)),
+            "lr": float(searched["lr"]),
+            "weight_decay": float(searched["weight_decay"]),
         }
         if self.optimizer == "sgd":
             kwargs["momentum"] = 0.9

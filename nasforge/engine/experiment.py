@@ -15,7 +15,8 @@ store, tell the strategy; resume after a crash by replaying the recorded history
              evaluator declares (``metric_names``) before anything is written; an evaluator
              that declares none is checked on each finished trial, and the first trial without
              a named metric stops the whole run (no more trials, in-flight ones killed, the
-             run recorded ``failed``)
+             run recorded ``failed``; when no trial had finished, a new run is not kept: its
+             record is removed, so the fixed command runs again in the same folder)
     weights  only the files of the ``keep_checkpoints`` best trials (and of running ones)
              are kept (``nasforge.engine.checkpoints``)
     merge    before the first trial, the cross-model plan (``nasforge.engine.crossmodel``)
@@ -105,6 +106,7 @@ class _Loop:
     exhausted: bool = False  # the strategy has nothing more to propose
     best: tuple[float, float] | None = None  # (score, metric) of the best trial so far
     failure: str | None = None  # why the run must stop now (a metric it names is missing)
+    resumed: bool = False  # the loop continues a recorded run (nasforge resume)
     elapsed0: float = 0.0  # seconds spent before this session (a resume)
     t0: float = field(default_factory=time.monotonic)
 
@@ -322,7 +324,7 @@ class Experiment(BaseRunner):
         store.set_plan("trials", s.n_trials)
         self.timings = {}
         self._keeper = CheckpointKeeper(s.keep_checkpoints, store, self._score)
-        self._loop = loop = _Loop()
+        self._loop = loop = _Loop(resumed=resume)
         inflight = self._replay(store)
         if resume:
             self._keeper.sweep(list(loop.records.values()))
@@ -479,8 +481,22 @@ class Experiment(BaseRunner):
                 self._record(result)
             self.poll_requests()  # nasforge stop / set, the dashboard: from any shell
             if loop.failure:  # the executor's shutdown (in _execute) kills the trials in flight
-                raise ConfigError(loop.failure)
+                raise ConfigError(self._failure())
             self._show()
+
+    def _failure(self) -> str:
+        """Returns the message of a run stopped by a misnamed metric, after marking the record
+        for removal when nothing in it is worth keeping: a new run (not a resume) none of whose
+        trials finished with metrics, so the same command can run again in the same folder."""
+        assert self.store is not None and self._loop.failure is not None
+        finished = set(self.store.counts()) - {"failed", "running"}
+        if self._loop.resumed or finished:
+            return self._loop.failure
+        self.discard_record = True
+        return (
+            f"{self._loop.failure}; no trial had finished, so the run was not kept: "
+            f"{self.directory} is as it was, and the same command runs again there once fixed"
+        )
 
     # -- steering (nasforge stop / set, the dashboard) -------------------------------------------
     def apply_request(self, request: Request) -> None:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 from pathlib import Path
 
 from nasforge.errors import ConfigError
 
-__all__ = ["check_folder", "make_folder", "require"]
+__all__ = ["check_folder", "make_folder", "folder_entries", "remove_new", "require"]
 
 
 def check_folder(path: str | Path, what: str) -> Path:
@@ -59,6 +60,33 @@ def make_folder(path: str | Path, what: str) -> Path:
     except OSError as exc:
         raise ConfigError(f"{what} {p} cannot be created: {exc.strerror or exc}") from exc
     return p
+
+
+def folder_entries(path: str | Path) -> frozenset[str] | None:
+    """Returns the names in folder ``path``, or None when it does not exist (what
+    :func:`remove_new` compares with)."""
+    p = Path(path)
+    return frozenset(os.listdir(p)) if p.is_dir() else None
+
+
+def remove_new(path: str | Path, before: frozenset[str] | None, last: str = "") -> None:
+    """Returns None after removing what appeared in folder ``path`` since ``before`` (its
+    :func:`folder_entries` then), a new ``last`` after the rest, and the folder itself when
+    ``before`` is None (it did not exist) and it is empty now. Links are removed, never
+    followed."""
+    p = Path(path)
+    new = sorted(set(os.listdir(p)) - (before or frozenset()), key=lambda name: name == last)
+    for name in new:
+        entry = p / name
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    if before is None:
+        try:
+            p.rmdir()
+        except OSError:  # something else was put there meanwhile: kept
+            pass
 
 
 def require(module: str, extra: str, needed_by: str) -> None:

@@ -3,8 +3,9 @@
 On a terminal it draws a ``rich`` status line; otherwise (or with ``progress="log"``) it logs a
 line through ``logging`` at most every few seconds. A program that configured no logging (a
 script run as ``python my_search.py > out.txt``) still sees those lines on standard error, as
-Optuna's users see its trials: they go through a handler of this module's own when no handler
-of the program would show them. Never prints from library code otherwise.
+Optuna's users see its trials, and the run's warnings (:func:`show_unconfigured`): they go
+through a handler of this module's own when no handler of the program would show them. Never
+prints from library code otherwise.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["Progress", "fmt_time", "fmt_number"]
+__all__ = ["Progress", "fmt_time", "fmt_number", "show_unconfigured"]
 
 log = logging.getLogger("nasforge.engine")
 #: shows progress lines on standard error when the program configured no logging
@@ -35,6 +36,15 @@ def _unconfigured(logger: logging.Logger) -> bool:
             break
         current = current.parent
     return True
+
+
+def show_unconfigured(record: logging.LogRecord) -> None:
+    """Returns None after showing ``record`` (a warning or error) on standard error when no
+    handler of the program would show it. While a run runs, its own log's handler sits on the
+    ``nasforge`` logger, and its presence keeps Python's last-resort handler from printing a
+    warning (``trial 3 failed: ...``) that a script without logging would otherwise see."""
+    if record.levelno >= logging.WARNING and _unconfigured(logging.getLogger(record.name)):
+        _FALLBACK.handle(record)
 
 
 def fmt_time(seconds: float | None) -> str:

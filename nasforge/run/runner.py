@@ -216,6 +216,10 @@ class BaseRunner(abc.ABC):
         #: ``finish`` or ``cancel`` once a stop was asked of the running run (None: not asked)
         self.stopping: str | None = None
         self._run_log: RunLog | None = None
+        #: set by a kind while :meth:`run` runs when the run it started produced nothing worth
+        #: keeping and must not block its folder (a misnamed metric found by the first trial):
+        #: the record is removed as the run ends, not left failed
+        self.discard_record = False
         #: this process's place in a data-parallel job (one process unless started as a rank)
         self.ranks: Ranks = ONE
 
@@ -407,6 +411,9 @@ class BaseRunner(abc.ABC):
             LockError: another process is writing the directory.
             DivergenceError: a loss became NaN or infinite (the run is recorded failed).
             TrialError: every trial failed (the run is recorded failed).
+            ConfigError: the kind found a setting wrong once running (a metric no trial
+                reports); when nothing was worth keeping (:attr:`discard_record`) the new
+                record is removed, and the folder is as it was.
         """
         ranks = self._join()
         if ranks.distributed and not ranks.writer:
@@ -418,7 +425,7 @@ class BaseRunner(abc.ABC):
             ranks.broadcast(f"{type(exc).__name__}: {exc}")
             raise
         ranks.broadcast(None)
-        self.store, self.stopping = store, None
+        self.store, self.stopping, self.discard_record = store, None, False
         self._start(store)
         session = _Session(store)
         trackers = Trackers(self.callbacks, store)
@@ -445,7 +452,10 @@ class BaseRunner(abc.ABC):
                 self._run_log.detach()
                 self._run_log = None
             self.store = None
-            store.close()
+            if self.discard_record and not resume:
+                store.discard()
+            else:
+                store.close()
             if ranks.distributed:
                 leave()
         return self

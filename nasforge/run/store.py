@@ -49,7 +49,8 @@ Tables
                 (losses, accuracies, the current architecture, seconds); ``step`` is the
                 writer's own counter and ``(step)`` is unique, so a resumed run that writes a
                 step again replaces the row
-    trials      every architecture measured: arch, arch id, status, metrics, intermediate
+    trials      every architecture measured: its id (``TrialRecord.id``: 1, 2, 3, ... in
+                ask order), arch, arch id, status, metrics, intermediate
                 metrics, error text, timings, checkpoint (None again once a run that keeps only
                 its best weights deleted the file: its ``checkpoints`` note says so),
                 ``evaluation`` (``trained``: trained standalone; ``inherited``: measured with
@@ -96,8 +97,8 @@ from nasforge.run import _schema
 from nasforge.run._rows import RowReader
 from nasforge.run._rows import dumps as _dumps
 from nasforge.run._schema import DB_NAME, FORMAT, FORMAT_VERSION, OLD_DB_NAME
-from nasforge.run.lock import WriterLock
-from nasforge.run.preflight import check_folder, make_folder
+from nasforge.run.lock import LOCK_NAME, WriterLock
+from nasforge.run.preflight import check_folder, folder_entries, make_folder, remove_new
 from nasforge.run.records import (
     EVALUATIONS,
     FINISHED,
@@ -157,6 +158,8 @@ class Store:
         self._ended = False
         # what hears each progress row and finished trial as it is committed (live tracking)
         self._listeners: list[Any] = []
+        # the folder's entries before create() made the run (None: no folder), for discard()
+        self._before: frozenset[str] | None = frozenset()
 
     # -- opening -------------------------------------------------------------------------------
     @staticmethod
@@ -189,6 +192,7 @@ class Store:
         """
         directory = cls.check_new(directory)
         config_json = _dumps("the run config", dict(config))
+        before = folder_entries(directory)
         make_folder(directory, "run directory")
         lock = WriterLock(directory, holder)
         try:
@@ -198,7 +202,9 @@ class Store:
         except BaseException:
             lock.release()
             raise
-        return cls(path, conn, lock, readonly=False)
+        store = cls(path, conn, lock, readonly=False)
+        store._before = before
+        return store
 
     @classmethod
     def open(cls, directory: str | Path, readonly: bool = True, holder: str = "") -> Store:
@@ -277,6 +283,20 @@ class Store:
                 if self._lock is not None:
                     self._lock.release()
                     self._lock = None
+
+    def discard(self) -> None:
+        """Returns None after closing the store and removing the run this writer created,
+        with all that appeared in its folder since (the folder itself when create() made it):
+        the folder is as it was before, and a new run can start there. The writer lock is
+        held until the last file is gone (its own file included), so no other writer sees a
+        half-removed run."""
+        assert self._lock is not None and self._found is None, "a writer of a run it created"
+        lock, self._lock, self._ended = self._lock, None, True
+        try:
+            self._conn.close()
+            remove_new(self.directory, self._before, last=LOCK_NAME)
+        finally:
+            lock.release()
 
     def __enter__(self) -> Store:
         return self

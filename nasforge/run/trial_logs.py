@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from nasforge.errors import StoreError
+from nasforge.run.progress import show_unconfigured
 
 __all__ = [
     "LOG_LIMIT",
@@ -324,7 +325,9 @@ class RunLog(logging.Handler):
         self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:
-        """Appends one record."""
+        """Appends one record (and shows a warning on standard error when the program
+        configured no logging, as Python would have without this handler)."""
+        show_unconfigured(record)
         if self._file.closed:
             return
         try:

@@ -1,6 +1,6 @@
 """The model-space language: inline choices, mutators, search spaces, freezing.
 
-Pure modules (no torch): ``search_space``, ``ranges``, ``expr``, ``context``. Torch
+Pure modules (no torch): ``search_space``, ``ranges``, ``expr``, ``suggest``, ``context``. Torch
 modules: ``modules``, ``model_space``, ``mutator``, ``module_mutator``. Names load lazily so the
 pure ones import without torch.
 """
@@ -21,6 +21,9 @@ _EXPORTS = {
     "choice": "nasforge.space.expr",
     "uniform": "nasforge.space.expr",
     "integer": "nasforge.space.expr",
+    "suggest_float": "nasforge.space.suggest",
+    "suggest_int": "nasforge.space.suggest",
+    "suggest_categorical": "nasforge.space.suggest",
     "hparams": "nasforge.space.model_space",
     "Range": "nasforge.space.ranges",
     "is_choice": "nasforge.space.expr",
@@ -78,6 +81,9 @@ __all__ = [
     "min_",
     "mutation_history",
     "shared_labels",
+    "suggest_categorical",
+    "suggest_float",
+    "suggest_int",
     "uniform",
 ]
 
@@ -108,3 +114,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from nasforge.space.ranges import Range
     from nasforge.space.search_space import Arch, Decision, SearchSpace, arch_id, canonical_json
+    from nasforge.space.suggest import suggest_categorical, suggest_float, suggest_int

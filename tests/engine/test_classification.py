@@ -80,3 +80,40 @@ def test_bad_settings():
         ClassificationEvaluator(DATA, optimizer="rmsprop")
     with pytest.raises(ConfigError, match="imagenet"):
         ClassificationEvaluator("imagenet").check()
+
+
+class _Batched(nf.ModelSpace):
+    """A classifier whose batch size, learning rate and dropout are declared Optuna's way, and
+    that records the size of each batch it sees while training."""
+
+    def __init__(self, sizes=(12, 32)):
+        super().__init__()
+        self.batch_size = nf.suggest_categorical("batch_size", list(sizes))
+        self.lr = nf.suggest_float("lr", 1e-3, 1e-1, log=True)
+        self.fc = nn.Sequential(nn.Flatten(), nn.Dropout(nf.suggest_float("p", 0.0, 0.5)),
+                                nn.Linear(16, 3))  # fmt: skip
+        self.seen: list[int] = []
+
+    def forward(self, x):
+        if self.training:
+            self.seen.append(x.shape[0])
+        return self.fc(x)
+
+
+@pytest.mark.parametrize("batch_size", [12, 32])
+def test_the_evaluator_trains_with_the_spaces_batch_size(batch_size):
+    """A `batch_size` decision of the space (here declared with suggest_categorical) is the
+    batch size each trial trains with, in place of the evaluator's own."""
+    ev = ClassificationEvaluator(DATA, epochs=1, batch_size=16)
+    arch = {"batch_size": batch_size, "lr": 0.01, "p": 0.1}
+    ev.evaluate(_Batched(), arch, lambda v: None)
+    assert ev.last_model.batch_size == batch_size and ev.last_model.lr == 0.01
+    assert ev.last_model.seen[0] == batch_size and sum(ev.last_model.seen) == 96
+
+
+def test_a_batch_size_that_is_not_a_positive_int_fails_in_one_line():
+    """A searched batch size the loader cannot take is one ConfigError naming it."""
+    ev = ClassificationEvaluator(DATA, epochs=1)
+    with pytest.raises(ConfigError, match=r"batch_size decision took 0; .* positive int"):
+        ev.evaluate(_Batched(sizes=(0, 8)), {"batch_size": 0, "lr": 0.01, "p": 0.1},
+                    lambda v: None)  # fmt: skip

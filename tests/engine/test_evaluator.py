@@ -170,25 +170,51 @@ def _misnamed(model, report):
 def test_the_first_trial_without_a_named_metric_stops_the_whole_run(
     tmp_path, monkeypatch, executor, kwargs, match
 ):
-    """An evaluator that declares nothing and lacks a named metric stops the run at its first
-    finished trial: nothing more is launched, the trial in flight is killed, the run is failed
-    with the one-line message."""
+    """An evaluator that declares nothing and lacks a named metric stops a new run at its
+    first finished trial: nothing more is launched, the trial in flight is killed, and with
+    no trial finished the record is not kept, so the fixed script runs again in the folder."""
     monkeypatch.setenv("NF_TEST_MARKER", str(tmp_path / "first"))
     kwargs.setdefault("metric", "accuracy")
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "notes.txt").write_text("the user's own file")
     exp = Experiment(_Net(), _misnamed, "random", n_trials=6, directory=tmp_path / "x",
                      executor=executor, concurrency=2, progress="off", **kwargs)  # fmt: skip
     with pytest.raises(ConfigError, match=match) as info:
         exp.run()
     message = str(info.value)
     assert "\n" not in message
+    assert message.endswith(
+        f"no trial had finished, so the run was not kept: {tmp_path / 'x'} is as it was, and "
+        "the same command runs again there once fixed"
+    )
     assert mp.active_children() == []  # the pool's second trial was killed, not waited for
-    with Store.open(tmp_path / "x") as store:
-        assert store.state() == "failed" and store.get_meta("error") == message
-        trials = store.trials()
-    assert [(t.id, t.status, t.error) for t in trials if t.status != "interrupted"] == [
-        (1, "failed", message)
-    ]  # the killed trial in flight reads as interrupted, to be run again by a resume
-    assert len(trials) == (1 if executor == "inprocess" else 2)  # no trial launched after it
+    assert sorted(os.listdir(tmp_path / "x")) == ["notes.txt"]  # the user's file is kept
+    fixed = Experiment(_Net(), _named, "random", n_trials=2, directory=tmp_path / "x",
+                       executor="inprocess", progress="off", metric="accuracy")  # fmt: skip
+    assert fixed.run().best()[0].metrics == {"accuracy": 0.5, "params": 1.0}
+
+
+def _named(model, report):
+    """Returns accuracy and params at once."""
+    return {"accuracy": 0.5, "params": 1.0}
+
+
+def test_a_resume_that_names_a_missing_metric_keeps_the_record(tmp_path, monkeypatch):
+    """A resume whose metric no trial reports stops at its first trial, but the record it
+    continued (with its finished trials) is kept, failed with the one-line message."""
+    d = tmp_path / "x"
+    Experiment(_Net(), _named, "random", n_trials=1, directory=d, executor="inprocess",
+               progress="off", metric="accuracy").run()  # fmt: skip
+    monkeypatch.setenv("NF_TEST_MARKER", str(tmp_path / "first"))
+    again = Experiment(_Net(), _misnamed, "random", n_trials=3, directory=d,
+                       executor="inprocess", progress="off", metric="acuracy")  # fmt: skip
+    with pytest.raises(ConfigError, match="but no 'acuracy'") as info:
+        again.resume()
+    assert "was not kept" not in str(info.value)
+    with Store.open(d) as store:
+        assert store.state() == "failed" and store.get_meta("error") == str(info.value)
+        statuses = [t.status for t in store.trials()]
+    assert statuses[0] == "done" and statuses[-1] == "failed"  # (cached duplicates between)
 
 
 RUN_FILE = """
@@ -219,8 +245,9 @@ metric: acuracy
 
 @pytest.mark.parametrize(("name", "text"), [("exp.py", RUN_FILE), ("exp.yaml", RUN_YAML)])
 def test_the_command_line_exits_non_zero_with_the_one_line_message(tmp_path, name, text):
-    """`nasforge run` with a misspelt metric exits 2 with one error line: before any record
-    for a declaring evaluator, after the first trial (run failed) for a function."""
+    """`nasforge run` with a misspelt metric exits 2 with one error line and leaves no record:
+    before any is made for a declaring evaluator, removed after the first trial for a
+    function."""
     f = tmp_path / name
     f.write_text(text)
     d = tmp_path / "run"
@@ -232,11 +259,7 @@ def test_the_command_line_exits_non_zero_with_the_one_line_message(tmp_path, nam
     assert proc.returncode == 2, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if " ERROR " in line]
     assert len(errors) == 1 and "did you mean 'accuracy'" in errors[0], proc.stderr
-    if name.endswith(".yaml"):
-        assert not d.exists()
-    else:
-        with Store.open(d) as store:
-            assert store.state() == "failed" and len(store.trials()) == 1
+    assert not d.exists()  # nothing blocks `nasforge run` there once the metric is fixed
 
 
 def test_an_evaluator_declaring_metric_types_fails_on_a_text_metric_before_training():

@@ -1,6 +1,7 @@
 """Tests of the experiment store: round trips, format checks, no silent overwrite."""
 
 import json
+import os
 import sqlite3
 
 import pytest
@@ -61,6 +62,29 @@ def test_create_never_overwrites(tmp_path):
     with pytest.raises(StoreError, match="already holds a run"):
         Store.create(tmp_path, {"v": 2})
     assert Store.open(tmp_path).config() == {"v": 1}
+
+
+@pytest.mark.parametrize("existed", [True, False])
+def test_discard_leaves_the_folder_as_it_was(tmp_path, existed):
+    """A writer that discards the run it created removes the record and whatever appeared in
+    the folder since (links removed, not followed), keeps what was there before, removes a
+    folder it made, and a new run can then be created there."""
+    d, outside = tmp_path / "run", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the run's")
+    if existed:
+        d.mkdir()
+        (d / "notes.txt").write_text("the user's")
+    store = Store.create(d, {"v": 1})
+    store.add_trial("a" * 16, {"a": 1})
+    (d / "logs").mkdir(exist_ok=True)
+    (d / "logs" / "trial_1.log").write_text("output")
+    (d / "link").symlink_to(outside, target_is_directory=True)
+    store.discard()
+    assert sorted(os.listdir(d)) == ["notes.txt"] if existed else not d.exists()
+    assert (outside / "keep.txt").read_text() == "not the run's"
+    with Store.create(d, {"v": 2}) as again:
+        assert again.config() == {"v": 2}
 
 
 def test_missing_store(tmp_path):
