@@ -30,6 +30,7 @@ How a family module registers (one module per family of spaces, e.g. ``nasforge/
            note="",                          # optional: why a number may not be met
            exception="",                     # optional: the key of the paragraph of
                                              # docs/hub.md that explains a number not met
+           aliases=("nasnet-a-mobile",),     # optional: other names of the same entry
        )
 
    ``space_kwargs`` is passed to the space's builder together with ``num_classes`` (as
@@ -125,6 +126,7 @@ class ArchEntry:
     input_dtype: str = "float"
     note: str = ""
     exception: str = ""
+    aliases: tuple[str, ...] = ()
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -136,6 +138,8 @@ _SPACES: dict[str, SpaceEntry] = {}
 _ARCHS: dict[str, ArchEntry] = {}
 #: (matches, build) per registered form: build(name) -> the ArchEntry of a string name
 _FORMS: list[tuple[Callable[[str], bool], Callable[[str], ArchEntry]]] = []
+#: alias -> the registered name it stands for (``hub.archs()`` lists registered names only)
+_ALIASES: dict[str, str] = {}
 
 
 def _suggest(name: str, names: list[str]) -> str:
@@ -181,14 +185,18 @@ def register_arch(
     input_dtype: str = "float",
     note: str = "",
     exception: str = "",
+    aliases: tuple[str, ...] = (),
 ) -> ArchEntry:
-    """Returns the entry of a new published architecture, registered under ``name``.
+    """Returns the entry of a new published architecture, registered under ``name`` and
+    looked up by ``aliases`` too (the paper's own name of a setting, e.g. "nasnet-a-mobile").
 
     Raises:
-        SpaceError: ``name`` is already registered, or ``input_dtype`` is not float or long.
+        SpaceError: ``name`` or an alias is already registered, or ``input_dtype`` is not
+            float or long.
     """
-    if name in _ARCHS:
-        raise SpaceError(f"hub architecture {name!r} is registered twice; give each one name")
+    for taken in (name, *aliases):
+        if taken in _ARCHS or taken in _ALIASES:
+            raise SpaceError(f"hub architecture {taken!r} is registered twice; give each one name")
     if input_dtype not in ("float", "long"):
         raise SpaceError(f"hub architecture {name!r}: input_dtype must be 'float' or 'long'")
     entry = ArchEntry(
@@ -205,8 +213,10 @@ def register_arch(
         input_dtype,
         note,
         exception,
+        tuple(aliases),
     )
     _ARCHS[name] = entry
+    _ALIASES.update(dict.fromkeys(aliases, name))
     return entry
 
 
@@ -258,20 +268,21 @@ def get_space_entry(name: str) -> SpaceEntry:
 
 
 def get_arch_entry(name: str) -> ArchEntry:
-    """Returns the registered published architecture called ``name``, or the entry of a string
-    of a registered form (:func:`register_arch_form`).
+    """Returns the registered published architecture called ``name`` (or by an alias of it),
+    or the entry of a string of a registered form (:func:`register_arch_form`).
 
     Raises:
         ConfigError: no architecture has that name, or it names an unregistered space.
         ArchitectureError: ``name`` is meant as a string of a registered form (e.g. a
             NAS-Bench-201 architecture string) but is malformed (the form's own message).
     """
-    entry = _ARCHS.get(name) if isinstance(name, str) else None
+    entry = _ARCHS.get(_ALIASES.get(name, name)) if isinstance(name, str) else None
     if entry is None and isinstance(name, str):
         entry = next((build(name) for matches, build in _FORMS if matches(name)), None)
     if entry is None:
         raise ConfigError(
-            f"no published architecture is called {name!r}{_suggest(name, arch_names())}; "
+            f"no published architecture is called "
+            f"{name!r}{_suggest(name, [*arch_names(), *_ALIASES])}; "
             f"the hub has: {', '.join(arch_names())}"
         )
     get_space_entry(entry.space)
