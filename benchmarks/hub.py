@@ -14,13 +14,14 @@ A figure outside its target (a size not equal to the paper's, parameters off by 
 multiply-adds by more than 5%) is an exception: the entry's ``exception`` key names the
 paragraph of docs/hub.md ("Where a number is not met, and why") that explains it.
 
-Last line: {"spaces": {name: {"size", "size_paper"}}, "archs": {name: {"params",
-"params_paper", "madds", "madds_paper", "source"}}, "max_params_rel_error",
+Last line: {"spaces": {name: {"size", "size_paper", "size_distinct"}}, "archs": {name:
+{"params", "params_paper", "madds", "madds_paper", "source"}}, "max_params_rel_error",
 "max_madds_rel_error", "exceptions": {name: reason-key}, "space_exceptions": {name:
 reason-key}, "unexplained": [...], "stale_exceptions": [...]} (``size_paper``/``*_paper``
-null where the paper states none; ``unexplained`` lists the misses without a key, each
-"space:NAME" or "arch:NAME:params|madds"; ``stale_exceptions`` the keys of entries that meet
-their targets). The exit status is 1 when something is unexplained.
+null where the paper states none; ``size_distinct`` the distinct networks the paper counts
+where encodings repeat, NAS-Bench-101's 423,624 cells, else null; ``unexplained`` lists the
+misses without a key, each "space:NAME" or "arch:NAME:params|madds"; ``stale_exceptions``
+the keys of entries that meet their targets). The exit status is 1 when something is unexplained.
 """
 
 from __future__ import annotations
@@ -50,7 +51,11 @@ def _spaces(names: list[str]) -> dict[str, dict[str, Any]]:
     for name in names:
         info = hub.space_info(name)
         size = hub.space(name).search_space().size
-        out[name] = {"size": size, "size_paper": info.size_paper}
+        out[name] = {
+            "size": size,
+            "size_paper": info.size_paper,
+            "size_distinct": info.size_distinct,
+        }
         same = "" if info.size_paper is None else ("yes" if size == info.size_paper else "NO")
         paper = "-" if info.size_paper is None else f"{info.size_paper:.3g}"
         print(f"{name:<16}{size:>14.4g}{paper:>14}  {same:<5}  {info.note}", flush=True)

@@ -105,21 +105,25 @@ def space(name: str, **kwargs: Any) -> Any:
 
 
 def arch(name: str) -> dict[str, Any]:
-    """Returns published architecture ``name`` as a plain arch dict of its space (a copy).
+    """Returns published architecture ``name`` as a plain arch dict of its space (a copy);
+    ``name`` may be a benchmark's own string (NAS-Bench-201's ``|nor_conv_3x3~0|+|...|``).
 
     Raises:
         ConfigError: no architecture has that name.
+        ArchitectureError: a malformed benchmark string (the message gives the form).
     """
     return copy.deepcopy(dict(get_arch_entry(name).arch))
 
 
 def model(name: str, **overrides: Any) -> nn.Module:
     """Returns published architecture ``name`` frozen at its paper's setting (``overrides``
-    change the space's arguments, e.g. ``n_classes=10``).
+    change the space's arguments, e.g. ``n_classes=10``); ``name`` may be a NAS-Bench-201
+    string, built at the benchmark's CIFAR-10 setting.
 
     Raises:
         ConfigError: no architecture has that name.
-        ArchitectureError: the architecture does not fit its space as built.
+        ArchitectureError: the architecture does not fit its space as built, or a malformed
+            benchmark string.
     """
     entry = get_arch_entry(name)
     kwargs = {"n_classes": entry.num_classes, **entry.space_kwargs, **overrides}

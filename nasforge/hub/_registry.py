@@ -15,6 +15,8 @@ How a family module registers (one module per family of spaces, e.g. ``nasforge/
            family="nasbench201",   # the module's family name (groups spaces in docs/benchmark)
            note="",                # optional: how size_paper is counted, if not obvious
            exception="",           # optional: docs/hub.md's key explaining a size not met
+           size_distinct=None,     # optional: the distinct networks the paper counts when
+                                   # several encodings build one network (NAS-Bench-101)
        )
        register_arch(
            "nasnet-a",                       # the name users pass to hub.arch()
@@ -28,6 +30,7 @@ How a family module registers (one module per family of spaces, e.g. ``nasforge/
            note="",                          # optional: why a number may not be met
            exception="",                     # optional: the key of the paragraph of
                                              # docs/hub.md that explains a number not met
+           aliases=("nasnet-a-mobile",),     # optional: other names of the same entry
        )
 
    ``space_kwargs`` is passed to the space's builder together with ``num_classes`` (as
@@ -38,6 +41,18 @@ How a family module registers (one module per family of spaces, e.g. ``nasforge/
 2. Add ``from nasforge.hub import <module>`` to ``nasforge/hub/__init__.py`` (cell families) or
    ``nasforge/hub/_mobile_families.py`` (mobile and transformer families): modules are imported
    by fixed names, never by a string built at run time.
+
+   A space whose benchmark names every architecture by a string of its own (NAS-Bench-201's
+   ``|nor_conv_3x3~0|+|...|``) also calls :func:`register_arch_form` once: ``hub.arch`` and
+   ``hub.model`` then take such a string as a name, at the benchmark's setting::
+
+       register_arch_form(
+           "nasbench201",                    # the space the strings name architectures of
+           matches=lambda name: "~" in name, # is ``name`` meant as one of these strings?
+           parse=from_arch_string,           # str -> arch dict; ArchitectureError if malformed
+           resolution=32, num_classes=10,    # the setting ``hub.model(string)`` builds
+           source="the benchmark's architecture string",
+       )
 
 3. Add ``tests/hub/test_<module>.py``: the registered architectures freeze, a short search
    runs. ``benchmarks/hub.py`` and ``docs/hub.md`` pick the entries up from this registry.
@@ -65,6 +80,7 @@ __all__ = [
     "ArchEntry",
     "register_space",
     "register_arch",
+    "register_arch_form",
     "get_space_entry",
     "get_arch_entry",
     "space_names",
@@ -74,7 +90,13 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SpaceEntry:
-    """Returns nothing; one registered space: its builder and what its paper says of it."""
+    """Returns nothing; one registered space: its builder and what its paper says of it.
+
+    ``size_paper`` is what the paper counts as the space's size, comparable with
+    ``search_space().size`` (the combinations of the space's decisions); ``size_distinct`` is
+    the number of distinct networks the paper states when several of those combinations build
+    the same network (NAS-Bench-101: 2^21 x 3^5 encodings, 423,624 distinct cells), else None.
+    """
 
     name: str
     builder: Callable[..., Any]
@@ -83,6 +105,7 @@ class SpaceEntry:
     family: str
     note: str = ""
     exception: str = ""
+    size_distinct: int | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +126,7 @@ class ArchEntry:
     input_dtype: str = "float"
     note: str = ""
     exception: str = ""
+    aliases: tuple[str, ...] = ()
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -112,6 +136,10 @@ class ArchEntry:
 
 _SPACES: dict[str, SpaceEntry] = {}
 _ARCHS: dict[str, ArchEntry] = {}
+#: (matches, build) per registered form: build(name) -> the ArchEntry of a string name
+_FORMS: list[tuple[Callable[[str], bool], Callable[[str], ArchEntry]]] = []
+#: alias -> the registered name it stands for (``hub.archs()`` lists registered names only)
+_ALIASES: dict[str, str] = {}
 
 
 def _suggest(name: str, names: list[str]) -> str:
@@ -128,6 +156,7 @@ def register_space(
     family: str,
     note: str = "",
     exception: str = "",
+    size_distinct: int | None = None,
 ) -> SpaceEntry:
     """Returns the entry of a new space, registered under ``name``.
 
@@ -136,7 +165,7 @@ def register_space(
     """
     if name in _SPACES:
         raise SpaceError(f"hub space {name!r} is registered twice; give each space one name")
-    entry = SpaceEntry(name, builder, paper, size_paper, family, note, exception)
+    entry = SpaceEntry(name, builder, paper, size_paper, family, note, exception, size_distinct)
     _SPACES[name] = entry
     return entry
 
@@ -156,14 +185,18 @@ def register_arch(
     input_dtype: str = "float",
     note: str = "",
     exception: str = "",
+    aliases: tuple[str, ...] = (),
 ) -> ArchEntry:
-    """Returns the entry of a new published architecture, registered under ``name``.
+    """Returns the entry of a new published architecture, registered under ``name`` and
+    looked up by ``aliases`` too (the paper's own name of a setting, e.g. "nasnet-a-mobile").
 
     Raises:
-        SpaceError: ``name`` is already registered, or ``input_dtype`` is not float or long.
+        SpaceError: ``name`` or an alias is already registered, or ``input_dtype`` is not
+            float or long.
     """
-    if name in _ARCHS:
-        raise SpaceError(f"hub architecture {name!r} is registered twice; give each one name")
+    for taken in (name, *aliases):
+        if taken in _ARCHS or taken in _ALIASES:
+            raise SpaceError(f"hub architecture {taken!r} is registered twice; give each one name")
     if input_dtype not in ("float", "long"):
         raise SpaceError(f"hub architecture {name!r}: input_dtype must be 'float' or 'long'")
     entry = ArchEntry(
@@ -180,9 +213,43 @@ def register_arch(
         input_dtype,
         note,
         exception,
+        tuple(aliases),
     )
     _ARCHS[name] = entry
+    _ALIASES.update(dict.fromkeys(aliases, name))
     return entry
+
+
+def register_arch_form(
+    space: str,
+    *,
+    matches: Callable[[str], bool],
+    parse: Callable[[str], Mapping[str, Any]],
+    resolution: int,
+    num_classes: int,
+    source: str,
+    space_kwargs: Mapping[str, Any] | None = None,
+) -> None:
+    """Returns nothing; makes every string that ``matches`` a name of an architecture of
+    ``space``: ``parse(name)`` is its arch dict, built at ``space_kwargs``, ``resolution`` and
+    ``num_classes`` (a benchmark's own names, such as NAS-Bench-201's architecture strings).
+    A registered name wins over a form; ``parse`` raises for a string that matches but is
+    malformed, so a bad string is that one error, not "no architecture is called"."""
+
+    def build(name: str) -> ArchEntry:
+        return ArchEntry(
+            name,
+            space,
+            dict(parse(name)),
+            resolution,
+            num_classes,
+            None,
+            None,
+            source,
+            dict(space_kwargs or {}),
+        )
+
+    _FORMS.append((matches, build))
 
 
 def get_space_entry(name: str) -> SpaceEntry:
@@ -201,18 +268,23 @@ def get_space_entry(name: str) -> SpaceEntry:
 
 
 def get_arch_entry(name: str) -> ArchEntry:
-    """Returns the registered published architecture called ``name``.
+    """Returns the registered published architecture called ``name`` (or by an alias of it),
+    or the entry of a string of a registered form (:func:`register_arch_form`).
 
     Raises:
         ConfigError: no architecture has that name, or it names an unregistered space.
+        ArchitectureError: ``name`` is meant as a string of a registered form (e.g. a
+            NAS-Bench-201 architecture string) but is malformed (the form's own message).
     """
-    try:
-        entry = _ARCHS[name]
-    except (KeyError, TypeError):
+    entry = _ARCHS.get(_ALIASES.get(name, name)) if isinstance(name, str) else None
+    if entry is None and isinstance(name, str):
+        entry = next((build(name) for matches, build in _FORMS if matches(name)), None)
+    if entry is None:
         raise ConfigError(
-            f"no published architecture is called {name!r}{_suggest(name, arch_names())}; "
+            f"no published architecture is called "
+            f"{name!r}{_suggest(name, [*arch_names(), *_ALIASES])}; "
             f"the hub has: {', '.join(arch_names())}"
-        ) from None
+        )
     get_space_entry(entry.space)
     return entry
 

@@ -3,8 +3,11 @@
 Vertex 0 is the cell's input, vertex 6 its output, vertices 1..5 each apply one operation of
 ``NB101_OPS``; an edge ``i → j`` (``i < j``) exists or not. The decisions are the benchmark's
 encoding, the upper triangle of the 7×7 adjacency matrix (``e{i}_{j}``, 0 or 1: 21 bits) and
-the 5 vertex labels (``op1`` … ``op5``): 2^21 × 3^5 ≈ 510M encodings, of which the benchmark
-keeps the valid ones (423,624 distinct cells once isomorphic graphs are merged). An encoding is
+the 5 vertex labels (``op1`` … ``op5``): 2^21 × 3^5 ≈ 510M encodings (:data:`N_ENCODINGS`, the
+space's ``search_space().size``), of which the benchmark keeps the valid ones and merges those
+that build the same network (isomorphic graphs, vertices pruned away): 423,624 distinct cells
+(:data:`N_CELLS`, also ``hub.space_info("nasbench101").size_distinct``), each one row of its
+table. A search samples encodings, so it can meet one cell under several. An encoding is
 valid when the graph has at most 9 edges and a path from input to output; vertices on no such
 path are pruned before building, as the benchmark does. Freezing an invalid encoding raises an
 :class:`~nasforge.errors.ArchitectureError`; :func:`is_valid` tells beforehand, and a
@@ -40,12 +43,26 @@ from nasforge.errors import ArchitectureError
 from nasforge.hub._registry import register_space
 from nasforge.space.expr import is_choice
 
-__all__ = ["NB101_OPS", "N_VERTICES", "MAX_EDGES", "NasBench101Space", "is_valid", "to_spec"]
+__all__ = [
+    "NB101_OPS",
+    "N_VERTICES",
+    "MAX_EDGES",
+    "N_ENCODINGS",
+    "N_CELLS",
+    "NasBench101Space",
+    "is_valid",
+    "to_spec",
+]
 
 #: The vertex operations, in the benchmark's spelling.
 NB101_OPS: tuple[str, ...] = ("conv3x3-bn-relu", "conv1x1-bn-relu", "maxpool3x3")
 N_VERTICES = 7
 MAX_EDGES = 9
+#: The encodings: 21 edge bits and 5 three-way labels, valid or not (the space's size).
+N_ENCODINGS = 2**21 * 3**5
+#: The distinct cells the benchmark trained: the valid encodings with isomorphic graphs merged
+#: (Ying et al. 2019, Section 2.2: "423k unique graphs"; the dataset's 423,624 rows).
+N_CELLS = 423_624
 _PAIRS = [(i, j) for i in range(N_VERTICES) for j in range(i + 1, N_VERTICES)]
 
 
@@ -175,7 +192,8 @@ class _Cell(nn.Module):
 class NasBench101Space(nf.ModelSpace):
     """Returns NAS-Bench-101's network (see the module's table) as a model space.
 
-    Invariants: 26 decisions (21 edges, 5 operations) shared by every cell; size 2^21 × 3^5.
+    Invariants: 26 decisions (21 edges, 5 operations) shared by every cell; size 2^21 × 3^5
+    encodings (:data:`N_ENCODINGS`), which build :data:`N_CELLS` distinct cells.
     """
 
     def __init__(
@@ -209,7 +227,8 @@ register_space(
     "nasbench101",
     NasBench101Space,
     paper="Ying et al. 2019, NAS-Bench-101: Towards Reproducible NAS (ICML)",
-    size_paper=2**21 * 3**5,
+    size_paper=N_ENCODINGS,
     family="nasbench101",
     note="the encodings, 2^21 x 3^5 = 510M (Section 2.2); 423,624 distinct valid cells",
+    size_distinct=N_CELLS,
 )

@@ -22,7 +22,10 @@ The cell's output is node 3; 5^6 = 15,625 cells. Labels are ``e{j}_{i}`` (the ed
 
 with C = 16, N = 5 for CIFAR-10/100 and ImageNet16-120. The benchmark's tables are keyed by the
 architecture string ``|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|...~0|...~1|...~2|``
-(node by node, ``op~input``): :func:`to_arch_string` and :func:`from_arch_string` convert.
+(node by node, ``op~input``): :func:`to_arch_string` and :func:`from_arch_string` convert, and
+such a string is a name of the hub: ``hub.arch(text)`` is its arch dict, ``hub.model(text)`` the
+cell frozen at the benchmark's setting (C = 16, N = 5, 10 classes, 32×32). The one cell the
+paper names, ResNet's (its Figure 1: two 3×3 convolutions and a skip), is ``"nasbench201-resnet"``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from torch import nn
 
 import nasforge as nf
 from nasforge.errors import ArchitectureError
-from nasforge.hub._registry import register_space
+from nasforge.hub._registry import register_arch, register_arch_form, register_space
 from nasforge.spaces.darts_ops import ReLUConvBN, Zero
 
 __all__ = [
@@ -44,6 +47,7 @@ __all__ = [
     "NasBench201Space",
     "to_arch_string",
     "from_arch_string",
+    "RESNET",
 ]
 
 #: The benchmark's operations, in its order (an edge's values, in this order).
@@ -184,11 +188,37 @@ def from_arch_string(text: str) -> dict[str, str]:
     return arch
 
 
+#: The ResNet cell of the paper's Figure 1 (a residual block: two 3×3 convolutions, a skip), as
+#: the benchmark's own scripts query it (AutoDL-Projects, ``exps/NATS-Bench``).
+RESNET = "|nor_conv_3x3~0|+|none~0|nor_conv_3x3~1|+|skip_connect~0|none~1|skip_connect~2|"
+
+_DONG = "Dong & Yang 2020, NAS-Bench-201: Extending the Scope of Reproducible NAS (ICLR)"
+
 register_space(
     "nasbench201",
     NasBench201Space,
-    paper="Dong & Yang 2020, NAS-Bench-201: Extending the Scope of Reproducible NAS (ICLR)",
+    paper=_DONG,
     size_paper=15_625,
     family="nasbench201",
     note="5 operations on each of 6 edges: 5^6 cells (the paper's Section 2.1)",
+)
+register_arch_form(
+    "nasbench201",
+    # a name with an "op~input" entry is meant as a benchmark string: a malformed one gets
+    # from_arch_string's error (the expected form), not "no architecture is called"
+    matches=lambda name: "~" in name,
+    parse=from_arch_string,
+    resolution=32,
+    num_classes=10,
+    source=_DONG + ", an architecture string (C=16, N=5, CIFAR-10)",
+)
+register_arch(
+    "nasbench201-resnet",
+    space="nasbench201",
+    arch=from_arch_string(RESNET),
+    resolution=32,
+    num_classes=10,
+    params_paper=None,
+    madds_paper=None,
+    source=_DONG + ", Figure 1: the ResNet cell",
 )

@@ -16,6 +16,12 @@ Every builder takes ``n_cells`` (3N + 2 for the papers' "N normal cells per stag
 ``"imagenet"``: the stem), ``n_classes`` and ``merge`` (slot spaces). The defaults are a
 small CIFAR search setting: 8 cells of 16 channels.
 
+The published networks come in the papers' two settings: ImageNet's mobile setting (224×224,
+1000 classes, the stride-2 stem, the papers' mobile N and F; ``nasnet-a``, ``amoebanet-a``,
+``pnas`` and ``darts-v2``, also called ``nasnet-a-mobile``, ``amoebanet-a-mobile``,
+``pnasnet-5-mobile`` and ``darts-v2-mobile``) and CIFAR-10 (the ``-cifar`` names; ``enas`` and
+``darts-v1`` were published on CIFAR-10 only).
+
 The published cells are written as genotypes, a pair ``(operation, input)`` per slot for each
 node (inputs 0 and 1 are the two previous cells, 2.. the nodes), and turned into arch dicts by
 :func:`genotype_arch`.
@@ -315,6 +321,7 @@ register_arch(
     params_paper=5.3e6,
     madds_paper=564e6,
     source=_ZOPH + ", Table 3 (mobile ImageNet): NASNet-A (4 @ 1056)",
+    aliases=("nasnet-a-mobile",),
 )
 register_arch(
     "nasnet-a-cifar",
@@ -337,6 +344,7 @@ register_arch(
     params_paper=5.1e6,
     madds_paper=555e6,
     source=_REAL + ", Table 3 (mobile ImageNet): AmoebaNet-A (N=4, F=50)",
+    aliases=("amoebanet-a-mobile",),
     note="the stem and output states of the released TensorFlow code differ from the unified "
     "skeleton (see docs/hub.md)",
     exception="amoebanet-stem",
@@ -362,6 +370,7 @@ register_arch(
     params_paper=5.1e6,
     madds_paper=588e6,
     source=_LIU_P + ", Table 4 (mobile ImageNet): PNASNet-5 (N=3, F=54)",
+    aliases=("pnas-mobile", "pnasnet-5-mobile"),
 )
 register_arch(
     "pnas-cifar",
@@ -398,6 +407,7 @@ register_arch(
     params_paper=4.7e6,
     madds_paper=574e6,
     source=_LIU_D + ", Table 2 (mobile ImageNet): DARTS (second order)",
+    aliases=("darts-v2-mobile",),
     note="quark0/darts#46: conv+fc counts of the released model give 523M, not 574M",
     exception="darts-madds",
 )

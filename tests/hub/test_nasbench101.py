@@ -8,7 +8,7 @@ import torch
 import nasforge as nf
 from nasforge import hub
 from nasforge.errors import ArchitectureError
-from nasforge.hub.nasbench101 import NB101_OPS, is_valid, to_spec
+from nasforge.hub.nasbench101 import N_CELLS, N_ENCODINGS, NB101_OPS, is_valid, to_spec
 
 from ._engine import multi_trial
 
@@ -30,6 +30,15 @@ def test_the_encoding_is_the_benchmarks(space: nf.ModelSpace) -> None:
     ss = space.search_space()
     assert ss.size == 2**21 * 3**5 == hub.space_info("nasbench101").size_paper
     assert [d.values for d in ss.decisions if d.label.startswith("op")] == [NB101_OPS] * 5
+
+
+def test_both_sizes_are_exposed_the_encodings_and_the_distinct_cells(space: nf.ModelSpace):
+    """The space's size is the 510M encodings; the 423,624 distinct cells are a named constant
+    and the registry entry's ``size_distinct``, not only prose."""
+    info = hub.space_info("nasbench101")
+    assert space.search_space().size == N_ENCODINGS == info.size_paper == 509_607_936
+    assert info.size_distinct == N_CELLS == 423_624
+    assert all(hub.space_info(n).size_distinct is None for n in hub.spaces() if n != info.name)
 
 
 def test_validity_and_pruning_follow_the_benchmark() -> None:

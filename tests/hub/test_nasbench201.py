@@ -95,3 +95,47 @@ def test_one_shot_searches_return_a_cell_with_a_benchmark_string(
     result = one_shot(tiny_space, algorithm)
     arch = tiny_space.search_space().validate(result.arch)  # type: ignore[attr-defined]
     assert from_arch_string(to_arch_string(arch)) == arch
+
+
+README_EXAMPLE = (
+    "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|"
+    "+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+)
+
+
+def test_a_benchmark_string_is_a_hub_name() -> None:
+    """hub.arch and hub.model take a NAS-Bench-201 string: its arch dict, and the cell frozen
+    at the benchmark's CIFAR-10 setting (C=16, N=5: 15 cells)."""
+    assert hub.arch(README_EXAMPLE) == from_arch_string(README_EXAMPLE)
+    info = hub.arch_info(README_EXAMPLE)
+    assert (info.space, info.resolution, info.num_classes) == ("nasbench201", 32, 10)
+    model = hub.model(README_EXAMPLE)
+    cells = [m for m in model.cells if hasattr(m, "edges")]
+    assert len(cells) == 15 and model.stem[0].out_channels == 16
+    assert model.classifier.out_features == 10
+    small = hub.model(README_EXAMPLE, channels=4, n_cells=1).eval()
+    assert small(hub.example_input(README_EXAMPLE, 2)).shape == (2, 10)
+
+
+def test_the_resnet_cell_has_a_name() -> None:
+    """The paper's ResNet cell is "nasbench201-resnet": two 3x3 convolutions and a skip."""
+    assert to_arch_string(hub.arch("nasbench201-resnet")) == (
+        "|nor_conv_3x3~0|+|none~0|nor_conv_3x3~1|+|skip_connect~0|none~1|skip_connect~2|"
+    )
+    assert "nasbench201-resnet" in hub.archs("nasbench201")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|",
+        "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|conv~1|none~2|",
+        "nor_conv_3x3~0",
+    ],
+)
+def test_a_bad_benchmark_string_is_one_clear_error(bad: str) -> None:
+    """A malformed string given as a hub name is one ArchitectureError giving the form."""
+    with pytest.raises(ArchitectureError, match=r"expected \|op~0\|\+\|op~0\|op~1\|"):
+        hub.arch(bad)
+    with pytest.raises(ArchitectureError, match="not a NAS-Bench-201 string|should be op~"):
+        hub.model(bad)

@@ -8,7 +8,7 @@ import pytest
 
 from nasforge import hub
 from nasforge.errors import ConfigError, SpaceError
-from nasforge.hub._registry import register_space
+from nasforge.hub._registry import register_arch, register_space
 
 
 def test_unknown_names_suggest_the_closest() -> None:
@@ -23,6 +23,21 @@ def test_a_name_registers_once() -> None:
     """Registering a space name twice is refused."""
     with pytest.raises(SpaceError, match="registered twice"):
         register_space("nasbench201", dict, paper="x", size_paper=None, family="x")
+
+
+def test_an_alias_names_its_entry_and_is_taken_once() -> None:
+    """An alias gives the registered entry itself (hub.archs lists the name only); a name or
+    alias registered again is refused, and a misspelt alias is suggested."""
+    assert hub.arch_info("nasnet-a-mobile") is hub.arch_info("nasnet-a")
+    assert "nasnet-a-mobile" not in hub.archs() and "nasnet-a" in hub.archs()
+    for taken in ("nasnet-a-mobile", "nasnet-a"):
+        with pytest.raises(SpaceError, match="registered twice"):
+            register_arch(
+                "x-new", space="nasnet", arch={}, resolution=1, num_classes=1,
+                params_paper=None, madds_paper=None, source="x", aliases=(taken,),
+            )  # fmt: skip
+    with pytest.raises(ConfigError, match="did you mean 'darts-v2-mobile'"):
+        hub.arch("darts-v2-mobil")
 
 
 def test_every_published_architecture_names_a_registered_space() -> None:
