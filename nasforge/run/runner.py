@@ -456,10 +456,8 @@ class BaseRunner(abc.ABC):
         holds the writer's lock and the lifecycle (state, trackers, log), this one writes its
         progress, trials and notes there. A stop asked of the run reaches the stage through
         this kind's own boundaries: :class:`StopRequested` propagates, or :attr:`stopping`
-        says so after a kind that finishes its boundary first (the multi-trial loop).
-
-        Raises:
-            anything :meth:`_execute` raises.
+        says so after a kind that finishes its boundary first (the multi-trial loop). It
+        raises what the kind's ``_execute`` raises.
         """
         self.store, self.stopping = store, None
         try:
