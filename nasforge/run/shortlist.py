@@ -8,8 +8,10 @@ data, never by asking which kind wrote it.
              limit} or None, "candidates": [{"arch", "arch_id", "score", "params",
              "flops"}, ...]}`` best first; written once, when the first stage ends, so a
              resume finds the first stage done
-    rows     :func:`shortlist_rows` joins each candidate with the trial of its architecture
-             (by arch id): status, the reports (epochs) it reached, its metric
+    results  :func:`shortlist_results` joins each candidate with the trial of its
+             architecture (by arch id): status, the reports (epochs) it reached, its metric;
+             :func:`shortlist_rows` is that as a table (status, the dashboard), and export
+             writes it as ``shortlist.json``
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from nasforge.errors import StoreError
 from nasforge.run.progress import fmt_number
 from nasforge.run.store import Store, TrialRecord
 
-__all__ = ["SHORTLIST_META", "write_shortlist", "read_shortlist", "shortlist_rows"]
+__all__ = [
+    "SHORTLIST_META",
+    "write_shortlist",
+    "read_shortlist",
+    "shortlist_results",
+    "shortlist_rows",
+]
 
 #: the meta key a run records its shortlist under
 SHORTLIST_META = "shortlist"
@@ -53,31 +61,52 @@ def read_shortlist(store: Store) -> dict[str, Any] | None:
     return data
 
 
-def shortlist_rows(store: Store, metric: str) -> tuple[list[str], list[list[str]]]:
-    """Returns (header, rows) of the run's shortlist, one row per candidate in the first
-    stage's order: its score and sizes, then the trial of its architecture (id, status with
-    the reports it reached, ``metric``); empty when the run recorded no shortlist."""
+def shortlist_results(store: Store, metric: str) -> list[dict[str, Any]]:
+    """Returns the run's shortlist joined with the second stage, one entry per candidate in
+    the first stage's order: ``position`` (1 first), ``rule``, the candidate's ``arch``,
+    ``arch_id``, ``score`` and sizes, then ``trial`` (None: not trained yet), ``status``,
+    ``resource`` (the reports it reached), ``pick`` and ``metric`` (its value); empty when
+    the run recorded no shortlist."""
     shortlist = read_shortlist(store)
     if shortlist is None:
-        return [], []
+        return []
     trials: dict[str, TrialRecord] = {}
     for record in store.trials():  # with curves: the reports each reached
         if record.status != "cached":
             trials.setdefault(record.arch_id, record)
     picks = set(store.picks())
-    header = ["#", "arch", f"stage 1 ({shortlist.get('rule', '?')})", "params", "flops",
-              "trial", "stage 2", metric]  # fmt: skip
-    rows = []
+    out = []
     for i, c in enumerate(_candidates(shortlist["candidates"]), 1):
         t = trials.get(str(c.get("arch_id")))
+        out.append({
+            "position": i, "rule": shortlist.get("rule"), **dict(c),
+            "trial": None if t is None else t.id,
+            "status": None if t is None else t.status,
+            "resource": None if t is None else len(t.intermediates),
+            "pick": t is not None and t.id in picks,
+            "metric": None if t is None else (t.metrics or {}).get(metric),
+        })  # fmt: skip
+    return out
+
+
+def shortlist_rows(store: Store, metric: str) -> tuple[list[str], list[list[str]]]:
+    """Returns (header, rows) of :func:`shortlist_results` as a table shows them: each
+    candidate's score and sizes, then its trial (id, status with the reports it reached,
+    ``metric``); empty when the run recorded no shortlist."""
+    results = shortlist_results(store, metric)
+    if not results:
+        return [], []
+    header = ["#", "arch", f"stage 1 ({results[0]['rule'] or '?'})", "params", "flops",
+              "trial", "stage 2", metric]  # fmt: skip
+    rows = []
+    for r in results:
         status = "not trained yet"
-        if t is not None:
-            status = f"{t.status} @{len(t.intermediates)}" + (" (the pick)" * (t.id in picks))
-        value = (t.metrics or {}).get(metric) if t is not None else None
+        if r["trial"] is not None:
+            status = f"{r['status']} @{r['resource']}" + (" (the pick)" * r["pick"])
         rows.append(
-            [str(i), str(c.get("arch_id", "")), fmt_number(c.get("score")),
-             fmt_number(c.get("params")), fmt_number(c.get("flops")),
-             "" if t is None else str(t.id), status, fmt_number(value)]
+            [str(r["position"]), str(r.get("arch_id", "")), fmt_number(r.get("score")),
+             fmt_number(r.get("params")), fmt_number(r.get("flops")),
+             "" if r["trial"] is None else str(r["trial"]), status, fmt_number(r["metric"])]
         )  # fmt: skip
     return header, rows
 

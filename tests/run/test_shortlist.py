@@ -9,6 +9,7 @@ import pytest
 from nasforge.dashboard.data import run_facts
 from nasforge.errors import StoreError
 from nasforge.run.agreement import AGREEMENT_META, size_agreement
+from nasforge.run.export import export_top
 from nasforge.run.shortlist import SHORTLIST_META, shortlist_rows, write_shortlist
 from nasforge.run.status import print_status
 from nasforge.run.store import Store, TrialOutcome
@@ -60,3 +61,16 @@ def test_a_damaged_shortlist_is_one_store_error(tmp_path: Path) -> None:
         s.set_meta(SHORTLIST_META, "{not json")
         with pytest.raises(StoreError, match="does not decode"):
             shortlist_rows(s, "acc")
+
+
+def test_export_writes_the_shortlist_beside_the_picks(tmp_path: Path) -> None:
+    """shortlist.json holds every candidate with its stage-2 result; the pick's arch.json
+    names its entry."""
+    _record(tmp_path / "run")
+    (folder,) = export_top(tmp_path / "run", 1, tmp_path / "out")
+    table = json.loads((tmp_path / "out" / "shortlist.json").read_text())
+    assert [(r["position"], r["status"], r["pick"]) for r in table] == [
+        (1, "done", True), (2, "pruned", False), (3, None, False)
+    ]  # fmt: skip
+    entry = json.loads((folder / "arch.json").read_text())["shortlist"]
+    assert entry["score"] == 0.9 and entry["rule"] == "spos" and entry["resource"] == 3
