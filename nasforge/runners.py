@@ -48,6 +48,10 @@ def _pipeline() -> None:
     import nasforge.parallel.runner  # noqa: F401
 
 
+def _two_stage() -> None:
+    import nasforge.twostage.runner  # noqa: F401
+
+
 #: kind -> the function that imports (and so registers) its runner.
 BUILTIN: dict[str, Callable[[], None]] = {
     "multitrial": _multitrial,
@@ -56,6 +60,7 @@ BUILTIN: dict[str, Callable[[], None]] = {
     "ofa": _ofa,
     "ofa-deploy": _ofa_deploy,
     "pipeline": _pipeline,
+    "two-stage": _two_stage,
 }
 
 

@@ -25,8 +25,8 @@ FLOOR = {
     "dashboard": {"_version", "errors", "run", "runtime", "space"},
 }
 #: modules above everything, which may import any family (the hub serves ofa/'s MobileNetV3
-#: space as is)
-TOP = {"cli", "runners", "__init__", "__main__", "hub"}
+#: space as is; the two-stage search composes a one-shot first stage and the engine's trials)
+TOP = {"cli", "runners", "__init__", "__main__", "hub", "twostage"}
 
 
 def _imports() -> dict[str, set[str]]:

@@ -25,7 +25,7 @@ PURE = (
     "ofa/evolution.py", "spaces/cell_canon.py", "spaces/wann_edits.py", "spaces/path_edits.py",
     "strategy/stopping.py", "strategy/halving.py", "run/store.py", "run/_schema.py",
     "run/_rows.py", "run/results.py", "run/runner.py", "run/files.py", "run/status.py",
-    "run/preflight.py", "runtime/devices.py",
+    "run/preflight.py", "runtime/devices.py", "run/agreement.py", "run/shortlist.py",
 )  # fmt: skip
 #: a process in which torch cannot be imported, that imports each module given and prints
 #: those that failed, with the error

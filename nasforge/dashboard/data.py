@@ -73,8 +73,12 @@ def final_trials(trials: Sequence[TrialRecord]) -> list[TrialRecord]:
 
 def run_facts(store: Store) -> dict[str, str]:
     """Returns the run's ``stopper`` (its rule and settings, ``none``, or ``""`` for a kind
-    without one) and the resource ``spent`` (reports summed over the trained trials, by
-    status; ``""`` when none were reported), as text for the run's summary line."""
+    without one), the resource ``spent`` (reports summed over the trained trials, by
+    status; ``""`` when none were reported), the size ``baseline`` of a one-shot score and
+    the ``shortlist`` (each candidate's first-stage score beside its second-stage result),
+    as text for the run's summary line (``""``: the run recorded none)."""
+    from nasforge.run.agreement import AGREEMENT_META, agreement_text, read_agreement
+    from nasforge.run.shortlist import shortlist_rows
     from nasforge.run.status import resource_spent
 
     config = store.config()
@@ -90,9 +94,14 @@ def run_facts(store: Store) -> dict[str, str]:
     spent = resource_spent(store.trials())
     total = spent.pop("total")
     parts = ", ".join(f"{k} {v}" for k, v in sorted(spent.items()) if v)
+    agreement = read_agreement(store.get_meta(AGREEMENT_META))
+    header, rows = shortlist_rows(store, store.objective()["metric"])
+    shortlist = "; ".join(f"#{r[0]} {r[2]} → {r[6]}" + (f" {r[7]}" if r[7] else "") for r in rows)
     return {
         "stopper": stopper,
         "spent": f"{total} reports ({parts})" if total else "",
+        "baseline": "" if agreement is None else agreement_text(agreement),
+        "shortlist": f"{header[2]} → stage 2: {shortlist}" if rows else "",
     }
 
 

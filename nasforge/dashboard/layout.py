@@ -80,13 +80,18 @@ def trial_columns(metrics: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def facts(found: Mapping[str, str]) -> list[Any]:
-    """Returns the summary line's parts for a run's stopper and resource spent (what
-    :func:`nasforge.dashboard.data.run_facts` found), empty ones left out."""
+    """Returns the summary line's parts for a run's stopper and resource spent, and lines
+    for its size baseline and shortlist (what :func:`nasforge.dashboard.data.run_facts`
+    found), empty ones left out."""
     out: list[Any] = []
     if found.get("stopper"):
         out.append(html.Span(f" · stopper {found['stopper']}", id="run-stopper"))
     if found.get("spent"):
         out.append(html.Span(f" · spent {found['spent']}", id="run-spent"))
+    if found.get("baseline"):
+        out.append(html.Div(f"baseline: {found['baseline']}", id="run-baseline"))
+    if found.get("shortlist"):
+        out.append(html.Div(f"shortlist: {found['shortlist']}", id="run-shortlist"))
     return out
 
 

@@ -14,6 +14,9 @@
                 SPOS and few-shot, every architecture the evolution scored is a trial too, and
                 for ENAS every sample of its final pick.
     artifacts   ``supernet``: the trained supernet's state dict
+    meta        ``size_agreement``: Kendall's tau between the scores of the candidates it
+                scored and their parameter counts and FLOPs (:mod:`nasforge.run.agreement`),
+                the trivial baseline ``nasforge status`` and the dashboard show beside the pick
 
 Data: ``(X, y)`` tensors (split evenly into a weight half and an architecture half), a mapping
 ``{"train": (X, y), "val": (X, y)[, "test": (X, y)]}``, a :class:`nasforge.data.Splits`
@@ -53,8 +56,9 @@ from nasforge.oneshot.algorithms import (
     own_settings,
     setting_names,
 )
+from nasforge.oneshot.baseline import record_agreement, size_baseline
 from nasforge.oneshot.cmp import DEFAULT_WORKERS, CMPSettings, check_parallel, cmp_search
-from nasforge.oneshot.common import Batch, Split, accuracy, recalibrate_bn, split_data
+from nasforge.oneshot.common import Batch, SearchResult, Split, accuracy, recalibrate_bn, split_data
 from nasforge.oneshot.search import SearchState, search
 from nasforge.oneshot.search import supernet as make_supernet
 from nasforge.run.files import read_recorded
@@ -65,6 +69,7 @@ from nasforge.run.store import Store, TrialOutcome
 from nasforge.runtime.threads import set_threads
 from nasforge.runtime.weights import load_weights, save_state, save_weights
 from nasforge.space import ModelSpace, arch_id
+from nasforge.space.search_space import Arch
 from nasforge.strategy import list_strategies
 
 __all__ = ["OneShot", "OneShotSearch", "get_oneshot", "load_data"]
@@ -412,6 +417,20 @@ class OneShotSearch(BaseRunner):
                threads=self.threads, progress="off", ranks=self.ranks)  # fmt: skip
 
     def _execute(self, store: Store, resume: bool) -> None:
+        found = self.search_in(store, resume)
+        if found is not None:
+            self._record(store, *found)
+
+    def search_in(self, store: Store, resume: bool) -> tuple[SearchResult, float] | None:
+        """Returns the search's result and its seconds (across resumes) after training the
+        supernet into ``store`` (progress rows, a checkpoint after each epoch), or None when
+        the record already holds the search's trials (it finished). A run that composes this
+        search as one of its stages (the two-stage search) calls it with its own open record.
+
+        Raises:
+            StoreError: a checkpoint the record names is missing.
+            DivergenceError: a loss became NaN or infinite.
+        """
         cfg = self._ranked_config()
         set_threads(self.threads)
         store.set_plan("epochs", cfg.epochs)
@@ -424,7 +443,7 @@ class OneShotSearch(BaseRunner):
         self.ranks.broadcast(("done", None) if done else ("start", start))
         if done:
             log.info("%s: the one-shot search already finished; nothing to do", self.directory)
-            return
+            return None
         progress = self.progress(cfg.epochs, None, self.progress_mode)
         t0 = time.monotonic() - float(store.get_meta("elapsed", "0") or 0)
 
@@ -472,7 +491,20 @@ class OneShotSearch(BaseRunner):
             )
         finally:
             progress.close()
-        self._record(store, result, time.monotonic() - t0)
+        return result, time.monotonic() - t0
+
+    def inherited(self, net: Any, arch: Arch) -> tuple[Any, float]:
+        """Returns the frozen model of ``arch`` with the trained supernet's weights (``net``:
+        a search result's supernet, on the CPU) and batch norm recalibrated on training
+        batches, and its validation accuracy."""
+        cfg = self.strategy.config
+        model = net.extract(arch)  # from the (sub-)supernet that holds it
+        recalibrate_bn(model, self.split.train, cfg.batch_size, cfg.bn_batches, cfg.seed)
+        return model, accuracy(model, self.split.val)
+
+    def example(self) -> torch.Tensor:
+        """Returns one training input (what sets the input shape of a size count)."""
+        return self.split.train[0][:1]
 
     def _cmp_search(self, space: ModelSpace, algorithm: str, data: Any, **kwargs: Any) -> Any:
         """Returns :func:`~nasforge.oneshot.cmp.cmp_search`'s result with this run's partitions,
@@ -482,18 +514,17 @@ class OneShotSearch(BaseRunner):
         return cmp_search(space, algorithm, data, parallel, **kwargs)
 
     def _record(self, store: Store, result: Any, seconds: float) -> None:
-        cfg = self.strategy.config
         # recorded from the CPU: the artifacts load anywhere, and the data stayed there
         net, arch = result.supernet.cpu(), result.arch
         ckpt = self.directory / "checkpoints"
         for evaluated, acc in result.evaluated:
             outcome = TrialOutcome("done", {"accuracy": acc}, evaluation="inherited")
             store.record_trial(arch_id(evaluated), evaluated, outcome)
-        model = net.extract(arch)  # from the (sub-)supernet that holds it
-        recalibrate_bn(model, self.split.train, cfg.batch_size, cfg.bn_batches, cfg.seed)
+        record_agreement(store, size_baseline(self.space, result.evaluated, self.example()))
+        model, acc = self.inherited(net, arch)
         rows = store.progress()
         metrics = {
-            "accuracy": accuracy(model, self.split.val),
+            "accuracy": acc,
             "params": float(sum(p.numel() for p in model.parameters())),
             "search_seconds": seconds,
             **result.metrics,  # what the algorithm knows of its pick (ProxylessNAS: latency)

@@ -22,6 +22,11 @@ One layout for every kind of run: ``<out>/rank<r>_trial<id>/`` holds
                 names it under ``hf``, or says under ``hf_note`` why it is missing (the config
                 cannot hold sizes that differ per layer, or the trial kept no weights)
 
+A run that recorded a shortlist (a two-stage search: :mod:`nasforge.run.shortlist`) also
+gets ``<out>/shortlist.json``: each candidate's first-stage score and sizes beside its
+second-stage trial, status, reports and metric; the ``arch.json`` of a shortlisted trial
+names its entry under ``shortlist``.
+
 :func:`load_model` needs nothing but that folder.
 """
 
@@ -38,6 +43,7 @@ from nasforge.errors import ConfigError, StoreError
 from nasforge.run.preflight import check_folder, make_folder
 from nasforge.run.refs import from_ref
 from nasforge.run.results import rank_trials
+from nasforge.run.shortlist import shortlist_results
 from nasforge.run.store import Store, TrialRecord
 from nasforge.runtime.weights import KEPT_NOTE, not_kept
 
@@ -101,6 +107,7 @@ def export_top(
         chosen = [store.trial(t.id) for t in chosen]
         needed = {n: a for n, a in store.artifacts().items() if a["meta"].get("export")}
         kept = store.notes(KEPT_NOTE)
+        shortlist = shortlist_results(store, obj["metric"])
     if not chosen:
         raise StoreError(
             f"{directory} has no finished trial ranked by {obj['metric']!r} to export "
@@ -142,8 +149,13 @@ def export_top(
             if src.exists():
                 shutil.copyfile(src, d / src.name)
                 files[name] = src.name
+        entry = [r for r in shortlist if r.get("arch_id") == t.arch_id]
+        if entry:
+            meta["shortlist"] = {k: v for k, v in entry[0].items() if k != "arch"}
         (d / "arch.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
         written.append(d)
+    if shortlist:
+        (out / "shortlist.json").write_text(json.dumps(shortlist, indent=2, sort_keys=True))
     if hf:
         missing = [f"{d.name}: {note}" for d in written if (note := save_hf(d)) is not None]
         if missing:

@@ -460,6 +460,21 @@ class BaseRunner(abc.ABC):
                 leave()
         return self
 
+    def run_stage(self, store: Store, resume: bool) -> None:
+        """Returns None after running (with ``resume``: continuing) this runner's search as
+        one stage of another run, into that run's open record ``store``: the composing run
+        holds the writer's lock and the lifecycle (state, trackers, log), this one writes its
+        progress, trials and notes there. A stop asked of the run reaches the stage through
+        this kind's own boundaries: :class:`StopRequested` propagates, or :attr:`stopping`
+        says so after a kind that finishes its boundary first (the multi-trial loop). It
+        raises what the kind's ``_execute`` raises.
+        """
+        self.store, self.stopping = store, None
+        try:
+            self._execute(store, resume)
+        finally:
+            self.store = None
+
     # -- data parallel: the ranks of a torchrun (or --nproc) job --------------------------------
     #: whether a run of this kind trains data parallel across the ranks of a job (``torchrun``,
     #: ``nasforge run FILE --nproc N``): rank 0 writes the record, the others train beside it

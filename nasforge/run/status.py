@@ -12,8 +12,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from nasforge.run.agreement import AGREEMENT_META, agreement_text, read_agreement
 from nasforge.run.progress import fmt_number
 from nasforge.run.results import rank_trials
+from nasforge.run.shortlist import shortlist_rows
 from nasforge.run.store import Store, TrialRecord
 from nasforge.run.trial_logs import trial_log
 from nasforge.runtime.devices import placement_text
@@ -239,8 +241,10 @@ def _print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
 
 
 def print_status(directory: str | Path, limit: int | None = 20) -> None:
-    """Prints the run's summary line, its latest progress rows, its best trials and its notes
-    to standard output (the command line's output).
+    """Prints the run's summary line, its latest progress rows, the size baseline of a
+    one-shot score (:mod:`nasforge.run.agreement`), its shortlist (a two-stage search's:
+    :mod:`nasforge.run.shortlist`), its best trials and its notes to standard output (the
+    command line's output).
 
     Raises:
         StoreError: the run cannot be read.
@@ -261,6 +265,12 @@ def print_status(directory: str | Path, limit: int | None = 20) -> None:
             unit = report_unit(store.trials("done")[:50])
         notes = notes_table(store)
         failed = [t.id for t in store.trials("failed", light=True)]
+        short = shortlist_rows(store, store.objective()["metric"])
+        agreement = read_agreement(store.get_meta(AGREEMENT_META))
+    if agreement is not None:
+        sys.stdout.write(f"baseline: {agreement_text(agreement)}\n")
+    if short[1]:
+        _print_table("shortlist (stage 1's scores beside stage 2's training)", *short)
     if spent.get("total"):
         parts = ", ".join(f"{k} {v}" for k, v in spent.items() if k != "total")
         sys.stdout.write(f"resource spent: {spent['total']} reports{unit}, by status: ")

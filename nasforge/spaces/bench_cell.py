@@ -134,3 +134,11 @@ class BenchCellSpace(nf.ModelSpace):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(self.head(self.stage2(self.reduce(self.stage1(self.stem(x))))))
+
+    def function_key(self, arch: dict[str, str]) -> str:
+        """Returns the key of the function ``arch`` computes (dead ends dropped, identical
+        functions collapsed: :func:`nasforge.spaces.cell_canon.function_key`): two
+        architectures with one key freeze to the same function, so a shortlist keeps one."""
+        from nasforge.spaces.cell_canon import function_key
+
+        return function_key(arch)

@@ -11,7 +11,7 @@ from nasforge.errors import ConfigError
 from nasforge.proxies import get_proxy, linearised, list_proxies, naswot, score_arch, synflow
 from nasforge.spaces.bench_cell import BenchCellSpace
 
-ALL = ["grad_norm", "jacob_cov", "naswot", "snip", "synflow"]
+ALL = ["flops", "grad_norm", "jacob_cov", "naswot", "params", "snip", "synflow"]
 LABELS = [f"e{j}_{i}" for j in range(1, 4) for i in range(j)]
 
 
@@ -30,7 +30,7 @@ def _snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def test_registry_names_the_five_and_rejects_unknown_names() -> None:
-    """list_proxies names the five; get_proxy passes functions through and explains a typo."""
+    """list_proxies names the five and the sizes; get_proxy passes functions, explains typos."""
     assert list_proxies() == ALL
     assert get_proxy(synflow) is synflow and get_proxy("jacob-cov") is get_proxy("jacob_cov")
     with pytest.raises(ConfigError, match="synflow"):

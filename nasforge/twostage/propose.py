@@ -1,0 +1,200 @@
+"""Stage 1 of a two-stage search: what scores the candidates the shortlist is chosen from.
+
+    one-shot  any one-shot algorithm (``spos``, ``fewshot``, ``darts``, ``nasb``, ...) trains
+              its supernet into the run's record, exactly as a one-shot run does (progress
+              rows, a checkpoint after each epoch, so a kill resumes bitwise), then every
+              architecture it scored on the way, its pick and uniform samples up to ``pool``
+              are scored by their validation accuracy with the supernet's weights (batch norm
+              recalibrated on training batches)
+    proxy     a zero-cost proxy (``synflow``, ``naswot``, ...) or a size (``params``,
+              ``flops``): ``pool`` uniform samples, scored at initialisation on the first
+              training batch
+    random    ``pool`` uniform samples in the order drawn (the floor every rule must beat)
+
+Each is a :class:`Proposer`; :func:`get_proposer` builds the one a name means. Uniform
+samples are drawn with the shortlist's seed, each architecture once.
+"""
+
+from __future__ import annotations
+
+import abc
+import random
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nasforge.errors import ConfigError
+from nasforge.oneshot.algorithms import algorithm_names
+from nasforge.oneshot.runner import OneShot, OneShotSearch, load_data
+from nasforge.proxies import get_proxy, list_proxies, score_arch
+from nasforge.run.store import Store
+from nasforge.space.search_space import Arch, arch_id
+from nasforge.twostage.shortlist import ShortlistSettings
+
+__all__ = ["Proposer", "OneShotProposer", "ProxyProposer", "RandomProposer", "get_proposer",
+           "uniform_pool"]  # fmt: skip
+
+#: the examples a proxy scores an architecture on (the first of the training split)
+PROXY_BATCH = 64
+
+
+def uniform_pool(space: Any, n: int, seed: int, taken: set[str] | None = None) -> list[Arch]:
+    """Returns up to ``n`` distinct architectures of ``space`` drawn uniformly with ``seed``,
+    none of those whose arch ids are ``taken`` (a small space may hold fewer)."""
+    rng, seen = random.Random(seed), set(taken or ())
+    out: list[Arch] = []
+    search = space.search_space()
+    for _ in range(20 * n):
+        if len(out) >= n:
+            break
+        arch = search.sample(rng)
+        if arch_id(arch) not in seen:
+            seen.add(arch_id(arch))
+            out.append(arch)
+    return out
+
+
+class Proposer(abc.ABC):
+    """Returns the candidates of stage 1, each with its score (higher is better).
+
+    Raises:
+        ConfigError: (constructor) a bad setting or data, before anything is written.
+    """
+
+    #: what its scores are, as the size baseline's sentence names it
+    scorer: str = ""
+
+    def __init__(
+        self,
+        space: Any,
+        settings: ShortlistSettings,
+        data: Any,
+        directory: Path,
+        threads: int | None = None,
+        progress: str = "auto",
+    ) -> None:
+        self.space, self.settings, self.directory = space, settings, directory
+        self.data, self.threads, self.progress = data, threads, progress
+
+    @abc.abstractmethod
+    def score(self, store: Store, resume: bool) -> list[tuple[Arch, float]]:
+        """Returns every candidate scored, with its score, in the order scored (writing
+        what the rule trains into ``store``; with ``resume``, going on from what it holds)."""
+
+    @abc.abstractmethod
+    def example(self) -> torch.Tensor:
+        """Returns one training input (the shape sizes are counted at)."""
+
+    def section(self) -> dict[str, Any]:
+        """Returns what the rule adds to the run's config beside the shortlist settings."""
+        return {}
+
+
+class OneShotProposer(Proposer):
+    """Returns candidates scored with a trained supernet's weights (module docstring)."""
+
+    scorer = "supernet"
+
+    def __init__(self, space: Any, settings: ShortlistSettings, data: Any, directory: Path,
+                 threads: int | None = None, progress: str = "auto") -> None:  # fmt: skip
+        super().__init__(space, settings, data, directory, threads, progress)
+        self.search = OneShotSearch(space, OneShot(settings.algorithm, **settings.settings), data,
+                                    directory=directory, progress=progress,
+                                    threads=threads)  # fmt: skip
+
+    def score(self, store: Store, resume: bool) -> list[tuple[Arch, float]]:
+        """Returns the architectures the search scored, its pick and uniform samples up to
+        the pool, each with its accuracy on inherited weights."""
+        found = self.search.search_in(store, resume)
+        assert found is not None, "stage 1 records no trials, so the search never looks done"
+        result = found[0]
+        assert result.supernet is not None, "a search returns its supernet"
+        net = result.supernet.cpu()
+        scored = {arch_id(a): (a, acc) for a, acc in result.evaluated}
+        if arch_id(result.arch) not in scored:
+            scored[arch_id(result.arch)] = (result.arch, self.search.inherited(net, result.arch)[1])
+        more = uniform_pool(self.space, self.settings.pool - len(scored), self.settings.seed,
+                            set(scored))  # fmt: skip
+        for arch in more:
+            scored[arch_id(arch)] = (arch, self.search.inherited(net, arch)[1])
+        return list(scored.values())
+
+    def example(self) -> torch.Tensor:
+        """Returns one training input of the search's data."""
+        return self.search.example()
+
+    def section(self) -> dict[str, Any]:
+        """Returns the one-shot search's section (its data and settings as recorded)."""
+        return {"oneshot": self.search.section()}
+
+
+class _Sampled(Proposer):
+    """Returns ``pool`` uniform samples, each scored by :meth:`value`."""
+
+    def __init__(self, space: Any, settings: ShortlistSettings, data: Any, directory: Path,
+                 threads: int | None = None, progress: str = "auto") -> None:  # fmt: skip
+        super().__init__(space, settings, data, directory, threads, progress)
+        if settings.settings:
+            raise ConfigError(
+                f"shortlist settings {sorted(settings.settings)} belong to a one-shot "
+                f"algorithm; {settings.algorithm!r} takes only k, pool, budget and seed"
+            )
+        self.split, _ = load_data(data, settings.seed)
+
+    def score(self, store: Store, resume: bool) -> list[tuple[Arch, float]]:
+        """Returns the pool's samples with their values, in the order drawn."""
+        archs = uniform_pool(self.space, self.settings.pool, self.settings.seed)
+        return [(a, self.value(i, a)) for i, a in enumerate(archs)]
+
+    @abc.abstractmethod
+    def value(self, i: int, arch: Arch) -> float:
+        """Returns the score of the ``i``-th sample ``arch``."""
+
+    def example(self) -> torch.Tensor:
+        """Returns one training input."""
+        return self.split.train[0][:1]
+
+
+class ProxyProposer(_Sampled):
+    """Returns uniform samples scored by a zero-cost proxy (or a size) at initialisation."""
+
+    def __init__(self, space: Any, settings: ShortlistSettings, data: Any, directory: Path,
+                 threads: int | None = None, progress: str = "auto") -> None:  # fmt: skip
+        super().__init__(space, settings, data, directory, threads, progress)
+        self.proxy = get_proxy(settings.algorithm)
+        self.scorer = f"proxy {settings.algorithm}"
+
+    def value(self, i: int, arch: Arch) -> float:
+        """Returns the proxy's value of ``arch`` (weights seeded with the shortlist's seed)."""
+        x, y = self.split.train
+        return score_arch(self.space, arch, self.proxy, x[:PROXY_BATCH], y[:PROXY_BATCH],
+                          self.settings.seed)  # fmt: skip
+
+
+class RandomProposer(_Sampled):
+    """Returns uniform samples, the first drawn first."""
+
+    scorer = "random draw"
+
+    def value(self, i: int, arch: Arch) -> float:
+        """Returns minus the draw's position."""
+        return float(-i)
+
+
+def get_proposer(name: str) -> type[Proposer]:
+    """Returns the stage-1 rule ``name`` means: a one-shot algorithm, ``random``, or a proxy.
+
+    Raises:
+        ConfigError: none of these (the message lists them).
+    """
+    if name in algorithm_names():
+        return OneShotProposer
+    if name == "random":
+        return RandomProposer
+    if name in list_proxies():
+        return ProxyProposer
+    raise ConfigError(
+        f"shortlist algorithm {name!r} is unknown; give a one-shot algorithm "
+        f"{algorithm_names()}, a proxy {list_proxies()} or 'random'"
+    )

@@ -1,0 +1,161 @@
+"""What the first stage of a two-stage search hands the second: its settings, and the choice of
+K architectures from the candidates it scored. Pure (no torch).
+
+    candidates  every architecture stage 1 scored, with its score (higher is better), its
+                sizes (``params``, ``flops``) and the key of the function it computes
+                (``function_key``: a space that knows when two architectures compute one
+                function says so; otherwise the space's id of the architecture)
+    choose      best score first (ties: the order scored); an architecture over the budget
+                is left out, and so is one whose function a better one already computes;
+                the first K that remain are the shortlist
+
+Invariants: the shortlist holds at most K architectures, no two with one function key, none
+over the budget, in stage 1's order; the same candidates give the same shortlist.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nasforge.errors import ConfigError
+
+__all__ = ["ShortlistSettings", "Candidate", "BUDGET_SIZES", "choose", "within", "function_key"]
+
+#: what a budget may bound (the sizes :mod:`nasforge.proxies.size` counts)
+BUDGET_SIZES = ("params", "flops")
+
+
+@dataclass
+class ShortlistSettings:
+    """Returns nothing; how stage 1 proposes the shortlist (a run file's ``shortlist:``).
+
+    Raises:
+        ConfigError: (:meth:`check`) a bad K, pool, budget or seed.
+    """
+
+    # a one-shot algorithm (spos, darts, nasb, fewshot, ...), a proxy (synflow, naswot, ...,
+    # and the trivial params, flops) or random
+    algorithm: str = "spos"
+    k: int = 8  # architectures trained in stage 2
+    # architectures stage 1 scores: uniform samples (a one-shot search adds those it scored
+    # itself and its pick, and samples only the rest)
+    pool: int = 64
+    budget: dict[str, float] | None = None  # {"params": 5e4, "flops": 2e6}: none over it
+    seed: int = 0  # the pool's draws
+    # the one-shot algorithm's settings, flat (epochs, batch_size, cycles, selection, ...)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, spec: Mapping[str, Any] | ShortlistSettings | None) -> ShortlistSettings:
+        """Returns the settings of a run file's ``shortlist:`` (its other keys are the
+        one-shot algorithm's settings), or ``spec`` itself; None gives the defaults.
+
+        Raises:
+            ConfigError: ``spec`` is not a mapping, or a setting is bad.
+        """
+        if isinstance(spec, ShortlistSettings):
+            spec.check()
+            return spec
+        if spec is None:
+            spec = {}
+        if not isinstance(spec, Mapping):
+            raise ConfigError(
+                f"shortlist must be a mapping such as {{algorithm: spos, k: 16}}, got {spec!r:.80}"
+            )
+        own = {"algorithm", "k", "pool", "budget", "seed"}
+        rest = {k: v for k, v in spec.items() if k not in own and k != "settings"}
+        out = cls(**{k: v for k, v in spec.items() if k in own},
+                  settings={**dict(spec.get("settings") or {}), **rest})  # fmt: skip
+        out.check()
+        return out
+
+    def check(self) -> None:
+        """Returns None when every setting is valid on its own.
+
+        Raises:
+            ConfigError: K or the pool not a positive int, a pool smaller than K, a budget
+                that bounds something else than params or flops or by no positive number, a
+                seed that is not an int.
+        """
+        for name in ("k", "pool", "seed"):
+            v, low = getattr(self, name), 0 if name == "seed" else 1
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ConfigError(f"shortlist {name} must be an int >= {low}, got {v!r}")
+        if self.pool < self.k:
+            raise ConfigError(
+                f"shortlist pool ({self.pool}) is smaller than k ({self.k}); stage 1 scores "
+                "the pool and keeps k of it: give pool >= k"
+            )
+        if not isinstance(self.algorithm, str):
+            raise ConfigError(f"shortlist algorithm must be a name, got {self.algorithm!r}")
+        if self.budget is not None:
+            if not isinstance(self.budget, Mapping) or not self.budget:
+                raise ConfigError(
+                    f"budget must be a mapping such as {{params: 5e4}}, got {self.budget!r}"
+                )
+            for key, limit in self.budget.items():
+                if key not in BUDGET_SIZES:
+                    raise ConfigError(
+                        f"budget bounds {key!r}; a shortlist budget bounds {list(BUDGET_SIZES)}"
+                    )
+                if isinstance(limit, bool) or not isinstance(limit, numbers.Real) or limit <= 0:
+                    raise ConfigError(f"budget {key} must be a number > 0, got {limit!r}")
+
+    def data(self) -> dict[str, Any]:
+        """Returns the settings as JSON-able data (the record's, and :meth:`from_mapping`'s)."""
+        return {"algorithm": self.algorithm, "k": self.k, "pool": self.pool,
+                "budget": None if self.budget is None else dict(self.budget),
+                "seed": self.seed, "settings": dict(self.settings)}  # fmt: skip
+
+
+@dataclass
+class Candidate:
+    """Returns nothing; one architecture stage 1 scored."""
+
+    arch: dict[str, Any]
+    arch_id: str
+    key: str  # the function it computes (:func:`function_key`)
+    score: float  # higher is better
+    sizes: dict[str, float]  # params, flops
+
+    def data(self) -> dict[str, Any]:
+        """Returns the candidate as a row of the recorded shortlist."""
+        return {"arch": self.arch, "arch_id": self.arch_id, "score": self.score, **self.sizes}
+
+
+def within(sizes: Mapping[str, float], budget: Mapping[str, float] | None) -> bool:
+    """Returns whether ``sizes`` lie within ``budget`` (each bounded size at most its limit)."""
+    return budget is None or all(sizes[k] <= limit for k, limit in budget.items())
+
+
+def function_key(space: Any, arch: Mapping[str, Any]) -> str:
+    """Returns the key of the function ``arch`` computes in ``space``: the space's own
+    ``function_key(arch)`` when it has one (the benchmark cell's: dead ends dropped, equal
+    functions collapsed), else the id its search space gives the architecture (one network,
+    one id)."""
+    own: Callable[[Mapping[str, Any]], str] | None = getattr(space, "function_key", None)
+    if callable(own):
+        return str(own(arch))
+    return space.search_space().id_of(arch)
+
+
+def choose(
+    candidates: Sequence[Candidate], k: int, budget: Mapping[str, float] | None
+) -> list[Candidate]:
+    """Returns the shortlist: the first ``k`` of ``candidates``, best score first (ties in
+    the order given), within ``budget`` and one per function key (see the module docstring)."""
+    order = sorted(range(len(candidates)), key=lambda i: -candidates[i].score)
+    seen: set[str] = set()
+    out: list[Candidate] = []
+    for i in order:
+        c = candidates[i]
+        if c.key in seen or not within(c.sizes, budget):
+            continue
+        seen.add(c.key)
+        out.append(c)
+        if len(out) == k:
+            break
+    return out

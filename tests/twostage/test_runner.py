@@ -1,0 +1,93 @@
+"""The two-stage kind: a run from Python and from a run file, what status shows of it, and
+the settings it refuses before its record exists."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from nasforge.cli import main
+from nasforge.errors import ConfigError
+from nasforge.run.shortlist import read_shortlist
+from nasforge.run.store import Store
+from nasforge.twostage import TwoStageSearch
+from tests.twostage._two_stage_run import DigitsNet
+
+
+def evaluate(model, report):
+    """A deterministic curve from the parameter count: three reports, the last the metric."""
+    n = sum(p.numel() for p in model.parameters())
+    for epoch in range(1, 4):
+        report(epoch * (n % 101) / 1000)
+    return {"default": 3 * (n % 101) / 1000, "params": float(n)}
+
+
+@pytest.mark.slow
+def test_a_rule_shortlist_is_trained_and_status_shows_it_beside_the_tau(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The params rule shortlists the 3 largest within the budget; stage 2 trains exactly
+    them in that order, picks the best finished one; status shows the shortlist and τ."""
+    d = tmp_path / "run"
+    run = TwoStageSearch(DigitsNet(), evaluate, "digits",
+                         {"algorithm": "params", "k": 3, "pool": 8, "budget": {"params": 3000}},
+                         stopper=None, executor="inprocess", progress="off",
+                         directory=d).run()  # fmt: skip
+    with Store.open(d) as store:
+        shortlist = read_shortlist(store)
+        assert shortlist is not None
+        cands = shortlist["candidates"]
+        trials = store.trials()
+        picks = store.picks()
+    sizes = [c["params"] for c in cands]
+    assert len(cands) == 3 and sizes == sorted(sizes, reverse=True) and max(sizes) <= 3000
+    assert [t.arch_id for t in trials] == [c["arch_id"] for c in cands]
+    best = max(trials, key=lambda t: t.metrics["default"])
+    assert picks == [best.id] and run.best(1)[0].id == best.id
+    assert main(["status", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "the proxy params agrees with parameter count at τ 1.00" in out
+    assert "stage 1 (params)" in out and "(the pick)" in out
+
+
+def test_bad_settings_are_refused_before_the_record(tmp_path: Path) -> None:
+    """An unknown rule, an engine setting misplaced, a pool below k: one line, no record."""
+    d = tmp_path / "run"
+    for shortlist, extra, words in [
+        ({"algorithm": "sopos"}, {}, "unknown; give a one-shot algorithm"),
+        ({"algorithm": "params", "k": 4, "pool": 2}, {}, "pool >= k"),
+        ({"algorithm": "params", "epochs": 3}, {}, "belong to a one-shot algorithm"),
+        ({"algorithm": "spos"}, {"n_trials": 3}, "no settings of a two-stage search"),
+    ]:
+        with pytest.raises(ConfigError, match=words):
+            TwoStageSearch(DigitsNet(), evaluate, "digits", shortlist, directory=d, **extra)
+    assert not d.exists()
+
+
+@pytest.mark.slow
+def test_a_run_file_names_the_two_stage_strategy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`strategy: {name: two-stage, shortlist: {algorithm: spos, k: 3}, stopper: asha}` runs
+    SPOS, then the engine under ASHA; status shows the supernet's τ and the shortlist."""
+    f = tmp_path / "two.yaml"
+    f.write_text(textwrap.dedent("""\
+        space: tests.twostage._two_stage_run:DigitsNet
+        data: digits
+        evaluator: {type: classification, data: digits, epochs: 3, lr: 0.01}
+        strategy:
+          name: two-stage
+          shortlist: {algorithm: spos, k: 3, pool: 8, epochs: 2, cycles: 4, population: 2,
+                      selection: loss}
+          stopper: asha
+        executor: inprocess
+        progress: "off"
+        """))  # fmt: skip
+    d = tmp_path / "run"
+    assert main(["run", str(f), "--dir", str(d)]) == 0
+    assert main(["status", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "two-stage run, finished: 3 of 3 trials done" in out
+    assert "the supernet agrees with parameter count at τ" in out
+    assert "stage 1 (spos)" in out and "(the pick)" in out
+    assert main(["export", str(d), "--top", "1", "--out", str(tmp_path / "out")]) == 0
