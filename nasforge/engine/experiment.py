@@ -75,6 +75,7 @@ from nasforge.run.trial_logs import finish_log, trial_log
 from nasforge.runtime.threads import set_threads
 from nasforge.strategy import (
     BaseStrategy,
+    default_strategy,
     get_stopper,
     get_strategy,
     list_strategies,
@@ -119,7 +120,8 @@ class Experiment(BaseRunner):
 
     Arguments: ``space`` a ModelSpace (models are frozen per trial) or a plain SearchSpace (the
     evaluator gets the arch dict); ``evaluator`` a BaseEvaluator or ``fn(model, report)``;
-    ``strategy`` a name or BaseStrategy; ``settings`` an
+    ``strategy`` a name or BaseStrategy (none: ``auto`` on a space with ranges, ``random`` on
+    one without); ``settings`` an
     :class:`~nasforge.engine.settings.ExperimentSettings` (the budget ``n_trials`` /
     ``time_budget``, the metric, ``executor``, ``stopper``, ``callbacks``, ...: its fields and
     their defaults), and any of its fields as keywords, which replace those of ``settings``:
@@ -154,7 +156,7 @@ class Experiment(BaseRunner):
         self,
         space: Any,
         evaluator: BaseEvaluator | Any,
-        strategy: str | BaseStrategy = "random",
+        strategy: str | BaseStrategy | None = None,
         settings: ExperimentSettings | None = None,
         *,
         directory: str | Path | None = None,
@@ -176,7 +178,8 @@ class Experiment(BaseRunner):
                 "SearchSpace; pass the ModelSpace instance"
             )
         self.evaluator.check()
-        self.strategy = get_strategy(strategy)
+        # none named: auto on a space with ranges, random (as before) on one without
+        self.strategy = get_strategy(strategy or default_strategy(self.search_space, "random"))
         self.strategy.setup(self.search_space)
         s.check()
         check_budget(s.n_trials, s.time_budget, self.strategy)
@@ -316,6 +319,10 @@ class Experiment(BaseRunner):
         if "torch" in sys.modules:  # a space of plain data trains nothing: keep torch unloaded
             set_threads(s.threads if s.threads is not None else 1)
         self.strategy.setup(self.search_space)  # replay needs the freshly seeded state
+        plan = self.strategy.explain()  # what auto chose and why: the run's log and a note
+        if plan is not None:
+            log.log(logging.INFO if log.isEnabledFor(logging.INFO) else logging.WARNING, plan)
+            store.add_note("strategy", "plan", plan)
         if self.stopper is not None:
             self.stopper.reset()
         store.set_plan("trials", s.n_trials)
