@@ -329,6 +329,7 @@ class Experiment(BaseRunner):
         self.timings = {}
         self._keeper = CheckpointKeeper(s.keep_checkpoints, store, self._score)
         self._loop = loop = _Loop()
+        self._root = self.directory.resolve()  # once: resolving costs a stat per part
         inflight = self._replay(store)
         if resume:
             self._keeper.sweep(list(loop.records.values()))
@@ -553,7 +554,7 @@ class Experiment(BaseRunner):
         loop.running[aid] = tid
         checkpoint = None
         if s.save_weights and hasattr(self.space, "freeze"):
-            ckpt_dir = self.directory.resolve() / "checkpoints"
+            ckpt_dir = self._root / "checkpoints"
             ckpt_dir.mkdir(exist_ok=True)
             checkpoint = str(ckpt_dir / f"trial_{tid}.pt")
         self.timings[tid] = {"submitted": time.time()}
@@ -566,8 +567,8 @@ class Experiment(BaseRunner):
                 stopper=None if self.stopper is None else self.stopper.snapshot(tid),
                 timeout=s.trial_timeout,
                 checkpoint=checkpoint,
-                log=str(trial_log(self.directory.resolve(), tid)),
-                cancel_marker=str(cancel_marker(self.directory, tid)),
+                log=str(trial_log(self._root, tid)),
+                cancel_marker=str(cancel_marker(self._root, tid)),
             )
         )
 
@@ -597,15 +598,15 @@ class Experiment(BaseRunner):
         if missing is not None:  # the first such trial stops the run: the rest would fail too
             status, error, loop.failure = "failed", missing, missing
         checkpoint = result.checkpoint
-        if checkpoint is not None and Path(checkpoint).is_relative_to(self.directory.resolve()):
-            checkpoint = str(Path(checkpoint).relative_to(self.directory.resolve()))
+        if checkpoint is not None and Path(checkpoint).is_relative_to(self._root):
+            checkpoint = str(Path(checkpoint).relative_to(self._root))
         outcome = TrialOutcome(status, metrics, result.intermediates, error, result.duration,
                                checkpoint, placement=result.placement)  # fmt: skip
-        self.store.finish_trial(tid, outcome)
-        finish_log(trial_log(self.directory, tid), tid, result, result.log_text)
-        cancel_marker(self.directory, tid).unlink(missing_ok=True)
+        # the run's elapsed time goes in the trial's transaction: one commit per trial
+        self.store.finish_trial(tid, outcome, meta={"elapsed": repr(loop.elapsed())})
+        finish_log(trial_log(self._root, tid), tid, result, result.log_text)
+        cancel_marker(self._root, tid).unlink(missing_ok=True)
         self.timings.setdefault(tid, {}).update(result.timing, recorded=time.time())
-        self.store.set_meta("elapsed", repr(loop.elapsed()))
         if result.retries:
             self.store.add_note(
                 "executor",
