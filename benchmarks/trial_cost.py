@@ -11,8 +11,11 @@ Three measurements, all on the handwritten digits with a real optimizer (Adam):
 2. ``training_share``: time inside the evaluator's training loop (its ``train_seconds``) over
    the trials' wall time (dispatch to record), for the Quickstart's workload on the pool.
 3. ASHA against a full run: a digits MLP search, 24 architectures x at most 9 epochs, pool x 2,
-   without a stopper and with ``stopper: asha`` (eta 3, rungs at 1 and 3 epochs), 3 seeds:
-   ``asha_wall_over_full`` (wall) against ``asha_epochs_over_full`` (epochs trained). The same
+   without a stopper and with ``stopper: asha`` (eta 3, rungs at 1 and 3 epochs), 5 seeds:
+   ``asha_wall_over_full`` (wall) against ``asha_epochs_over_full`` (epochs trained), each the
+   median over the seeds of one seed's ratio (a machine whose load changes during the run
+   moves a total; the median of the seeds keeps the seeds that ran under the same load as
+   their own comparison). The same
    24 architectures, the same training and the same rule (grace 1, eta 3, at most 9 epochs,
    2 at a time) then run under Ray Tune's ``ASHAScheduler`` (a local Ray of 2 CPUs, one CPU
    per trial) and Optuna's ``SuccessiveHalvingPruner``: ``ray_tune_wall_s`` and
@@ -24,16 +27,21 @@ Three measurements, all on the handwritten digits with a real optimizer (Adam):
    and one torch thread per trial; only the rule's timing-dependent decisions differ (the
    details give each search's epochs).
 
-Run:  PYTHONPATH=. python benchmarks/trial_cost.py [--seeds 3] [--trials 8] [--no-ray]
+Run:  PYTHONPATH=. python benchmarks/trial_cost.py [--seeds 5] [--trials 8] [--no-ray] [--quick]
+(--quick: 2 seeds of 9 architectures, 4 start-up trials, no Ray.)
 
 Targets: pool start-up <= 50 ms/trial; training_share >= 0.85; asha_wall_over_full <=
 asha_epochs_over_full + 0.15; nasforge's ASHA wall the lowest of the three. The line before the
 last holds the details (trivial evaluator, means, per seed, machine load); the last line is
-one JSON object with exactly ``startup_ms_per_trial`` (executor -> ms), ``training_share``,
+one JSON object with ``startup_ms_per_trial`` (executor -> ms), ``training_share``,
 ``asha_wall_over_full``, ``asha_epochs_over_full``, ``ray_tune_wall_s``, ``optuna_wall_s``,
 and the peers' walls over nasforge's ASHA wall, ``optuna_over_nasforge`` and
-``ray_tune_over_nasforge`` (above 1: nasforge is faster). The details give, per search, the
-epochs trained and the best accuracy of a trial that trained all 9 epochs.
+``ray_tune_over_nasforge`` (above 1: nasforge is faster), each the median over the seeds of
+one seed's ratio, ``epochs_trained`` (search -> the median over the seeds of the epochs it
+trained: nasforge's ASHA, Optuna's and Ray Tune's rules promote by timing, so they need not
+train as many) and ``optuna_over_nasforge_per_epoch`` (the same ratio of wall per epoch
+trained: the comparison at equal epochs). The details give, per search and seed, the wall,
+the epochs trained and the best accuracy of a trial that trained all 9 epochs.
 """
 
 from __future__ import annotations
@@ -304,27 +312,32 @@ def _guarded(fn: Any, *args: Any) -> Any:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3, help="seeds of the ASHA comparison")
-    parser.add_argument("--trials", type=int, default=8, help="trials per start-up run")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds of the ASHA comparison")
+    parser.add_argument("--trials", type=int, default=None, help="trials per start-up run")
     parser.add_argument("--no-ray", action="store_true", help="skip Ray and Ray Tune")
+    parser.add_argument("--quick", action="store_true", help="2 seeds of 9 archs, no Ray")
     args = parser.parse_args()
+    n_seeds = args.seeds or (2 if args.quick else 5)
+    n_trials = args.trials or (4 if args.quick else 8)
+    n_archs = 9 if args.quick else 24
+    no_ray = args.no_ray or args.quick
     logging.basicConfig(level=logging.WARNING)
     load_before = os.getloadavg()[0]
-    executors = ["inprocess", "pool"] + ([] if args.no_ray else ["ray"])
+    executors = ["inprocess", "pool"] + ([] if no_ray else ["ray"])
     details: dict[str, Any] = {"startup": {}, "asha": []}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for ex in executors:
             details["startup"][ex] = {
-                "quickstart": _guarded(startup_run, ex, QS_EVALUATOR, args.trials, root),
-                "trivial": _guarded(startup_run, ex, trivial, args.trials, root),
+                "quickstart": _guarded(startup_run, ex, QS_EVALUATOR, n_trials, root),
+                "trivial": _guarded(startup_run, ex, trivial, n_trials, root),
             }
-        for seed in range(args.seeds):
-            archs = archs_for(seed, 24)
+        for seed in range(n_seeds):
+            archs = archs_for(seed, n_archs)
             full = nasforge_search(archs, None, root / f"full-{seed}")
             asha_rule = {"rule": "asha", "min_resource": 1, "eta": ETA, "max_resource": MAX_EPOCHS}
             asha = nasforge_search(archs, asha_rule, root / f"asha-{seed}")
-            tune_ = None if args.no_ray else _guarded(ray_tune_search, archs, root / f"tune-{seed}")
+            tune_ = None if no_ray else _guarded(ray_tune_search, archs, root / f"tune-{seed}")
             opt = _guarded(optuna_search, archs)
             print(json.dumps({"seed": seed, "full": full, "asha": asha, "tune": tune_,
                               "optuna": opt}), file=sys.stderr, flush=True)  # fmt: skip
@@ -338,6 +351,18 @@ def main() -> None:
                 }
             )
     rows = details["asha"]
+
+    def ratios(top: str, bottom: str, i: int) -> list[float] | None:
+        """Returns ``top[i] / bottom[i]`` per seed, or None where a search is missing."""
+        if any(r[top] is None or r[bottom] is None for r in rows):
+            return None
+        return [round(r[top][i] / r[bottom][i], 4) for r in rows]
+
+    def median(values: list[float] | None) -> float | None:
+        return None if values is None else round(statistics.median(values), 3)
+
+    def per_epoch(r: dict[str, Any], key: str) -> float:
+        return float(r[key][0] / max(r[key][1], 1))
 
     def total(key: str, i: int) -> float | None:
         vals = [r[key][i] for r in rows if r[key] is not None]
@@ -355,22 +380,42 @@ def main() -> None:
         for k in rows[0]
         if k != "seed" and all(r[k] is not None for r in rows)
     }
+    details["per_seed_ratios"] = {
+        "asha_wall_over_full": ratios("nasforge_asha", "nasforge_full", 0),
+        "asha_epochs_over_full": ratios("nasforge_asha", "nasforge_full", 1),
+        "optuna_over_nasforge": ratios("optuna_sh", "nasforge_asha", 0),
+        "ray_tune_over_nasforge": ratios("ray_tune_asha", "nasforge_asha", 0),
+    }
     details["load_average_before_after"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]
     details["cores"] = len(os.sched_getaffinity(0))
     details["python"] = sys.version.split()[0]
     print(json.dumps(details))
     tune_wall, optuna_wall = total("ray_tune_asha", 0), total("optuna_sh", 0)
+    per_seed = details["per_seed_ratios"]
+    optuna_per_epoch = None
+    if per_seed["optuna_over_nasforge"] is not None:
+        optuna_per_epoch = median(
+            [per_epoch(r, "optuna_sh") / per_epoch(r, "nasforge_asha") for r in rows]
+        )
     result = {
         "startup_ms_per_trial": {
             ex: (details["startup"][ex]["quickstart"] or {}).get("startup_ms") for ex in executors
         },
         "training_share": details["startup"]["pool"]["quickstart"]["training_share"],
-        "asha_wall_over_full": round(asha_wall / full_wall, 3),
-        "asha_epochs_over_full": round(asha_epochs / full_epochs, 3),
+        "asha_wall_over_full": median(per_seed["asha_wall_over_full"]),
+        "asha_epochs_over_full": median(per_seed["asha_epochs_over_full"]),
         "ray_tune_wall_s": tune_wall,
         "optuna_wall_s": optuna_wall,
-        "optuna_over_nasforge": None if optuna_wall is None else round(optuna_wall / asha_wall, 3),
-        "ray_tune_over_nasforge": None if tune_wall is None else round(tune_wall / asha_wall, 3),
+        "optuna_over_nasforge": median(per_seed["optuna_over_nasforge"]),
+        "ray_tune_over_nasforge": median(per_seed["ray_tune_over_nasforge"]),
+        "optuna_over_nasforge_per_epoch": optuna_per_epoch,
+        "epochs_trained": {
+            k: statistics.median(r[k][1] for r in rows)
+            for k in rows[0]
+            if k != "seed" and all(r[k] is not None for r in rows)
+        },
+        "seeds": n_seeds,
+        "load_average_before_after": details["load_average_before_after"],
     }
     print(json.dumps(result))
 

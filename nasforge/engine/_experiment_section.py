@@ -23,7 +23,13 @@ from nasforge.errors import ConfigError
 from nasforge.run.refs import materialize
 from nasforge.run.runner import Objective, find_ref
 from nasforge.space.search_space import SearchSpace
-from nasforge.strategy import BaseStrategy, GridStrategy, get_stopper, get_strategy
+from nasforge.strategy import (
+    BaseStrategy,
+    GridStrategy,
+    default_strategy,
+    get_stopper,
+    get_strategy,
+)
 
 __all__ = []  # internal: used by nasforge.engine.experiment
 
@@ -78,7 +84,9 @@ def experiment_arguments(
             "Experiment(...).resume(), or define the evaluator at module level of a file"
         )
     evaluator = evaluator_from(materialize(evaluator, base))
-    strategy = s.pop("strategy", "evolution")
+    strategy = s.pop("strategy", None)
+    if strategy is None:  # auto where the space has ranges; evolution, as before, where not
+        strategy = default_strategy(checked_space(space), "evolution")
     if isinstance(strategy, dict):
         strategy = dict(strategy)
         name = strategy.pop("name", None)

@@ -77,6 +77,7 @@ from nasforge.run.trial_logs import finish_log, trial_log
 from nasforge.runtime.threads import set_threads
 from nasforge.strategy import (
     BaseStrategy,
+    default_strategy,
     get_stopper,
     get_strategy,
     list_strategies,
@@ -122,7 +123,8 @@ class Experiment(BaseRunner):
 
     Arguments: ``space`` a ModelSpace (models are frozen per trial) or a plain SearchSpace (the
     evaluator gets the arch dict); ``evaluator`` a BaseEvaluator or ``fn(model, report)``;
-    ``strategy`` a name or BaseStrategy; ``settings`` an
+    ``strategy`` a name or BaseStrategy (none: ``auto`` on a space with ranges, ``random`` on
+    one without); ``settings`` an
     :class:`~nasforge.engine.settings.ExperimentSettings` (the budget ``n_trials`` /
     ``time_budget``, the metric, ``executor``, ``stopper``, ``callbacks``, ...: its fields and
     their defaults), and any of its fields as keywords, which replace those of ``settings``:
@@ -157,7 +159,7 @@ class Experiment(BaseRunner):
         self,
         space: Any,
         evaluator: BaseEvaluator | Any,
-        strategy: str | BaseStrategy = "random",
+        strategy: str | BaseStrategy | None = None,
         settings: ExperimentSettings | None = None,
         *,
         directory: str | Path | None = None,
@@ -179,7 +181,8 @@ class Experiment(BaseRunner):
                 "SearchSpace; pass the ModelSpace instance"
             )
         self.evaluator.check()
-        self.strategy = get_strategy(strategy)
+        # none named: auto on a space with ranges, random (as before) on one without
+        self.strategy = get_strategy(strategy or default_strategy(self.search_space, "random"))
         self.strategy.setup(self.search_space)
         s.check()
         check_budget(s.n_trials, s.time_budget, self.strategy)
@@ -319,12 +322,17 @@ class Experiment(BaseRunner):
         if "torch" in sys.modules:  # a space of plain data trains nothing: keep torch unloaded
             set_threads(s.threads if s.threads is not None else 1)
         self.strategy.setup(self.search_space)  # replay needs the freshly seeded state
+        plan = self.strategy.explain()  # what auto chose and why: the run's log and a note
+        if plan is not None:
+            log.log(logging.INFO if log.isEnabledFor(logging.INFO) else logging.WARNING, plan)
+            store.add_note("strategy", "plan", plan)
         if self.stopper is not None:
             self.stopper.reset()
         store.set_plan("trials", s.n_trials)
         self.timings = {}
         self._keeper = CheckpointKeeper(s.keep_checkpoints, store, self._score)
         self._loop = loop = _Loop(resumed=resume)
+        self._root = self.directory.resolve()  # once: resolving costs a stat per part
         inflight = self._replay(store)
         if resume:
             self._keeper.sweep(list(loop.records.values()))
@@ -567,7 +575,7 @@ class Experiment(BaseRunner):
         loop.running[aid] = tid
         checkpoint = None
         if s.save_weights and hasattr(self.space, "freeze"):
-            ckpt_dir = self.directory.resolve() / "checkpoints"
+            ckpt_dir = self._root / "checkpoints"
             ckpt_dir.mkdir(exist_ok=True)
             checkpoint = str(ckpt_dir / f"trial_{tid}.pt")
         self.timings[tid] = {"submitted": time.time()}
@@ -580,8 +588,8 @@ class Experiment(BaseRunner):
                 stopper=None if self.stopper is None else self.stopper.snapshot(tid),
                 timeout=s.trial_timeout,
                 checkpoint=checkpoint,
-                log=str(trial_log(self.directory.resolve(), tid)),
-                cancel_marker=str(cancel_marker(self.directory, tid)),
+                log=str(trial_log(self._root, tid)),
+                cancel_marker=str(cancel_marker(self._root, tid)),
             )
         )
 
@@ -611,15 +619,15 @@ class Experiment(BaseRunner):
         if missing is not None:  # the first such trial stops the run: the rest would fail too
             status, error, loop.failure = "failed", missing, missing
         checkpoint = result.checkpoint
-        if checkpoint is not None and Path(checkpoint).is_relative_to(self.directory.resolve()):
-            checkpoint = str(Path(checkpoint).relative_to(self.directory.resolve()))
+        if checkpoint is not None and Path(checkpoint).is_relative_to(self._root):
+            checkpoint = str(Path(checkpoint).relative_to(self._root))
         outcome = TrialOutcome(status, metrics, result.intermediates, error, result.duration,
                                checkpoint, placement=result.placement)  # fmt: skip
-        self.store.finish_trial(tid, outcome)
-        finish_log(trial_log(self.directory, tid), tid, result, result.log_text)
-        cancel_marker(self.directory, tid).unlink(missing_ok=True)
+        # the run's elapsed time goes in the trial's transaction: one commit per trial
+        self.store.finish_trial(tid, outcome, meta={"elapsed": repr(loop.elapsed())})
+        finish_log(trial_log(self._root, tid), tid, result, result.log_text)
+        cancel_marker(self._root, tid).unlink(missing_ok=True)
         self.timings.setdefault(tid, {}).update(result.timing, recorded=time.time())
-        self.store.set_meta("elapsed", repr(loop.elapsed()))
         if result.retries:
             self.store.add_note(
                 "executor",

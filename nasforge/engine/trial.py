@@ -39,8 +39,11 @@ __all__ = [
 
 def cancel_marker(directory: str | Path, trial: int) -> Path:
     """Returns the file whose existence cancels ``trial`` at its next report (the in-process
-    executor's way; the others kill the trial's worker): ``DIR/control/trial_N.cancel``."""
-    return Path(directory).resolve() / "control" / f"trial_{trial}.cancel"
+    executor's way; the others kill the trial's worker): ``DIR/control/trial_N.cancel``, an
+    absolute path (an absolute ``directory`` is kept as given: resolving it costs a ``stat``
+    per part, on every trial, and names the same file)."""
+    root = Path(directory)
+    return (root if root.is_absolute() else root.resolve()) / "control" / f"trial_{trial}.cancel"
 
 
 @dataclass(frozen=True)

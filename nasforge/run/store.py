@@ -509,9 +509,16 @@ class Store:
                 (time.time(), trial_id),
             )
 
-    def finish_trial(self, trial_id: int, outcome: TrialOutcome, event: bool = True) -> None:
-        """Records how trial ``trial_id`` ended (``outcome``) and (unless ``event`` is False)
-        its tell event, in one transaction; then the listeners hear the finished record."""
+    def finish_trial(
+        self,
+        trial_id: int,
+        outcome: TrialOutcome,
+        event: bool = True,
+        meta: Mapping[str, str] | None = None,
+    ) -> None:
+        """Records how trial ``trial_id`` ended (``outcome``), (unless ``event`` is False) its
+        tell event and the ``meta`` values given (the engine's elapsed time), in one
+        transaction; then the listeners hear the finished record."""
         o = outcome
         m = None if o.metrics is None else _dumps("metrics", dict(o.metrics))
         inter = _dumps("intermediate metrics", list(o.intermediates or []))
@@ -525,6 +532,8 @@ class Store:
             )  # fmt: skip
             if event:
                 conn.execute("INSERT INTO events (kind, trial) VALUES ('tell', ?)", (trial_id,))
+            if meta:
+                conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
         if self._listeners:
             record = self.trial(trial_id)
             for listener in self._listeners:

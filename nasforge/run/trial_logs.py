@@ -291,7 +291,6 @@ def finish_log(
     duration, placement, and the error with its traceback when it failed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = text if text is not None else tail(path, limit)
     where = result.placement or {}
     seconds = "?" if result.duration is None else f"{result.duration:.2f} s"
     footer = f"--- trial {trial}: {result.status} after {seconds} on {where.get('node', '?')}"
@@ -300,6 +299,9 @@ def finish_log(
     footer += "\n"
     if result.error:
         footer += result.error.rstrip() + "\n"
+    if text is None and _append_within(path, footer, limit):
+        return
+    body = text if text is not None else tail(path, limit)
     tmp = path.with_suffix(".log.tmp")
     text = body + ("" if not body or body.endswith("\n") else "\n") + footer
     try:
@@ -310,6 +312,32 @@ def finish_log(
         os.replace(tmp, path)
     except OSError:  # a full disk: the log keeps what it had; no half-written copy is left
         tmp.unlink(missing_ok=True)
+
+
+def _append_within(path: Path, footer: str, limit: int) -> bool:
+    """Returns whether ``footer`` was appended to the log at ``path`` in place: only when the
+    log is a regular file of at most ``limit`` bytes ending in a newline (most trials' logs),
+    so nothing of it needs dropping; False leaves the log as it was (missing, a link, longer,
+    or the write failed) for :func:`finish_log` to rewrite."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or not 0 < info.st_size <= limit:
+            return False
+        if os.pread(fd, 1, info.st_size - 1) != b"\n":
+            return False
+        data = footer.encode("utf-8", "replace")
+        if os.write(fd, data) == len(data):
+            return True
+        os.ftruncate(fd, info.st_size)  # a short write (a full disk): the log as it was
+        return False
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 class RunLog(logging.Handler):

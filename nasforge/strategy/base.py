@@ -28,6 +28,7 @@ __all__ = [
     "register_strategy",
     "get_strategy",
     "list_strategies",
+    "default_strategy",
 ]
 
 #: Value types for which (type, value) pairs are equal exactly when their JSON is, which is how
@@ -179,6 +180,11 @@ class BaseStrategy(abc.ABC):
         """Returns the constructor arguments as plain JSON-able data."""
         return {"seed": self.seed}
 
+    def explain(self) -> str | None:
+        """Returns one line for the run's log saying what the strategy chose for the space
+        given to :meth:`setup` and why (``auto``), or None when there is nothing to say."""
+        return None
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
         return f"{type(self).__name__}({args})"
@@ -241,6 +247,13 @@ def register_strategy(
 def list_strategies() -> list[str]:
     """Returns the registered strategy names, sorted."""
     return sorted(_REGISTRY)
+
+
+def default_strategy(space: SearchSpace, listed: str) -> str:
+    """Returns the strategy a search of ``space`` gets when none is named: ``auto`` for a space
+    with ranges (``nf.uniform``, ``nf.integer``), ``listed`` for one of listed decisions only
+    (the run's own default, kept as it was)."""
+    return "auto" if space.ranges else listed
 
 
 def get_strategy(
