@@ -26,12 +26,14 @@ from nasforge.ofa.mobilenet import OFAMobileNetV3
 from nasforge.ofa.predictor import AccuracyPredictor
 from nasforge.ofa.spaces import OFASpec
 from nasforge.ofa.train import evaluate
+from nasforge.runtime.distributed import ONE, Ranks
 
 __all__ = [
     "LATENCY_MODES",
     "ACCURACY_MODES",
     "make_latency",
     "make_accuracy",
+    "measure_pairs",
     "save_supernet",
     "load_supernet",
 ]
@@ -66,6 +68,31 @@ def make_latency(
     raise ConfigError(f"latency mode {mode!r} is not one of {LATENCY_MODES}")
 
 
+def measure_pairs(
+    net: OFAMobileNetV3,
+    data: tuple[torch.Tensor, torch.Tensor],
+    calibration: torch.Tensor,
+    n_pairs: int = 200,
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+    ranks: Ranks = ONE,
+) -> tuple[list[dict[str, Any]], list[float]]:
+    """Returns the ``n_pairs`` sub-networks sampled from ``seed`` and their measured accuracies
+    on ``data`` (batch norm recalibrated on ``calibration``): what the accuracy predictor is
+    fitted on. On several ``ranks`` (every rank calling it alike) each rank measures every
+    ``world``-th sub-network and every rank gets all the accuracies, in order, as one process
+    measures them; ``progress(done, n)`` counts this rank's."""
+    space = net.search_space()
+    archs = [space.sample_dims(seed * 100_003 + i) for i in range(n_pairs)]
+    mine = ranks.split(archs)
+    accs = []
+    for i, a in enumerate(mine):
+        accs.append(evaluate(net, dict(a), data, calibration))
+        if progress is not None:
+            progress(i + 1, len(mine))
+    return archs, ranks.gather(accs, n_pairs)
+
+
 def make_accuracy(
     net: OFAMobileNetV3,
     mode: str,
@@ -74,9 +101,11 @@ def make_accuracy(
     n_pairs: int = 200,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    ranks: Ranks = ONE,
 ) -> Score:
     """Returns ``arch -> accuracy`` for accuracy mode ``mode``: memoized measurement, or a
-    predictor fitted on ``n_pairs`` measured sampled sub-networks.
+    predictor fitted on ``n_pairs`` measured sampled sub-networks (:func:`measure_pairs`,
+    split across ``ranks``: every rank fits the same predictor).
 
     Raises:
         ConfigError: unknown mode.
@@ -94,12 +123,7 @@ def make_accuracy(
         return measured
     if mode != "predictor":
         raise ConfigError(f"accuracy mode {mode!r} is not one of {ACCURACY_MODES}")
-    archs = [space.sample_dims(seed * 100_003 + i) for i in range(n_pairs)]
-    accs = []
-    for i, a in enumerate(archs):
-        accs.append(measured(a))
-        if progress is not None:
-            progress(i + 1, n_pairs)
+    archs, accs = measure_pairs(net, data, calibration, n_pairs, seed, progress, ranks)
     predictor = AccuracyPredictor.structured(space, seed=seed)
     predictor.fit(archs, accs)
     return predictor

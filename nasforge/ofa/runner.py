@@ -10,6 +10,12 @@ A run file::
     full_epochs: 2
     shrink_epochs: 5
     search: {targets: [2, 4, 8], latency: flops}
+
+Data parallel (``nasforge run FILE --nproc N``, or ``torchrun ... -m nasforge run FILE``): every
+rank trains on its shard of every batch (:func:`nasforge.ofa.train.train` with the job's
+ranks), rank 0 writes the record and the checkpoints; the deployment search's accuracy set
+(the predictor's measured sub-networks) is split across the ranks, and rank 0 alone runs the
+evolution and records its picks.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from nasforge.run.preflight import require
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.settings import kind_settings
 from nasforge.run.store import Store, TrialOutcome
+from nasforge.runtime.distributed import ONE, Ranks
 from nasforge.runtime.threads import set_threads
 from nasforge.runtime.weights import save_weights
 from nasforge.space import arch_id
@@ -93,6 +100,9 @@ class OFARunSettings:
     seed: int = 0
     threads: int | None = None
     probes: bool = True  # accuracy of probe sub-networks after each epoch
+    # on several ranks: batch norm normalises by the whole batch's statistics in training
+    # (nasforge/oneshot/sync_bn.py), not by each rank's shard's
+    sync_bn: bool = False
     search: Mapping[str, Any] | None = None  # deployment search (SEARCH_DEFAULTS' keys)
 
 
@@ -112,6 +122,7 @@ class OFARun(BaseRunner):
 
     kind = KIND
     controls = frozenset({"stop"})
+    data_parallel = True
 
     def __init__(
         self,
@@ -138,6 +149,7 @@ class OFARun(BaseRunner):
                                         kd_ratio=s.kd_ratio, seed=s.seed)  # fmt: skip
         data = s.data if s.data == "mnist" else str(Path(s.data).resolve())
         self.data, self.seed, self.threads, self.probes = data, s.seed, s.threads, s.probes
+        self.sync_bn = s.sync_bn
         search = s.search
         if search is not None:
             unknown = sorted(set(search) - set(SEARCH_DEFAULTS))
@@ -216,6 +228,7 @@ class OFARun(BaseRunner):
         run.data, run.seed = r["data"], r["seed"]
         run.threads = overrides.get("threads", r["threads"])
         run.probes = overrides.get("probes", r["probes"])
+        run.sync_bn = bool(r.get("sync_bn", False))  # recorded since data-parallel training
         run.search = s.get("search")
         run.plan = [stage_from_dict(d) for d in s["plan"]]
         from nasforge.ofa.mobilenet import OFAMobileNetV3
@@ -234,6 +247,8 @@ class OFARun(BaseRunner):
         """Returns the run's settings as JSON-able data."""
         run = {"data": self.data, "seed": self.seed, "threads": self.threads,
                "probes": self.probes}  # fmt: skip
+        if self.sync_bn:  # absent otherwise: records made before the setting stay comparable
+            run["sync_bn"] = True
         return section(self.spec, self.plan, self.train_config, run, self.search)
 
     def check(self) -> None:
@@ -251,26 +266,49 @@ class OFARun(BaseRunner):
             )
 
     def _execute(self, store: Store, resume: bool) -> None:
+        set_threads(self.threads)
+        trained = store.artifact("supernet")
+        if trained is not None:  # a resume after the training: the search goes on from it
+            self.net.load_state_dict(torch.load(trained, weights_only=True))
+        todo = (trained is None, self.search is not None and not store.trials())
+        self.ranks.broadcast(todo)
+        self._train_and_search(store, *todo)
+
+    def _follow(self, resume: bool) -> None:
+        """Trains this rank's shards beside rank 0 and measures its part of the search's
+        accuracy set (see :meth:`BaseRunner._follow`); rank 0 says what is left to do."""
+        set_threads(self.threads)
+        self._train_and_search(None, *self.ranks.broadcast(None))
+
+    def _train_and_search(self, store: Store | None, train_it: bool, search_it: bool) -> None:
+        """Returns None after training the supernet (``train_it``) and searching it
+        (``search_it``), recorded in ``store`` (rank 0's; None on the other ranks)."""
         from nasforge.ofa.train import train
 
-        set_threads(self.threads)
         tr, te = load_data(self.data)
-        if store.artifact("supernet") is None:
+        if train_it:
             train(self.net, tr, self.plan, self.train_config, store=store,
-                  probe_data=te if self.probes else None, should_stop=self.stop_asked)  # fmt: skip
-        if self.search is not None and not store.trials():
-            search_run(store, self.net, self.search, (tr, te))
+                  probe_data=te if self.probes else None, should_stop=self.stop_asked,
+                  ranks=self.ranks, sync_bn=self.sync_bn)  # fmt: skip
+        if search_it:
+            assert self.search is not None  # rank 0 found a search to run
+            search_run(store, self.net, self.search, (tr, te), self.ranks)
 
 
 def search_run(
-    store: Store,
+    store: Store | None,
     net: Any,
     settings: Mapping[str, Any],
     data: tuple[tuple[Any, Any], tuple[Any, Any]],
+    ranks: Ranks = ONE,
 ) -> list[dict[str, Any]]:
     """Returns one row per target after the deployment search of the trained supernet ``net``,
     each recorded in ``store`` as a trial (accuracy, cost, target; the sub-network's weights
     as checkpoint; ``evaluation`` inherited or predicted).
+
+    On several ``ranks`` (every rank calling it, rank 0 with the store, the others with
+    None) the predictor's accuracy set is measured split across them, on rank 0's weights;
+    rank 0 alone runs the evolution, records and returns the rows (the others: none).
 
     Raises:
         ConfigError: unknown latency or accuracy mode, or no sub-network meets a target.
@@ -285,7 +323,14 @@ def search_run(
     mode = s["accuracy"]
     if mode == "auto":
         mode = "measured" if space.size <= 1000 else "predictor"
-    acc = make_accuracy(net, mode, te, tr[0][:500], n_pairs=s["n_pairs"])
+    if mode == "predictor":  # every rank measures its part, on rank 0's trained weights
+        ranks.sync_module(net)
+    elif not ranks.writer:
+        return []  # measuring on demand inside the evolution is rank 0's alone
+    acc = make_accuracy(net, mode, te, tr[0][:500], n_pairs=s["n_pairs"], ranks=ranks)
+    if not ranks.writer:
+        return []
+    assert store is not None  # rank 0 records
     cost, n_measured = make_latency(net, s["latency"])
     cfg = EvolutionConfig(population=s["population"], n_generations=s["generations"])
     targets: Sequence[float] = [float(t) for t in s["targets"]]

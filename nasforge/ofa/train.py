@@ -16,6 +16,17 @@ accuracies, the path of a checkpoint holding state dicts only, loadable with
 ``weights_only=True``; see :mod:`nasforge.ofa.record`); ``train`` given the same directory
 resumes after the last recorded epoch. Shuffling and sampling
 are seeded per (stage, epoch), so a resumed run follows the same sequence as an unbroken one.
+
+Data parallel (``ranks``: :func:`nasforge.runtime.distributed.join`): every rank runs the same
+loop on the same sub-networks (sampled from a generator seeded per (stage, epoch), the same on
+every rank, never the global one), its shard of every batch, the distillation loss from the
+teacher on that shard, each loss scaled by the rank's share of the batch; the gradients (and
+the step's loss) are summed across ranks before the optimizer step, so every rank takes the
+same step. Batch norm normalises by each rank's shard and its running statistics are averaged
+across ranks after each epoch, or, with ``sync_bn``, by the statistics of the whole batch
+(:mod:`nasforge.oneshot.sync_bn`, the elastic batch norms' first channels included: then N
+ranks with batch B/N train what one process with batch B does, to float rounding). Rank 0
+alone records (store, checkpoints) and its resume point reaches the others.
 """
 
 from __future__ import annotations
@@ -41,7 +52,9 @@ from nasforge.ofa.mobilenet import OFAMobileNetV3, extract, sort_channels
 from nasforge.ofa.record import open_run, run_config
 from nasforge.ofa.spaces import Stage as _Stage
 from nasforge.ofa.spaces import compofa_phases, progressive_phases
+from nasforge.oneshot import sync_bn as whole_batch_bn
 from nasforge.run.store import Store
+from nasforge.runtime.distributed import ONE, Ranks
 from nasforge.runtime.weights import save_state
 from nasforge.weightsharing import accuracy, recalibrate_bn
 
@@ -135,11 +148,13 @@ def _probe(
     probes: Mapping[str, Mapping[str, Any]],
     data: tuple[torch.Tensor, torch.Tensor],
     calibration: torch.Tensor,
+    ranks: Ranks = ONE,
 ) -> dict[str, float]:
     # extraction builds fresh modules, which draws from the global generator: fork it so that
     # probing never changes what training does
     with torch.random.fork_rng(devices=[]):
-        accs = {name: evaluate(supernet, dict(a), data, calibration) for name, a in probes.items()}
+        accs = {name: evaluate(supernet, dict(a), data, calibration, ranks=ranks)
+                for name, a in probes.items()}  # fmt: skip
     return accs
 
 
@@ -155,6 +170,8 @@ def train(
     run: Mapping[str, Any] | None = None,
     store: Store | None = None,
     should_stop: Callable[[], bool] | None = None,
+    ranks: Ranks = ONE,
+    sync_bn: bool = False,
 ) -> list[dict[str, Any]]:
     """Trains ``supernet`` in place through the stages of ``plan``; returns one row per epoch
     (stage, stage_index, epoch, loss, ``acc_<probe>``, checkpoint, seconds).
@@ -170,12 +187,25 @@ def train(
     runner created. ``should_stop`` is asked after every recorded epoch (its checkpoint is
     saved by then): when it says so, training stops there, and a resume goes on from it.
 
+    ``ranks`` (:func:`nasforge.runtime.distributed.join`, or a group the caller joined) makes
+    the training data parallel (see the module docstring): every rank calls ``train`` with the
+    same supernet, data, plan and config; rank 0 alone opens ``directory`` (or holds
+    ``store``), records, and hands its resume point to the others; every rank asks
+    ``should_stop`` (which must agree across ranks, as
+    :meth:`~nasforge.run.runner.BaseRunner.stop_asked` does) after every epoch. ``sync_bn``
+    (several ranks only) normalises batch norm by the whole batch's statistics (the supernet's
+    batch norms are converted in place: :func:`nasforge.oneshot.sync_bn.convert`). Rank 0
+    returns the record's rows, the others the rows of the epochs they trained (without
+    ``checkpoint``).
+
     Invariants: a run resumed from its directory ends with the same weights as an unbroken run
     (same thread count); the teacher is a frozen copy of the full network as it is when the
-    first shrinking stage starts (after stage ``full`` in the usual plans).
+    first shrinking stage starts (after stage ``full`` in the usual plans); on several ranks,
+    every rank holds the same weights after every step.
 
     Raises:
-        ConfigError: empty data, or images and labels of different counts.
+        ConfigError: empty data, or images and labels of different counts; on a rank other
+            than 0, rank 0 could not open the record or read its checkpoint.
         StoreError: the directory holds another experiment, a run with other settings, an
             unreadable database or a missing or unreadable checkpoint.
         StopRequested: ``should_stop`` said so after an epoch (recorded with a store).
@@ -184,11 +214,15 @@ def train(
     if len(x_all) == 0 or len(x_all) != len(y_all):
         raise ConfigError(f"need equal, non-zero numbers of images and labels, got {len(x_all)}")
     own = None
-    if store is None and directory is not None:
-        store = own = open_run(Path(directory), run_config(supernet.spec, plan, config, run))
+    if store is None and directory is not None and ranks.writer:
+        try:
+            store = own = open_run(Path(directory), run_config(supernet.spec, plan, config, run))
+        except BaseException as exc:  # the other ranks must not wait for a resume point
+            ranks.broadcast(("failed", f"{type(exc).__name__}: {exc}"))
+            raise
     try:
         rows = _train(supernet, x_all, y_all, plan, config, store, progress, probe_data, probes,
-                      should_stop)  # fmt: skip
+                      should_stop, ranks, sync_bn)  # fmt: skip
     except BaseException as exc:
         if own is not None:  # a run this call opened ends failed, or interrupted by Ctrl-C
             own.end(exc)
@@ -202,6 +236,31 @@ def train(
             own.close()
 
 
+def _resume_point(store: Store | None, ranks: Ranks) -> tuple[list[dict[str, Any]], Any]:
+    """Returns (the rows recorded so far, the last checkpoint's state or None): rank 0 reads
+    them from ``store`` and every rank gets them.
+
+    Raises:
+        StoreError: (rank 0) the checkpoint is missing or unreadable.
+        ConfigError: (other ranks) rank 0 could not read it, or could not open the record.
+    """
+    point: Any = None
+    if ranks.writer:
+        try:
+            logs = store.progress() if store is not None else []
+            state = None
+            if store is not None and logs:
+                state = _load(store.directory / logs[-1]["checkpoint"])
+            point = ("start", logs, state)
+        except BaseException as exc:
+            ranks.broadcast(("failed", f"{type(exc).__name__}: {exc}"))
+            raise
+    point = ranks.broadcast(point)
+    if point[0] == "failed":
+        raise ConfigError(f"rank 0 could not start the OFA training: {point[1]}")
+    return point[1], point[2]
+
+
 def _train(
     supernet: OFAMobileNetV3,
     x_all: torch.Tensor,
@@ -213,26 +272,32 @@ def _train(
     probe_data: tuple[torch.Tensor, torch.Tensor] | None,
     probes: Mapping[str, Mapping[str, Any]] | None,
     should_stop: Callable[[], bool] | None = None,
+    ranks: Ranks = ONE,
+    sync_bn: bool = False,
 ) -> list[dict[str, Any]]:
     space = supernet.search_space()
     if probes is None:
         probes = {"largest": space.largest(), "smallest": space.smallest()}
     teacher: OFAMobileNetV3 | None = None
     done = (0, 0)  # (stage index, epochs finished in it)
-    logs: list[dict[str, Any]] = store.progress() if store is not None else []
+    logs, state = _resume_point(store, ranks)
     if store is not None:
         store.set_plan("epochs", sum(s.epochs for s in plan))
-    state = None
     if logs:
         last = logs[-1]
-        assert store is not None  # the rows came from it
-        state = _load(store.directory / last["checkpoint"])
         supernet.load_state_dict(state["model"])
         done = (int(last["stage_index"]), int(last["epoch"]) + 1)
         if state.get("teacher") is not None:
             teacher = copy.deepcopy(supernet)
             teacher.load_state_dict(state["teacher"])
         logger.info("resuming after stage %d epoch %d", *done)
+    if not ranks.writer:
+        logs = []  # the record's rows are rank 0's to return
+    ranks.sync_module(supernet)  # equal already (same seed, same checkpoint); rank 0's anyway
+    if sync_bn and ranks.distributed:  # in place: same parameters, buffers and keys
+        whole_batch_bn.convert(supernet)
+    # on several ranks, every step asks (agreeing) whether to stop, recorded or not
+    asks = should_stop is not None and (store is not None or ranks.distributed)
     n_steps = (len(x_all) + config.batch_size - 1) // config.batch_size
     for si, stage in enumerate(plan):
         if si < done[0] or (si == done[0] and done[1] >= stage.epochs):
@@ -262,8 +327,10 @@ def _train(
             sort_channels(supernet)
         for epoch in range(start, stage.epochs):
             t0 = time.perf_counter()
-            loss_sum = _epoch(supernet, teacher, space, stage, si, epoch, x_all, y_all, opt,
-                              sched, config, progress, n_steps)  # fmt: skip
+            with whole_batch_bn.synced(supernet, ranks):
+                loss_sum = _epoch(supernet, teacher, space, stage, si, epoch, x_all, y_all, opt,
+                                  sched, config, progress, n_steps, ranks)  # fmt: skip
+            ranks.average_buffers(supernet)  # batch norm's statistics of every rank's shards
             row: dict[str, Any] = {"stage": stage.name, "stage_index": si, "epoch": epoch,
                                    "loss": loss_sum / n_steps}  # fmt: skip
             if not math.isfinite(row["loss"]):
@@ -272,7 +339,7 @@ def _train(
                     f"{epoch + 1}; lower the learning rate (lr={config.lr}) or check the data"
                 )
             if probe_data is not None:
-                accs = _probe(supernet, probes, probe_data, x_all[:256])
+                accs = _probe(supernet, probes, probe_data, x_all[:256], ranks)
                 row.update({f"acc_{name}": acc for name, acc in accs.items()})
             logger.info("stage %s epoch %d loss %.4f %s", stage.name, epoch, row["loss"],
                         {k: v for k, v in row.items() if k.startswith("acc_")})  # fmt: skip
@@ -290,7 +357,7 @@ def _train(
                 _drop_superseded(store.directory, logs, plan)
                 row = dict(row, step=step)
             logs.append(row)
-            if store is not None and should_stop is not None and should_stop():
+            if asks and should_stop is not None and should_stop():
                 raise StopRequested(f"OFA training stopped on request after stage "
                                     f"{stage.name!r} epoch {epoch + 1}")  # fmt: skip
     supernet.set_active(space.largest())
@@ -323,20 +390,29 @@ def _epoch(
     config: TrainConfig,
     progress: Callable[[str, int, int, int, float], None] | None,
     n_steps: int,
+    ranks: Ranks = ONE,
 ) -> float:
+    # the data order and the sub-networks of the epoch come from its own generators, seeded by
+    # (seed, stage, epoch): the same on every rank and after a resume, whatever the global one
     seed = config.seed * 1_000_003 + si * 1009 + epoch
     gen = torch.Generator().manual_seed(seed)
     rng = random.Random(seed)
     order = torch.randperm(len(x_all), generator=gen)
     supernet.train()
     loss_sum = 0.0
+    share = 1.0  # this rank's share of the batch (its mean loss is scaled by it)
     for step in range(n_steps):
         idx = order[step * config.batch_size : (step + 1) * config.batch_size]
         x, y = x_all[idx], y_all[idx]
+        if ranks.distributed:
+            share = ranks.share(len(idx))
+            x, y = ranks.shard((x, y))
         opt.zero_grad(set_to_none=True)
         if stage.phase is None:
             supernet.set_active(space.largest())
             loss = F.cross_entropy(supernet(x), y)
+            if ranks.distributed:
+                loss = loss * share
             loss.backward()
             step_loss = float(loss.detach())
         else:
@@ -349,8 +425,12 @@ def _epoch(
                 loss = F.cross_entropy(logits, y)
                 if soft is not None:
                     loss = loss + config.kd_ratio * _kd_loss(logits, soft, config.kd_temperature)
+                if ranks.distributed:
+                    loss = loss * share
                 loss.backward()  # accumulate: one optimizer step for the N sub-networks
                 step_loss += float(loss.detach()) / config.n_subnets
+        if ranks.distributed:  # every rank: the whole batch's gradient and loss
+            (step_loss,) = ranks.all_reduce_grads(supernet.parameters(), step_loss)
         opt.step()
         sched.step()
         loss_sum += step_loss
@@ -366,11 +446,13 @@ def evaluate(
     data: tuple[torch.Tensor, torch.Tensor],
     calibration: torch.Tensor | None = None,
     batch_size: int = 500,
+    ranks: Ranks = ONE,
 ) -> float:
     """Returns the top-1 accuracy of ``arch``'s extracted sub-network on ``data``, after batch-norm
     recalibration on ``calibration`` images when given (on the extracted copy: the supernet's
-    weights and statistics are not modified; ``arch`` becomes its active configuration)."""
+    weights and statistics are not modified; ``arch`` becomes its active configuration). On
+    several ``ranks`` (every rank calling it alike) each rank scores its shard of ``data``."""
     model = extract(supernet, arch)
     if calibration is not None:
         recalibrate_bn(model, calibration)
-    return accuracy(model, data, batch_size)
+    return accuracy(model, data, batch_size, ranks=ranks)

@@ -78,7 +78,9 @@ class _SyncNorm(torch.autograd.Function):
 
 class _Synced:
     """Mixed into a batch-norm module by :func:`convert`: its training forward normalises by
-    the whole batch's statistics while :func:`synced` is active."""
+    the whole batch's statistics while :func:`synced` is active. An input of fewer channels
+    than the module has (an elastic batch norm of once-for-all's supernet) uses the first
+    ones of its affine parameters and running statistics, as the elastic module does."""
 
     _nf_ranks: Ranks | None = None
 
@@ -89,15 +91,16 @@ class _Synced:
             return super().forward(x)  # type: ignore[misc, no-any-return]
         mean, var, n = _whole_batch(x, ranks)
         xhat = _SyncNorm.apply(x, mean, torch.rsqrt(var + bn.eps), n, ranks)
+        c = x.shape[1]  # all of a plain batch norm's channels; the first c of an elastic one's
         if bn.track_running_stats and bn.running_mean is not None:
             with torch.no_grad():  # the whole batch's statistics, as one process's
                 bn.num_batches_tracked += 1
                 m = bn.momentum if bn.momentum is not None else 1.0 / float(bn.num_batches_tracked)
-                bn.running_mean.mul_(1 - m).add_(m * mean)
-                bn.running_var.mul_(1 - m).add_(m * var * n / max(1.0, n - 1))
+                bn.running_mean[:c].mul_(1 - m).add_(m * mean)
+                bn.running_var[:c].mul_(1 - m).add_(m * var * n / max(1.0, n - 1))
         if bn.affine:
-            shape = [1, x.shape[1]] + [1] * (x.dim() - 2)
-            return xhat * bn.weight.view(shape) + bn.bias.view(shape)
+            shape = [1, c] + [1] * (x.dim() - 2)
+            return xhat * bn.weight[:c].view(shape) + bn.bias[:c].view(shape)
         return xhat  # type: ignore[no-any-return]
 
 
