@@ -101,7 +101,7 @@ class OFARunSettings:
     threads: int | None = None
     probes: bool = True  # accuracy of probe sub-networks after each epoch
     # on several ranks: batch norm normalises by the whole batch's statistics in training
-    # (nasforge/oneshot/sync_bn.py), not by each rank's shard's
+    # (nasforge/runtime/sync_bn.py), not by each rank's shard's
     sync_bn: bool = False
     search: Mapping[str, Any] | None = None  # deployment search (SEARCH_DEFAULTS' keys)
 

@@ -24,7 +24,7 @@ teacher on that shard, each loss scaled by the rank's share of the batch; the gr
 the step's loss) are summed across ranks before the optimizer step, so every rank takes the
 same step. Batch norm normalises by each rank's shard and its running statistics are averaged
 across ranks after each epoch, or, with ``sync_bn``, by the statistics of the whole batch
-(:mod:`nasforge.oneshot.sync_bn`, the elastic batch norms' first channels included: then N
+(:mod:`nasforge.runtime.sync_bn`, the elastic batch norms' first channels included: then N
 ranks with batch B/N train what one process with batch B does, to float rounding). Rank 0
 alone records (store, checkpoints) and its resume point reaches the others.
 """
@@ -52,8 +52,8 @@ from nasforge.ofa.mobilenet import OFAMobileNetV3, extract, sort_channels
 from nasforge.ofa.record import open_run, run_config
 from nasforge.ofa.spaces import Stage as _Stage
 from nasforge.ofa.spaces import compofa_phases, progressive_phases
-from nasforge.oneshot import sync_bn as whole_batch_bn
 from nasforge.run.store import Store
+from nasforge.runtime import sync_bn as whole_batch_bn
 from nasforge.runtime.distributed import ONE, Ranks
 from nasforge.runtime.weights import save_state
 from nasforge.weightsharing import accuracy, recalibrate_bn
@@ -194,7 +194,7 @@ def train(
     ``should_stop`` (which must agree across ranks, as
     :meth:`~nasforge.run.runner.BaseRunner.stop_asked` does) after every epoch. ``sync_bn``
     (several ranks only) normalises batch norm by the whole batch's statistics (the supernet's
-    batch norms are converted in place: :func:`nasforge.oneshot.sync_bn.convert`). Rank 0
+    batch norms are converted in place: :func:`nasforge.runtime.sync_bn.convert`). Rank 0
     returns the record's rows, the others the rows of the epochs they trained (without
     ``checkpoint``).
 

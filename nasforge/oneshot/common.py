@@ -24,9 +24,9 @@ import torch
 from torch import nn
 
 from nasforge.errors import ConfigError
-from nasforge.oneshot.sync_bn import synced
 from nasforge.runtime.devices import check_device
 from nasforge.runtime.distributed import ONE, Ranks
+from nasforge.runtime.sync_bn import synced
 from nasforge.space.search_space import Arch
 from nasforge.weightsharing import accuracy, follow_path
 from nasforge.weightsharing import recalibrate_bn as ws_recalibrate_bn
@@ -81,7 +81,7 @@ class SearchConfig:
     # a stop and a restart of a data-parallel job go on from the last one
     checkpoint_every: int = 0
     # on several ranks: batch norm normalises by the whole batch's statistics in the gradient
-    # steps (nasforge/oneshot/sync_bn.py), not by each rank's shard's
+    # steps (nasforge/runtime/sync_bn.py), not by each rank's shard's
     sync_bn: bool = False
     # the algorithm's own settings (its ``settings_class``); None: its defaults
     algo: Any = None

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from nasforge.errors import DivergenceError
-from nasforge.oneshot import darts, enas, fewshot, nasb, proxyless, spos, sync_bn  # noqa: F401 - registered
+from nasforge.oneshot import darts, enas, fewshot, nasb, proxyless, spos  # noqa: F401 - registered
 from nasforge.oneshot.algorithms import ALGORITHMS, config_for, get_algorithm, with_settings
 from nasforge.oneshot.common import (
     Pass,
@@ -50,6 +50,7 @@ from nasforge.oneshot.common import (
 )
 from nasforge.oneshot.supernet import Algorithm, Supernet
 from nasforge.run.progress import Progress, fmt_time
+from nasforge.runtime import sync_bn
 from nasforge.runtime.distributed import ONE, Ranks
 from nasforge.runtime.threads import threads_for
 from nasforge.space import ModelSpace, arch_id
@@ -167,7 +168,7 @@ def search(
     :mod:`nasforge.oneshot.common`); batch norm normalises by each rank's shard, and its
     running statistics are averaged across ranks after each epoch, unless the setting
     ``sync_bn=True`` makes the gradient steps normalise by the whole batch's statistics
-    (:mod:`nasforge.oneshot.sync_bn`). ``checkpoint`` and
+    (:mod:`nasforge.runtime.sync_bn`). ``checkpoint`` and
     ``on_epoch`` are called on every rank (the caller decides which one writes).
 
     Invariants: the result's ``arch`` is valid for ``space`` (``nf.freeze(space, arch)`` builds
