@@ -29,11 +29,11 @@ import torch
 from torch import nn
 
 from nasforge.compat.nni._labels import auto_label, label_scope, strict_label_scope
-from nasforge.compat.nni._mutable import Categorical, Mutable, concretize
+from nasforge.compat.nni._mutable import Categorical, Mutable, concretize, evaluate
 from nasforge.errors import SpaceError
 from nasforge.space import model_space as _ms
 from nasforge.space import modules as _nf
-from nasforge.space.context import Frozen, current, use
+from nasforge.space.context import Frozen, Recording, current, use
 from nasforge.space.search_space import Decision
 
 __all__ = [
@@ -167,16 +167,64 @@ class ParametrizedModule(MutableModule):
             cls._bound_type = wraps
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(current(), Frozen) and cls._bound_type is not None and (args or kwargs):
+        ctx = current()
+        if isinstance(ctx, Frozen) and cls._bound_type is not None and (args or kwargs):
             args = tuple(concretize(a) for a in args)
             kwargs = {k: concretize(v) for k, v in kwargs.items()}
             return cls._bound_type(*args, **kwargs)
+        if isinstance(ctx, Recording) and cls._bound_type is not None:
+            leaf = _one_width(ctx, args, kwargs)
+            if leaf is not None:
+                return _WidthChoice(leaf, cls._bound_type, args, kwargs)
         return nn.Module.__new__(cls)
 
     @property
     def args(self) -> dict[str, Any]:
         """Returns the keyword arguments the module was built with (mutables kept)."""
         return dict(self.__dict__.get("trace_kwargs", {}))
+
+
+def _one_width(ctx: Recording, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Returns the one ``Categorical`` every mutable argument depends on, when its values are
+    ints or dot-free strings and its label is not a value decision already; else None."""
+    mutables = [a for a in (*args, *kwargs.values()) if isinstance(a, Mutable)]
+    leaves = {leaf.label: leaf for m in mutables for leaf in m.leaves()}
+    if len(leaves) != 1:
+        return None
+    (leaf,) = leaves.values()
+    if not isinstance(leaf, Categorical):
+        return None
+    ok = all(
+        (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, str) and "." not in v)
+        for v in leaf.values
+    )
+    first = ctx.first(leaf.label)
+    if not ok or (first is not None and first.kind != "layer"):
+        return None
+    return leaf
+
+
+class _WidthChoice(_nf.LayerChoice):
+    """A mutable layer whose arguments depend on one choice of ints (a width, a kernel size):
+    recorded as a layer choice over that choice's values, one candidate module per value, so
+    that one-shot search mixes it like any LayerChoice. Frozen, it is the plain module of the
+    chosen value, as the mutable layer itself freezes."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        return nn.Module.__new__(cls)
+
+    def __init__(
+        self, leaf: Categorical, bound: type[nn.Module], args: tuple[Any, ...], kw: dict[str, Any]
+    ) -> None:
+        nn.Module.__init__(self)
+        ctx = current()
+        assert isinstance(ctx, Recording)
+        self._declaration = ctx.declare("layer", tuple(leaf.values), leaf.label, self)
+        self.names = list(leaf.values)
+        for v in self.names:
+            sample = {leaf.label: v}
+            built = bound(*evaluate(list(args), sample), **evaluate(kw, sample))
+            self.add_module(str(v), built)
 
 
 def _arguments_init(init: Callable[..., None]) -> Callable[..., None]:
@@ -204,6 +252,10 @@ def parametrized(torch_class: type[nn.Module], name: str | None = None) -> type[
     return made
 
 
+#: a constructor called with no arguments: copy.deepcopy or pickle re-making the object
+_UNSET: Any = object()
+
+
 def _candidates(candidates: Any) -> Any:
     if isinstance(candidates, (list, tuple, Mapping)):
         return candidates
@@ -216,7 +268,11 @@ def _candidates(candidates: Any) -> Any:
 class LayerChoice(_nf.LayerChoice):
     """NNI's ``LayerChoice(candidates, *, weights=None, label=None)``."""
 
-    def __new__(cls, candidates: Any, *, weights: Any = None, label: str | None = None) -> Any:
+    def __new__(
+        cls, candidates: Any = _UNSET, *, weights: Any = None, label: str | None = None
+    ) -> Any:
+        if candidates is _UNSET:  # copy.deepcopy and pickle make the object bare
+            return nn.Module.__new__(cls)
         full = auto_label(label)
         ctx = current()
         if isinstance(ctx, Frozen):
@@ -282,13 +338,15 @@ class InputChoice(_nf.InputChoice):
 
     def __new__(
         cls,
-        n_candidates: int,
+        n_candidates: Any = _UNSET,
         n_chosen: int | None = 1,
         reduction: str = "sum",
         *,
         weights: Any = None,
         label: str | None = None,
     ) -> Any:
+        if n_candidates is _UNSET:  # copy.deepcopy and pickle make the object bare
+            return nn.Module.__new__(cls)
         with label_scope(label) as scope:  # NNI's CategoricalMultiple labels so
             full = scope.name
         k = _n_chosen(n_chosen, full)
@@ -344,7 +402,9 @@ class Repeat(_nf.Repeat):
     """NNI's ``Repeat(blocks, depth, *, label=None)``: ``blocks`` a module (copied), a factory
     of the block index, or a list of either."""
 
-    def __new__(cls, blocks: Any, depth: Any, *, label: str | None = None) -> Any:
+    def __new__(cls, blocks: Any = _UNSET, depth: Any = _UNSET, *, label: str | None = None) -> Any:
+        if blocks is _UNSET:  # copy.deepcopy and pickle make the object bare
+            return nn.Module.__new__(cls)
         value = _depth(depth, label)
         ctx = current()
         if isinstance(ctx, Frozen):

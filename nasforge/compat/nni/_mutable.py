@@ -461,6 +461,11 @@ def concretize(value: Any) -> Any:
     leaves = value.leaves()
     if ctx is None:
         return value.default()
+    if isinstance(ctx, Recording):
+        for leaf in leaves:  # a width declared as a layer decision is a value from here on
+            first = ctx.first(leaf.label)
+            if first is not None and first.kind == "layer":
+                first.kind = "value"
     declared = {leaf.label: leaf.declare() for leaf in leaves}
     if isinstance(ctx, Frozen):
         return evaluate(value, declared)
