@@ -49,6 +49,7 @@ __all__ = [
     "current_model",
     "parametrized",
     "nni_arch",
+    "choice",
 ]
 
 
@@ -292,6 +293,14 @@ class LayerChoice(_nf.LayerChoice):
 
     def __iter__(self) -> Iterator[nn.Module]:
         return iter(self.candidates())
+
+
+def choice(label: str, choices: list[Any]) -> Any:
+    """Returns NNI's ``nni.choice(label, choices)``: a :class:`LayerChoice` when every choice is
+    a module, else a :class:`~nasforge.compat.nni._mutable.Categorical`."""
+    if choices and all(isinstance(c, nn.Module) for c in choices):
+        return LayerChoice(list(choices), label=label)
+    return Categorical(choices, label=label)
 
 
 class ChosenInputs(nn.Module):

@@ -44,7 +44,6 @@ __all__ = [
     "CategoricalMultiple",
     "Numerical",
     "Sample",
-    "choice",
     "uniform",
     "quniform",
     "loguniform",
@@ -376,20 +375,6 @@ class Numerical(LabeledMutable):
 
     def __repr__(self) -> str:
         return f"Numerical({self.low}, {self.high}, label={self.label!r})"
-
-
-def choice(label: str, choices: list[Any]) -> Any:
-    """Returns NNI's ``nni.choice(label, choices)``: a :class:`Categorical`, or a
-    ``LayerChoice`` when every choice is a module."""
-    try:
-        from torch import nn  # the module kind needs torch; value choices do not
-    except ImportError:  # pragma: no cover - torch is a dependency of nasforge
-        nn = None  # type: ignore[assignment]
-    if nn is not None and choices and all(isinstance(c, nn.Module) for c in choices):
-        from nasforge.compat.nni._modules import LayerChoice
-
-        return LayerChoice(list(choices), label=label)
-    return Categorical(choices, label=label)
 
 
 def uniform(label: str, low: float, high: float) -> Numerical:
