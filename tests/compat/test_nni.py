@@ -23,7 +23,7 @@ from nasforge.space import modules as nf_modules
 from nasforge.strategy import RegularizedEvolution
 
 HERE = Path(__file__).parent
-SPACE_FILE = str(HERE / "nni_every_kind.py")
+SPACE_FILE = str(HERE.parents[1] / "examples" / "nni" / "every_kind.py")
 
 #: every decision of EveryKind: label -> kind, with NNI's labels (prefix ``net``)
 KINDS = {

@@ -1,6 +1,9 @@
-"""An NNI 3.0 model space with every choice kind, written against NNI (loaded unchanged by
-``nasforge.compat.nni.load`` in tests/compat/test_nni.py): LayerChoice (list and dict),
-InputChoice, ``nni.choice`` with arithmetic, Repeat, Cell, MutableConv2d and MutableLinear."""
+"""An NNI 3.0 model space with every choice kind, written against NNI: LayerChoice (list and
+dict), InputChoice, ``nni.choice`` with arithmetic, Repeat, Cell, MutableConv2d, MutableLinear.
+
+``nasforge.compat.nni.load("examples/nni/every_kind.py").EveryKind()`` is a nasforge space (NNI
+installed or not); tests/compat/test_nni.py and docs/from-nni.md search it.
+"""
 
 import nni
 import torch
