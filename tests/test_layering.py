@@ -23,6 +23,8 @@ FLOOR = {
     "runtime": {"errors"},
     "run": {"_deprecated", "_version", "errors", "runtime", "space", "strategy"},
     "dashboard": {"_version", "errors", "run", "runtime", "space"},
+    # adapters for code written against other libraries (NNI 3.0's space language)
+    "compat": {"_lazy", "errors", "space"},
 }
 #: modules above everything, which may import any family (the hub serves ofa/'s MobileNetV3
 #: space as is; the two-stage search composes a one-shot first stage and the engine's trials)

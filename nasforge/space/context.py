@@ -116,6 +116,11 @@ class Recording(_Scoped):
             self._by_label.setdefault(label, d)
         return d
 
+    def first(self, label: str) -> Declaration | None:
+        """Returns the first declaration of ``label`` (the one its decision is made from), or
+        None when the label has not been declared yet."""
+        return self._by_label.get(label)
+
 
 @dataclass
 class Frozen(_Scoped):

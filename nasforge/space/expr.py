@@ -44,6 +44,7 @@ __all__ = [
     "min_",
     "as_expr",
     "is_choice",
+    "symbolic",
 ]
 
 
@@ -196,6 +197,16 @@ def _wrap(value: Any, expr: Expr) -> Any:
     if type(value) is str:
         return ChoiceStr(value, expr)
     return ChoiceObject(value, expr)
+
+
+def symbolic(value: Any, expr: Expr) -> Any:
+    """Returns ``value`` as a choice value carrying ``expr`` (an ``int`` subclass for an int,
+    and so on), or ``value`` itself when ``expr`` depends on no choice: how code that builds its
+    own expression trees (the NNI adapter, :mod:`nasforge.compat.nni`) hands one to the space's
+    modules."""
+    if not expr.leaves():
+        return value
+    return _wrap(value, expr)
 
 
 def _binary(
