@@ -6,6 +6,8 @@ whether a NASB-CMP search on digits finds the one-device architecture.
     python benchmarks/cmp.py                 # CPU: 2 processes (gloo), 1 thread each
     python benchmarks/cmp.py --device cuda   # 2 threads on two CUDA streams of one GPU, and
                                              # NCCL processes when there are >= 2 GPUs
+    python benchmarks/cmp.py --quick         # the slow test set's smoke run: one round of
+                                             # two steps, a one-epoch quality search
 
 Step times are medians over timed steps after warm-up, taken in interleaved rounds (MP, CMP,
 DP, pipelining in turn) so that a busy machine slows all alike; each ratio is the median of
@@ -333,7 +335,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--quality-epochs", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="1 round of 2 steps, 1 quality epoch")
     a = ap.parse_args(argv)
+    if a.quick:
+        a.rounds, a.warmup, a.steps, a.quality_epochs = 1, 1, 2, 1
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     torch.set_num_threads(1)
     if a.device == "cuda" and not torch.cuda.is_available():
