@@ -111,6 +111,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "evolution_best_is_a_random_draw",
         "evolution_median_test_mean",
         "random_median_test_mean",
+        "evolution_at_best_val_mean",
+        "random_at_best_val_mean",
         "per_seed",
         "table_networks",
         "networks_trained",
