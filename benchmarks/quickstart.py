@@ -77,6 +77,7 @@ def main() -> None:
     result = {
         "quickstart_s": round(total, 1),
         "command_s": dict(zip(commands, seconds)),
+        "n_search_n_random": [summary.get("n_search"), summary.get("n_random")],
         "best_test_accuracy": summary.get("best_test_accuracy"),
         "random_best_test_accuracy": summary.get("random_best_test_accuracy"),
         "median_random_test_accuracy": summary.get("median_random_test_accuracy"),

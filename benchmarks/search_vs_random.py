@@ -82,6 +82,15 @@ def network_key(arch: dict[str, Any]) -> str:
     return json.dumps(kept, sort_keys=True)
 
 
+def an_arch(ex: Any, key: str) -> dict[str, Any]:
+    """Returns an architecture of the network ``key`` (the blocks it does not build take their
+    first candidate)."""
+    arch = json.loads(key)
+    for d in ex.space.search_space().decisions:
+        arch.setdefault(d.label, d.values[0])
+    return arch
+
+
 class TableOrTrain(BaseEvaluator):
     """Returns a network's metrics from the table when it was trained before, else trains it
     with the example's evaluator (the table is read in the engine's process; the pool's forked
@@ -180,7 +189,7 @@ def main() -> None:
         args.seeds, n_trials = 1, 4
         if table:  # the table still holds what a trial gets: train one network of it again
             key = sorted(table)[len(table) // 2]
-            again = ex.evaluator.evaluate(ex.space, json.loads(key), lambda *a, **k: None)
+            again = ex.evaluator.evaluate(ex.space, an_arch(ex, key), lambda *a, **k: None)
             result["retrained_equal"] = {k: again[k] for k in KEPT} == table[key]
     known = len(table)
     runs = []

@@ -7,8 +7,9 @@ Run:  python examples/digits_evolution.py [--trials 30] [--random 30] [--out run
 
 The search (evolution, ``--trials`` trained architectures, 2 at a time) optimises validation
 accuracy. To show what the search adds, the script then runs random search on the same space
-with the same training recipe and as many trained architectures (``--random``, by default
-``--trials``; also through the engine, 2 at a time), and prints the *test* accuracy of each
+with the same training recipe and as many trained architectures (``--random``, by default as
+many as the search trained: ``--trials``, or fewer when its time budget ran out; also through
+the engine, 2 at a time), and prints the *test* accuracy of each
 one's best (chosen by validation accuracy, as a user would choose), the median test accuracy of
 the random architectures, and whether evolution's best is one of its random draws: the
 ``population_size`` trials that fill its starting population, and the one more asked while the
@@ -60,7 +61,7 @@ config = {
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=config["n_trials"])
-    parser.add_argument("--random", type=int, help="random archs (default: --trials)")
+    parser.add_argument("--random", type=int, help="random archs (default: as the search)")
     parser.add_argument("--out", type=Path, default=Path(config["directory"]))
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -71,12 +72,13 @@ def main() -> int:
     search = Experiment(space, evaluator, strategy, **settings).run()
     best = search.best(1)[0]
     t_search = time.perf_counter() - start
+    n_search = sum(t.status == "done" for t in search.trials())  # fewer if the budget ran out
     print_status(args.out / "evolution", limit=10)
     baseline = Experiment(
         space,
         evaluator,
         "random",
-        n_trials=args.random or args.trials,
+        n_trials=args.random or n_search,
         executor="pool",
         concurrency=2,
         directory=args.out / "random",
@@ -92,6 +94,7 @@ def main() -> int:
         "best_val_accuracy": round(best.metrics["accuracy"], 4),
         "best_test_accuracy": round(best.metrics["test_accuracy"], 4),
         "median_random_test_accuracy": round(median_random, 4),
+        "n_search": n_search,
         "n_random": len(random_test),
         "random_best_val_accuracy": round(random_best.metrics["accuracy"], 4),
         "random_best_test_accuracy": round(random_best.metrics["test_accuracy"], 4),
