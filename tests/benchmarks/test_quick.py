@@ -43,7 +43,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "engine_overhead": ("inprocess_ms_per_trial", "pool_ms_per_trial"),
     "freeze": ("frozen_vs_handwritten_time_ratio", "freeze_ms"),
     "ground_truth": ("n_rows", "seed_ceiling_tau", "spread_10_90"),
-    "hparams": ("regret", "joint_vs_arch_only", "joint_vs_hp_only"),
+    "hparams": ("regret", "ask_ms", "joint_vs_arch_only", "joint_vs_hp_only"),
     "hub": (
         "spaces",
         "archs",
