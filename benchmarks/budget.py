@@ -18,7 +18,8 @@ target is <= 1/3).
 Last line: JSON ``{"best", "resource", "resource_to_match", "asha_fraction_of_full"}``, means
 over seeds (``resource_to_match`` over the seeds that matched); the line before it holds each
 seed's figures and how many seeds matched.
-Run: PYTHONPATH=. python benchmarks/budget.py [--seeds 3] [--epochs 9] [--trials 27]
+Run: PYTHONPATH=. python benchmarks/budget.py [--seeds 3] [--epochs 9] [--trials 27] [--quick]
+(``--quick``, the slow test set's smoke run: one seed, 3 epochs, 6 trials).
 """
 
 from __future__ import annotations
@@ -166,7 +167,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=9)
     parser.add_argument("--trials", type=int, default=27)
+    parser.add_argument("--quick", action="store_true", help="1 seed, 3 epochs, 6 trials")
     args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.epochs, args.trials = 1, 3, 6
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(1)
     plans = schedulers(args.epochs, args.trials)

@@ -24,6 +24,7 @@ Targets (issue 25): speedup_3_nodes_vs_1 >= 2.4; ray_overhead_ms_per_trial <= 50
 Last line: one JSON object with speedup_3_nodes_vs_1, ray_overhead_ms_per_trial,
 pool_overhead_ms_per_trial and node_kill {lost, duplicated, retried}.
 Run: PYTHONPATH=. python benchmarks/cluster.py  (about 2 minutes; uses ~1.5 GB)
+``--quick`` (the slow test set's smoke run): 12 trials, 2 CPUs a node, the kill at 1 s.
 """
 
 from __future__ import annotations
@@ -153,7 +154,10 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=60)
     parser.add_argument("--cpus", type=int, default=4, help="logical CPUs (slots) per node")
     parser.add_argument("--kill-after", type=float, default=2.5, help="seconds into the run")
+    parser.add_argument("--quick", action="store_true", help="12 trials, 2 CPUs, kill at 1 s")
     args = parser.parse_args()
+    if args.quick:
+        args.trials, args.cpus, args.kill_after = 12, 2, 1.0
     logging.basicConfig(level=logging.WARNING)
     n, cpus = args.trials, args.cpus
     with tempfile.TemporaryDirectory() as tmp:

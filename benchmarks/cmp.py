@@ -6,6 +6,10 @@ whether a NASB-CMP search on digits finds the one-device architecture.
     python benchmarks/cmp.py                 # CPU: 2 processes (gloo), 1 thread each
     python benchmarks/cmp.py --device cuda   # 2 threads on two CUDA streams of one GPU, and
                                              # NCCL processes when there are >= 2 GPUs
+    python benchmarks/cmp.py --quick         # the slow test set's smoke run: 3 cells of 4
+                                             # channels on 8x8 inputs, batch 8, one round of
+                                             # two steps, a one-epoch quality search on 256
+                                             # digits
 
 Step times are medians over timed steps after warm-up, taken in interleaved rounds (MP, CMP,
 DP, pipelining in turn) so that a busy machine slows all alike; each ratio is the median of
@@ -299,7 +303,7 @@ def simulation(a: argparse.Namespace, t: dict[str, Any]) -> dict[str, Any]:
 def quality(a: argparse.Namespace) -> dict[str, Any]:
     """Returns whether a NASB-CMP search on digits (cell space) finds the same architecture as
     one-device NASB with the same seed, and both wall-clock times."""
-    x, y = load_digits(seed=0).train[:]
+    x, y = load_digits(seed=0).train[: a.quality_examples]
     kw = {"epochs": a.quality_epochs, "batch_size": 64, "seed": 0}
     t0 = time.perf_counter()
     one = search(digits_cell_space(), "nasb", (x, y), **kw)
@@ -333,7 +337,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--quality-epochs", type=int, default=2)
+    ap.add_argument("--quality-examples", type=int, default=None, help="digits (default: all)")
+    ap.add_argument("--quick", action="store_true", help="tiny cells, 1 round of 2 steps")
     a = ap.parse_args(argv)
+    if a.quick:
+        a.cells, a.channels, a.size, a.batch = 3, 4, 8, 8
+        a.rounds, a.warmup, a.steps, a.quality_epochs, a.quality_examples = 1, 1, 2, 1, 256
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     torch.set_num_threads(1)
     if a.device == "cuda" and not torch.cuda.is_available():

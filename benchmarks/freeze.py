@@ -7,6 +7,8 @@ round times. Also times ``freeze`` itself.
 
 Targets (issue 2): frozen_vs_handwritten_time_ratio <= 1.02, freeze_ms <= 20.
 Last line: {"frozen_vs_handwritten_time_ratio": ..., "freeze_ms": ...}
+Run: python benchmarks/freeze.py [--quick]  (``--quick``, the slow test set's smoke run: 2
+architectures, 4 rounds of 2 repetitions)
 """
 
 from __future__ import annotations
@@ -45,7 +47,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--quick", action="store_true", help="2 archs, 4 rounds of 2 reps")
     args = parser.parse_args()
+    if args.quick:
+        args.archs, args.rounds, args.reps = 2, 4, 2
     torch.set_num_threads(1)
     torch.manual_seed(0)
 

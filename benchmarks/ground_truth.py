@@ -21,6 +21,8 @@ started again with the same settings (finished trainings are skipped).
 
     python benchmarks/ground_truth.py --n-archs 128 --seeds 0 1 2 --workers 2   # ~45 min
     python benchmarks/ground_truth.py --check 17        # retrain row 17, compare (and torch)
+    python benchmarks/ground_truth.py --quick           # smoke run: --mini, 4 rows, 2 seeds,
+                                                        # a temporary table unless --out
 
 Table (format ``nasforge-ground-truth`` v2): ``recipe``, ``seeds``, ``arch_seed``,
 ``space_counts``, ``rows`` (``row``, ``arch`` (canonical), ``function`` key, ``arch_id``,
@@ -40,6 +42,7 @@ import logging
 import multiprocessing
 import random
 import sys
+import tempfile
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
@@ -264,7 +267,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="table file (default: per data set, in data/)")
     p.add_argument("--check", type=int, metavar="ROW", help="retrain ROW of --out and compare")
     p.add_argument("--mini", action="store_true", help="the tests' miniature recipe (seconds)")
+    p.add_argument("--quick", action="store_true", help="--mini, 4 rows, 2 seeds, a temp table")
     args = p.parse_args(argv)
+    if args.quick:
+        args.mini, args.n_archs, args.seeds, args.workers = True, 4, [0, 1], 1
+        if args.out is None:
+            with tempfile.TemporaryDirectory() as tmp:
+                return main([*(argv or sys.argv[1:]), "--out", str(Path(tmp) / "table.json")])
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     out = args.out or Path(str(DEFAULT_OUT[args.dataset]).format(recipe=args.recipe))
     if args.check is not None:

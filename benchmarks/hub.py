@@ -2,7 +2,10 @@
 beside the size its paper states, and every published architecture, frozen at its paper's
 resolution and class count, with its parameters and multiply-adds beside the paper's.
 
-    python benchmarks/hub.py [--only NAME ...]
+    python benchmarks/hub.py [--only NAME ...] [--quick]
+
+``--quick`` (the slow test set's smoke run): one space and one architecture
+(``nasbench201``, ``mnasnet-a1``).
 
 Parameters count every parameter of the frozen model; multiply-adds count convolutions and
 fully connected layers on one input (:func:`nasforge.hub.profile`), as the papers' "Mult-Adds"
@@ -131,7 +134,10 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", nargs="+", help="space or architecture names (default: all)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--quick", action="store_true", help="--only nasbench201 mnasnet-a1")
     args = p.parse_args(argv)
+    if args.quick:
+        args.only = ["nasbench201", "mnasnet-a1"]
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     only = set(args.only or hub.spaces() + hub.archs())

@@ -16,6 +16,7 @@ choices change its graph).
 
 Target (issue 26): space_s and freeze_s <= 2 x build_s (module-level spaces).
 Last line: {"models": {name: {"space_s", "freeze_s", "build_s", ...}}}
+``--quick`` (the slow test set's smoke run): BERT-small alone, one repeat, with ``--graph``.
 """
 
 from __future__ import annotations
@@ -143,7 +144,10 @@ def main() -> None:
     parser.add_argument(
         "--graph", action="store_true", help="also time a space with one graph mutator (once)"
     )
+    parser.add_argument("--quick", action="store_true", help="bert only, one repeat, --graph")
     args = parser.parse_args()
+    if args.quick:
+        args.repeats, args.only, args.graph = 1, ["bert"], True
     torch.set_num_threads(1)
     torch.manual_seed(0)
     result: dict[str, dict[str, float]] = {}

@@ -11,6 +11,8 @@ momentum into preallocated buffers (on a GPU: host to device, from pinned memory
 
 Writes the table to ``--out`` (default ``benchmarks/data/naspipe_costs_<device>.json``), the
 format :func:`nasforge.parallel.costs.load_table` reads. Last line: one JSON object.
+``--quick`` (the slow test set's smoke run): batches 1 and 4, 3 runs each, written to a
+temporary file unless ``--out`` is given (the shipped tables stay as they are).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -156,7 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64, 256])
     ap.add_argument("--reps", type=int, default=11)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--quick", action="store_true", help="batches 1 and 4, 3 runs, a temp file")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.batches, args.reps = [1, 4], 3
+        if args.out is None:
+            with tempfile.TemporaryDirectory() as tmp:
+                return main([*(argv or sys.argv[1:]), "--out", str(Path(tmp) / "costs.json")])
     torch.set_num_threads(1)
     torch.manual_seed(0)
     device = torch.device(args.device)

@@ -22,6 +22,8 @@ equals the resident run bitwise (the cache must not change a single bit), and th
 the peak memory ratio. With ``--device cpu`` the same code runs on gloo (no memory figures;
 both tiers are host memory, so the copies are clones made at once, but the plan and the
 accounting are the GPU's); ``--device cuda`` without a GPU prints ``{"skipped": ...}``.
+``--quick`` (the slow test set's smoke run): 4 blocks of 4 candidates 64 wide, 8 steps of 32,
+one repeat, on the GPU when there is one and on the CPU (gloo) otherwise.
 
 Last line: one JSON object ``{"samples_per_s": {...}, "hit_rate": {...}, "prefetched_fraction":
 {...}, "peak_device_bytes": {...}, "equals_resident": {...}, "csp_cache_over_resident": ...,
@@ -73,9 +75,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--batch-size", type=int, default=512)
     ap.add_argument("--cache-subnets", type=float, default=3.0)
-    ap.add_argument("--device", default="cuda", help="cpu runs the same code paths (gloo)")
+    ap.add_argument("--device", default=None, help="cpu runs the same code paths (gloo)")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs of each; median wall")
+    ap.add_argument("--quick", action="store_true", help="tiny supernet, 8 steps, CPU if no GPU")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.blocks, args.candidates, args.hidden, args.steps = 4, 4, 64, 8
+        args.batch_size, args.repeats = 32, 1
+        if args.device is None and not torch.cuda.is_available():
+            args.device = "cpu"
+    args.device = args.device or "cuda"
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print(json.dumps({"skipped": "no CUDA device"}))

@@ -10,6 +10,7 @@ w1.2) over the tables' resolutions; the search is nasforge's evolution (OFA's se
 population 100, parents 25%, mutations 50%, mutation probability 0.1). With ``--supernet`` the
 best sub-network of each seed is extracted from the loaded supernet and run once on a random
 image (its parameter count is reported). Without the files it prints a skip line and exits 0.
+``--quick`` (the slow test set's smoke run): one seed, 5 generations of 10.
 
 Last line: {"best": [{"seed", "accuracy", "latency_ms", "arch"}, ...], "search_s", ...}
 (``accuracy`` is the predictor's, ``latency_ms`` the tables' sum, ``arch`` once-for-all's
@@ -42,7 +43,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--generations", type=int, default=500, help="OFA's tutorial: 500")
     p.add_argument("--population", type=int, default=100)
+    p.add_argument("--quick", action="store_true", help="1 seed, 5 generations of 10")
     args = p.parse_args(argv)
+    if args.quick:
+        args.seeds, args.generations, args.population = 1, 5, 10
     if not args.latency_table or not args.predictor:
         print(json.dumps({
             "skipped": True,

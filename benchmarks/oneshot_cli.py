@@ -5,7 +5,9 @@ the digits, NASB, 8 epochs, batch 64) in a fresh process, exactly as a user woul
 the per-epoch seconds from the run record. Before the library chose its thread count, one
 epoch took 267 s on a busy 2-core machine (torch's default threads) and 6 s with one thread.
 
-    python benchmarks/oneshot_cli.py [--epochs 8]
+    python benchmarks/oneshot_cli.py [--epochs 8] [--quick]
+
+``--quick`` (the slow test set's smoke run): one epoch.
 
 Last line: one JSON object with ``seconds_per_epoch`` (mean), ``first_epoch_s``,
 ``total_s`` (the whole command, start-up included), ``threads`` and ``cores``.
@@ -36,7 +38,10 @@ strategy = {{"name": "nasb", "epochs": {epochs}, "batch_size": 64}}
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--quick", action="store_true", help="one epoch")
     args = ap.parse_args()
+    if args.quick:
+        args.epochs = 1
     sys.path.insert(0, str(ROOT))
     from nasforge.run.store import Store
     from nasforge.runtime.threads import default_threads

@@ -26,6 +26,12 @@ rows under that budget).
 
     python benchmarks/ranking.py                      # every search: ~20 min on 2 quiet cores
     python benchmarks/ranking.py --search-seeds       # the ranking only: ~6 min
+    python benchmarks/ranking.py --quick              # smoke run: a 4-row miniature table
+                                                      # (built here), one-epoch supernets
+
+``--quick`` (the slow test set's smoke run) builds the tests' miniature MNIST-1D table (4 rows,
+2 seeds) in memory instead of reading ``--table``, then ranks it with one-epoch supernets,
+3-cycle evolutions of 2, and 2 search seeds, on one worker: a check that it runs, not a result.
 
 Last line: JSON with ``tau``, ``ceiling``, ``baseline_tau``, ``proxy_tau``,
 ``search_percentile``, ``constrained_percentile``, ``p_vs_random``, ``n_search_seeds``.
@@ -316,12 +322,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--proxy-samples", type=int, default=100, help="K of the proxy filter")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, help="also write the report (with scores) here")
+    p.add_argument("--quick", action="store_true", help="a miniature table, one-epoch supernets")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    table = json.loads(args.table.read_text())
     sn = {"epochs": args.epochs, "fewshot_edges": args.fewshot_edges, "cycles": args.cycles,
           "calibrations": args.calibrations, "paper_selection": args.paper_selection,
           "steps": args.steps, "sampler": args.sampler}  # fmt: skip
+    if args.quick:
+        from _ranking_common import MINI_RECIPE_1D
+        from ground_truth import build_table
+
+        table = build_table(MINI_RECIPE_1D, 4, [0, 1], arch_seed=0, out=None, workers=1)
+        sn.update(epochs=1, cycles=3, population=2, bn_batches=2, calibrations=1)
+        args.search_seeds, args.proxy_samples, args.workers = [0, 1], 3, 1
+    else:
+        table = json.loads(args.table.read_text())
     report = run(table, sn, tuple(args.estimators), tuple(args.search_seeds), args.proxy,
                  args.proxy_samples, args.workers)  # fmt: skip
     if args.out is not None:

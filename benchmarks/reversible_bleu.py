@@ -18,7 +18,8 @@ Last line: one JSON object with ``bleu`` per model, ``significance`` (each greed
 bootstrap interval and the paired bootstrap p-value against the Transformer), ``bleu_parts``
 (n-gram precisions, brevity penalty, length ratio), parameter counts, the architecture found.
 ``--reference`` adds the space's Transformer-like genotype; ``--algorithm nasb`` searches with
-binary gates instead of the DARTS softmax.
+binary gates instead of the DARTS softmax. ``--quick`` (the slow test set's smoke run): the tiny
+setting cut to 5 search and 5 retraining steps, on the CPU unless ``--device`` says otherwise.
 """
 
 from __future__ import annotations
@@ -232,7 +233,10 @@ def main() -> None:
         action="store_true",
         help="retrain the three models in three processes at once (same results; for a GPU)",
     )
+    ap.add_argument("--quick", action="store_true", help="tiny, 5 search and 5 train steps")
     args = ap.parse_args()
+    if args.quick:
+        args.setting, args.search_steps, args.train_steps = "tiny", 5, 5
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     cfg = SETTINGS[args.setting]
     known = set(inspect.signature(Seq2SeqSpace).parameters) - {"vocab_size"}

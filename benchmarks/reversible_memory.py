@@ -11,6 +11,8 @@ Targets: reversible at 16 layers <= 1.2 x reversible at 2 layers; reversible <= 
 DARTS at every depth >= 4; reversible NASB below reversible DARTS.
 
 Last line: {"saved_bytes": {method: {depth: bytes}}, "max_hidden": {method: d}, ...}.
+``--quick`` (the slow test set's smoke run): hidden 48, 2 layers, vocabulary 100, batches of 4
+sequences of 8 tokens, the budget tried at hidden 48 alone.
 """
 
 from __future__ import annotations
@@ -73,7 +75,11 @@ def main() -> None:
     ap.add_argument("--budget-mib", type=float, default=32.0)
     ap.add_argument("--budget-depth", type=int, default=4)
     ap.add_argument("--grid", default="48,96,144,192,288,384,480,576,768,960,1440")
+    ap.add_argument("--quick", action="store_true", help="d 48, 2 layers, a 1-point grid")
     args = ap.parse_args()
+    if args.quick:
+        args.d, args.vocab, args.depths, args.grid, args.budget_depth = 48, 100, "2", "48", 2
+        args.batch, args.len = 4, 8
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(1)
     depths = [int(x) for x in args.depths.split(",")]

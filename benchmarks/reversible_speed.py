@@ -10,7 +10,9 @@ medians is reported. The paper expects about +33% (one extra forward per layer).
 
 Target: step_time_ratio (reversible DARTS / DARTS) <= 1.5.
 
-Last line: {"step_time_ratio": ..., "step_s": {method: median seconds}, ...}.
+Last line: {"step_time_ratio": ..., "step_s_by_d": {d: {method: median seconds}}, ...}.
+``--quick`` (the slow test set's smoke run): hidden 48, 2 layers, vocabulary 100, batches of 4
+sequences of 8 tokens, 2 repetitions.
 """
 
 from __future__ import annotations
@@ -57,7 +59,10 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default="cpu", help="cuda on a GPU (the paper's setting)")
+    ap.add_argument("--quick", action="store_true", help="d 48, 2 layers, 2 repetitions")
     args = ap.parse_args()
+    if args.quick:
+        args.d, args.depth, args.vocab, args.reps, args.batch, args.len = "48", 2, 100, 2, 4, 8
     torch.set_num_threads(1)
     sizes = [int(x) for x in args.d.split(",")]
     by_d = {str(d): measure(d, args) for d in sizes}
