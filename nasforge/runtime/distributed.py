@@ -400,6 +400,8 @@ def launch_local(nproc: int, argv: Sequence[str], *, grace_s: float = GRACE_S) -
     store, port = _loopback_store(nproc)
     errors = Path(tempfile.mkdtemp(prefix="nasforge-ranks-"))
     procs: list[subprocess.Popen[bytes]] = []
+    # a SIGTERM to this launcher ends its ranks too (Python's default would skip `finally`)
+    previous = _on_sigterm(lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         for rank in range(nproc):
             env = {
@@ -411,17 +413,41 @@ def launch_local(nproc: int, argv: Sequence[str], *, grace_s: float = GRACE_S) -
                 "TORCHELASTIC_MAX_RESTARTS": "0", "TORCHELASTIC_RUN_ID": f"nasforge-{port}",
                 ERRORS_ENV: str(errors),
             }  # fmt: skip
-            procs.append(subprocess.Popen([sys.executable, "-m", "nasforge", *argv], env=env))
+            procs.append(subprocess.Popen([sys.executable, "-m", "nasforge", *argv], env=env,
+                                          preexec_fn=_die_with_launcher))  # fmt: skip
         return _watch(procs, errors, grace_s)
     except KeyboardInterrupt:
         _end(procs, grace_s, signal.SIGINT)
         return 130
     finally:
         _end(procs, grace_s)
+        if previous is not None:
+            _on_sigterm(previous)
         del store
         for f in errors.glob("*"):
             f.unlink(missing_ok=True)
         errors.rmdir()
+
+
+def _on_sigterm(handler: Any) -> Any:
+    """Returns SIGTERM's previous handler after installing ``handler`` (only the main thread
+    may; elsewhere nothing changes and None is returned)."""
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        return None
+
+
+def _die_with_launcher() -> None:
+    """Asks Linux to SIGKILL this rank when its launcher dies (a launcher killed with SIGKILL
+    runs no cleanup), so no rank trains on as an orphan; elsewhere it does nothing."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
 
 
 def _watch(procs: list[subprocess.Popen[bytes]], errors: Path, grace_s: float) -> int:

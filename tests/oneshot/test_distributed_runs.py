@@ -225,3 +225,67 @@ def test_a_rendezvous_that_cannot_form_is_one_line_and_writes_nothing(run_file, 
     assert run.returncode == 2 and len(errors) == 1, run.stderr[-2000:]
     assert "could not join the job's rendezvous at 127.0.0.1" in errors[0]
     assert not (tmp_path / "run").exists()
+
+
+SLEEPER = "import time\ntime.sleep(600)\n"
+
+
+def _ranks_of(launcher: int) -> list[int]:
+    """Returns the pids whose parent is ``launcher``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == launcher:
+                out.append(int(entry.name))
+    return out
+
+
+def _gone(pids: list[int], within_s: float) -> bool:
+    """Returns whether every pid in ``pids`` has ended (or is a zombie) within ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        alive = []
+        for pid in pids:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state != "Z":
+                alive.append(pid)
+        if not alive:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_launcher_ended_by_a_signal_leaves_no_rank_behind(tmp_path, sig) -> None:
+    """`--nproc` ranks end with their launcher, whether it is sent SIGTERM or SIGKILL."""
+    run_file = tmp_path / "sleeps.py"
+    run_file.write_text(SLEEPER)
+    code = (
+        "from nasforge.runtime.distributed import launch_local; "
+        f"launch_local(2, ['run', {str(run_file)!r}, '--dir', {str(tmp_path / 'run')!r}])"
+    )
+    launcher = subprocess.Popen([sys.executable, "-c", code])
+    ranks: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(ranks := _ranks_of(launcher.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(ranks) == 2, "the launcher did not start its two ranks"
+        launcher.send_signal(sig)
+        launcher.wait(60)
+        assert _gone(ranks, 30), f"ranks {ranks} outlived their launcher ({sig.name})"
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+        for pid in ranks:  # reparented once the launcher is gone: kill them by pid
+            if not _gone([pid], 0.2):
+                os.kill(pid, signal.SIGKILL)
