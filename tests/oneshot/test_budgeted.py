@@ -201,3 +201,13 @@ def test_an_infeasible_budget_fails_before_the_record_exists(tmp_path: Path) -> 
         load_run_file(f, directory=tmp_path / "run")
     assert main(["run", str(f), "--dir", str(tmp_path / "run")]) == 2
     assert not (tmp_path / "run").exists()
+
+
+def test_model_parallel_search_refuses_a_budget() -> None:
+    """A budget with model-parallel search is refused in one line, not silently ignored."""
+    from nasforge.oneshot import config_for
+    from nasforge.oneshot.cmp import DEFAULT_WORKERS, check_parallel
+
+    cfg = config_for("darts", budget={"params": 1000})
+    with pytest.raises(ConfigError, match="model parallel search does not take a budget"):
+        check_parallel(2, 1, "cmp", DEFAULT_WORKERS, cfg, "darts")
