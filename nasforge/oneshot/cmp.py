@@ -86,7 +86,7 @@ def check_parallel(
     Raises:
         ConfigError: a setting out of range, settings the algorithm cannot run in parallel
             (``order='alternate'``: :meth:`~nasforge.oneshot.supernet.Algorithm.parallel_problem`),
-            or an algorithm without architecture gradients (SPOS).
+            or an algorithm without architecture gradients (SPOS), or a ``budget``.
     """
     algo = get_algorithm(algorithm)
     if not (algo.uses_val and algo.learns_arch and algo.model_parallel):
@@ -104,6 +104,11 @@ def check_parallel(
     problem = algo.parallel_problem(with_settings(algo, cfg))
     if problem:
         raise ConfigError(problem)
+    if getattr(cfg, "budget", None) is not None:
+        raise ConfigError(
+            f"model parallel search does not take a budget yet (got budget {cfg.budget}); run "
+            "the budgeted search with model_parallel=1 and replicas=1"
+        )
 
 
 @dataclass

@@ -24,6 +24,8 @@ import torch
 from torch import nn
 
 from nasforge.errors import ConfigError
+from nasforge.oneshot.budget import check_budget
+from nasforge.oneshot.budgeted import resource_penalty
 from nasforge.runtime.devices import check_device
 from nasforge.runtime.distributed import ONE, Ranks
 from nasforge.runtime.sync_bn import synced
@@ -83,13 +85,18 @@ class SearchConfig:
     # on several ranks: batch norm normalises by the whole batch's statistics in the gradient
     # steps (nasforge/runtime/sync_bn.py), not by each rank's shard's
     sync_bn: bool = False
+    # a hard budget for the architecture found: {params: N}, {flops: N} or both (the sizes of
+    # nasforge.proxies.size); sampling searches propose none over it, gradient searches are
+    # penalised towards it and project their pick into it (nasforge/oneshot/budgeted.py)
+    budget: dict[str, float] | None = None
+    budget_weight: float = 1.0  # the resource penalty's weight (gradient searches, ENAS)
     # the algorithm's own settings (its ``settings_class``); None: its defaults
     algo: Any = None
 
     def check(self, allow_no_epochs: bool = False) -> None:
         """Raises ConfigError on an impossible setting of the loop (``epochs=0`` is allowed only
         when the supernet starts from trained weights) or of ``algo`` (its own ``check``), or a
-        ``device`` this machine does not have."""
+        ``device`` this machine does not have, or a malformed ``budget``."""
         if self.epochs < (0 if allow_no_epochs else 1) or self.batch_size < 1:
             raise ConfigError(
                 f"epochs and batch_size must be >= 1, got {self.epochs} and {self.batch_size}"
@@ -101,6 +108,12 @@ class SearchConfig:
             raise ConfigError(
                 f"checkpoint_every must be an int >= 0 (steps between checkpoints inside an "
                 f"epoch; 0: at each epoch's end), got {c!r}"
+            )
+        check_budget(self.budget)
+        w = self.budget_weight
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not w >= 0:
+            raise ConfigError(
+                f"budget_weight must be a number >= 0 (the resource penalty's weight), got {w!r}"
             )
         if self.algo is not None:
             self.algo.check()
@@ -263,11 +276,14 @@ def sharded_loss(net: Any, batch: Batch) -> tuple[torch.Tensor, float]:
 
 def arch_grads(net: Any, batch: Batch) -> tuple[float, list[torch.Tensor]]:
     """Returns the loss on ``batch`` and its gradients for the architecture parameters only
-    (no weight gradients are accumulated); on several ranks, the whole batch's, summed across
-    ranks."""
-    loss, _ = sharded_loss(net, batch)
+    (no weight gradients are accumulated), the gradients with the resource penalty of the
+    supernet's budget when it has one (:mod:`nasforge.oneshot.budgeted`); on several ranks,
+    the whole batch's, summed across ranks."""
+    loss, share = sharded_loss(net, batch)
     params = net.arch_parameters()
-    grads = torch.autograd.grad(loss, params, allow_unused=True)
+    penalty = resource_penalty(net, share)  # a budget's: towards it, on the rank's share
+    total = loss if penalty is None else loss + penalty
+    grads = torch.autograd.grad(total, params, allow_unused=True)
     out = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
     (value,) = ranks_of(net).all_reduce_tensors(out, float(loss.detach()))
     return value, out

@@ -20,6 +20,9 @@ per epoch, as the paper does, after a warm-up::
                  recalibrated on training batches) and compared by ``selection``, as SPOS's
                  evolution compares them (:mod:`nasforge.oneshot.selection`: by default the
                  hybrid of supernet loss and a zero-cost proxy); the best wins
+    budget       with the loop's ``budget``, a path or a pick over it is drawn again
+                 (:mod:`nasforge.oneshot.budgeted`), and the controller's reward of a sample
+                 over it loses ``budget_weight`` times its excess, so it learns to stay within
 
 Why the warm-up and the loss: a controller that steers from the first step locks on to cells
 of 1x1 convolutions, pooling and skips, whose paths give a stable accuracy while the shared
@@ -46,6 +49,7 @@ from torch import nn
 
 from nasforge.errors import ConfigError
 from nasforge.oneshot.algorithms import register_algorithm
+from nasforge.oneshot.budgeted import budget_of, draw
 from nasforge.oneshot.common import (
     Batch,
     activate,
@@ -227,6 +231,7 @@ class Enas(Algorithm):
     uses_val = False  # the controller phase reads the validation split itself
     warmup = 0.75  # of the epochs (see the module docstring)
     learns_arch = True
+    budget_rule = "reject"
     layer = SposLayer
     input = SposInput
     repeat = SposRepeat
@@ -253,9 +258,11 @@ class Enas(Algorithm):
         """Returns (train loss, None) after one weight step of a path the controller drew (a
         uniform one during the warm-up epochs)."""
         if state.epoch < cls.warmup_epochs(cfg):
-            activate(net, net.space.search_space().sample(state.rng))
-        else:
-            activate(net, cls._controller(net).arch(state.rng))
+            ss = net.space.search_space()
+            activate(net, draw(net, lambda: ss.sample(state.rng)))
+        else:  # drawn again while over the budget, if any
+            ctrl = cls._controller(net)
+            activate(net, draw(net, lambda: ctrl.arch(state.rng)))
         return weight_step(net, state.opt_w, train, cfg), None
 
     @classmethod
@@ -272,14 +279,18 @@ class Enas(Algorithm):
         s: EnasSettings = cfg.algo
         size = s.controller_batch or cfg.batch_size
         val_iter = batches(split.val, size, state.g)
+        budget = budget_of(net)
         for _ in range(s.controller_steps):
             batch = next(val_iter, None)
             if batch is None:
                 val_iter = batches(split.val, size, state.g)
                 batch = next(val_iter)
             positions, log_p, entropy = ctrl.sample(state.rng)
-            activate(net, ctrl.space.from_index(positions))
+            arch = ctrl.space.from_index(positions)
+            activate(net, arch)
             reward = _reward(net, batch, s.controller_reward)
+            if budget is not None:  # over the budget: penalised, so the controller learns it
+                reward -= budget.penalty_of(arch)
             advantage = ctrl.baseline.advantage(reward)
             loss = -(advantage * log_p + s.entropy_weight * entropy)
             loss.backward()
@@ -311,7 +322,7 @@ class Enas(Algorithm):
         its validation accuracy."""
         ctrl = cls._controller(net)
         rng = random.Random(cfg.seed)
-        samples = [ctrl.arch(rng) for _ in range(cfg.algo.final_samples)]
+        samples = [draw(net, lambda: ctrl.arch(rng)) for _ in range(cfg.algo.final_samples)]
         sel = Selection(net.space, lambda arch: net, split.train, split.val, cfg)
         best, history = pick(sel, samples)
         n, acc = len(history), sel.inherited(best)[0]

@@ -41,6 +41,7 @@ from torch import nn
 from nasforge.errors import ConfigError
 from nasforge.oneshot import selection
 from nasforge.oneshot.algorithms import register_algorithm
+from nasforge.oneshot.budgeted import budget_of, draw
 from nasforge.oneshot.common import (
     Batch,
     SearchConfig,
@@ -218,6 +219,7 @@ class FewShotSpos(Algorithm):
     settings_class = FewShotSettings
     uses_val = False
     learns_arch = False
+    budget_rule = "reject"
     layer = SposLayer
     input = SposInput
     repeat = SposRepeat
@@ -284,7 +286,8 @@ class FewShotSpos(Algorithm):
     ) -> tuple[float, float | None]:
         """Returns (train loss, None) after one weight step of a uniformly sampled path, in the
         supernet before the split and in the sub-supernet that holds it after."""
-        arch = net.space.search_space().sample(state.rng)
+        ss = net.space.search_space()
+        arch = draw(net, lambda: ss.sample(state.rng))  # within the budget, if any
         sub = net if state.epoch < cls.split_epoch(cfg) else net.holder(arch)
         activate(sub, arch)
         return weight_step(sub, state.opt_w, train, cfg), None
@@ -310,7 +313,8 @@ class FewShotSpos(Algorithm):
         """Returns the best architecture of SPOS's evolution, each candidate scored in the
         sub-supernet that holds it, and every architecture it scored."""
         sel = Selection(net.space, net.holder, split.train, split.val, cfg)
-        return selection.evolve(sel, cfg)
+        budget = budget_of(net)
+        return selection.evolve(sel, cfg, None if budget is None else budget.fits)
 
 
 def copy_into_held(net: Supernet, opt: torch.optim.Optimizer) -> None:

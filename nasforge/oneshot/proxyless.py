@@ -44,6 +44,7 @@ import torch
 from nasforge.errors import ConfigError
 from nasforge.oneshot import op_latency
 from nasforge.oneshot.algorithms import register_algorithm
+from nasforge.oneshot.budgeted import resource_penalty
 from nasforge.oneshot.common import (
     SearchConfig,
     apply_arch,
@@ -320,7 +321,10 @@ def _arch_step(net: Supernet, opt_a: torch.optim.Optimizer, batch: Any, cfg: Sea
     (weights frozen), with the paper's rescaling of the two sampled entries."""
     ce, share = sharded_loss(net, batch)
     params = net.arch_parameters()
-    grads = torch.autograd.grad(_with_latency(ce, net, cfg, share), params, allow_unused=True)
+    loss = _with_latency(ce, net, cfg, share)
+    penalty = resource_penalty(net, share)  # the budget's, when there is one
+    loss = loss if penalty is None else loss + penalty
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
     full = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
     (value,) = ranks_of(net).all_reduce_tensors(full, float(ce.detach()))  # the whole batch's
     before = [p.detach().clone() for p in params]

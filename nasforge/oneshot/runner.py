@@ -57,6 +57,7 @@ from nasforge.oneshot.algorithms import (
     setting_names,
 )
 from nasforge.oneshot.baseline import record_agreement, size_baseline
+from nasforge.oneshot.budgeted import Budgeted
 from nasforge.oneshot.cmp import DEFAULT_WORKERS, CMPSettings, check_parallel, cmp_search
 from nasforge.oneshot.common import Batch, SearchResult, Split, accuracy, recalibrate_bn, split_data
 from nasforge.oneshot.search import SearchState, search
@@ -201,7 +202,10 @@ class OneShotSearch(BaseRunner):
     partitions and replicas (:func:`~nasforge.oneshot.cmp.cmp_search`; docs/cmp.md).
 
     Invariants: configuration errors (bad algorithm, setting or data, a space a supernet cannot
-    mix) are raised before the record is created or any training starts; a resumed search ends
+    mix, a ``budget`` no architecture of the space meets) are raised before the record is
+    created or any training starts; with a budget, the pick lies within it and its trial's
+    metrics hold its ``params`` and ``flops`` beside the limits (``budget_params``, ...),
+    the strategy section the budget itself; a resumed search ends
     with the same supernet and architecture as an uninterrupted one (same thread count).
 
     Raises:
@@ -259,6 +263,9 @@ class OneShotSearch(BaseRunner):
         self.strategy.config.check(allow_no_epochs=self._weights is not None)
         self.data = data
         self.split, self.test = load_data(data, self.strategy.config.seed)
+        cfg = self.strategy.config
+        if cfg.budget is not None:  # infeasible: one error before the record exists
+            Budgeted(space, cfg.budget, self.example(), cfg.budget_weight).check()
         self.progress_mode = progress
         self.threads = threads
         self.parallel: _Parallel = {"model_parallel": model_parallel, "schedule": schedule,

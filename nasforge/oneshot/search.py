@@ -35,9 +35,11 @@ from typing import Any
 
 import torch
 
-from nasforge.errors import DivergenceError
+from nasforge.errors import DivergenceError, NasforgeError
 from nasforge.oneshot import darts, enas, fewshot, nasb, proxyless, spos  # noqa: F401 - registered
 from nasforge.oneshot.algorithms import ALGORITHMS, config_for, get_algorithm, with_settings
+from nasforge.oneshot.budget import describe
+from nasforge.oneshot.budgeted import Budgeted, budget_of
 from nasforge.oneshot.common import (
     Pass,
     SearchConfig,
@@ -54,6 +56,7 @@ from nasforge.runtime import sync_bn
 from nasforge.runtime.distributed import ONE, Ranks
 from nasforge.runtime.threads import threads_for
 from nasforge.space import ModelSpace, arch_id
+from nasforge.space.search_space import Arch
 
 __all__ = ["ALGORITHMS", "SearchState", "search", "supernet", "get_algorithm", "initial_state"]
 
@@ -241,8 +244,35 @@ def _search(
     finally:
         shown.close()
     arch, evaluated = algo.finish(state.net, split, cfg)
+    arch = keep_to_budget(algo, state.net, arch)
+    metrics = algo.arch_metrics(state.net, arch)
+    budget = budget_of(state.net)
+    if budget is not None:  # the pick's sizes beside the budget's limits
+        metrics.update(budget.metrics(arch))
     return SearchResult(arch=arch, history=history, supernet=state.net, evaluated=evaluated,
-                        metrics=algo.arch_metrics(state.net, arch))  # fmt: skip
+                        metrics=metrics)  # fmt: skip
+
+
+def keep_to_budget(algo: type[Algorithm], net: Supernet, arch: Arch) -> Arch:
+    """Returns the pick within the supernet's budget: projected into it for an algorithm
+    whose ``budget_rule`` is ``"project"``, as it is for one that rejects (``arch`` itself
+    without a budget).
+
+    Raises:
+        NasforgeError: an algorithm that rejects picked an architecture over the budget (a
+            defect of that algorithm: its pick is never changed behind its back).
+    """
+    budget = budget_of(net)
+    if budget is None:
+        return arch
+    if algo.budget_rule == "project":
+        return budget.project(net, arch)
+    if not budget.fits(arch):
+        raise NasforgeError(
+            f"{algo.name} rejects architectures over the budget, yet picked {arch_id(arch)} "
+            f"with {describe(budget.sizes(arch), budget.budget)}; report this as a bug"
+        )
+    return arch
 
 
 def initial_state(
@@ -257,7 +287,12 @@ def initial_state(
     """Returns the data split and the search state before the first (or, with
     ``resume_from``, the next) epoch: the supernet built, started from ``weights`` or from
     ``cfg.seed``, on the CPU (so its weights are the same whatever the device), then it and the
-    split moved to ``device``; the optimizers and generators seeded."""
+    split moved to ``device``; the optimizers and generators seeded; with a ``budget`` the
+    supernet holds it (:class:`~nasforge.oneshot.budgeted.Budgeted`), checked feasible.
+
+    Raises:
+        ConfigError: no architecture of the space meets the budget.
+    """
     torch.manual_seed(cfg.seed)
     split = split_data(data, cfg.seed)
     net = Supernet(space, algo)
@@ -269,6 +304,9 @@ def initial_state(
             reset = getattr(m, "reset_parameters", None)
             if callable(reset):
                 reset()
+    if cfg.budget is not None:  # sized on the CPU; infeasible: one error before training
+        net.budget = Budgeted(space, cfg.budget, split.train[0], cfg.budget_weight)
+        net.budget.check()
     net.to(device)
     split = split.to(device)
     algo.prepare(net, split, cfg)

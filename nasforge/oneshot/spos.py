@@ -22,6 +22,7 @@ import torch
 
 from nasforge.oneshot import selection
 from nasforge.oneshot.algorithms import register_algorithm
+from nasforge.oneshot.budgeted import budget_of, draw
 from nasforge.oneshot.common import Batch, activate, recalibrate_bn, weight_step
 from nasforge.oneshot.selection import EvolutionSettings, Selection
 from nasforge.oneshot.supernet import Algorithm, MixedInput, MixedLayer, MixedRepeat, Supernet
@@ -96,6 +97,7 @@ class Spos(Algorithm):
     settings_class = EvolutionSettings
     uses_val = False
     learns_arch = False
+    budget_rule = "reject"
     layer = SposLayer
     input = SposInput
     repeat = SposRepeat
@@ -104,8 +106,10 @@ class Spos(Algorithm):
     def step(
         cls, net: Supernet, state: Any, train: Batch, val: Any, cfg: Any
     ) -> tuple[float, float | None]:
-        """Returns (train loss, None) after one weight step of a sampled path."""
-        activate(net, net.space.search_space().sample(state.rng))
+        """Returns (train loss, None) after one weight step of a uniformly sampled path (drawn
+        again while over the budget)."""
+        ss = net.space.search_space()
+        activate(net, draw(net, lambda: ss.sample(state.rng)))  # within the budget, if any
         return weight_step(net, state.opt_w, train, cfg), None
 
     @classmethod
@@ -122,9 +126,11 @@ class Spos(Algorithm):
 
     @classmethod
     def finish(cls, net: Supernet, split: Any, cfg: Any) -> tuple[Arch, list[tuple[Arch, float]]]:
-        """Returns the best architecture of an evolution over the trained supernet, and every
-        architecture it scored."""
-        arch, _, history = evolve(net, split.train, split.val, cfg)
+        """Returns the best architecture of an evolution over the trained supernet (none over
+        the budget asked is scored), and every architecture it scored."""
+        budget = budget_of(net)
+        arch, _, history = evolve(net, split.train, split.val, cfg,
+                                  None if budget is None else budget.fits)  # fmt: skip
         return arch, history
 
 

@@ -284,6 +284,11 @@ class Algorithm:
     #: architecture/weight pass pair there (DARTS, NASB, NASP); ProxylessNAS samples its own
     #: paths per pass and says no
     model_parallel: bool = True
+    #: how the search keeps to a ``budget`` (:mod:`nasforge.oneshot.budgeted`): ``"reject"``
+    #: (it never proposes an architecture over it: SPOS, few-shot, ENAS) or ``"project"`` (a
+    #: resource penalty on the architecture loss, and the pick projected into the budget:
+    #: DARTS, NASB, ProxylessNAS, and any algorithm that does not say)
+    budget_rule: str = "project"
     #: the share of ``epochs`` whose steps train uniformly drawn paths while the architecture
     #: waits, when its setting ``warmup_epochs`` is None (ENAS 3/4, NASB 1/2); None: the
     #: algorithm has no warm-up
@@ -427,6 +432,9 @@ class Supernet(nn.Module):
     space: ModelSpace  # set with object.__setattr__ in __init__ (not a submodule), so typed here
     #: whether the binary gates of NASB/NASP ops were set from the parameters (nasb.binarize)
     _binarized: bool = False
+    #: the budget it searches under (:class:`nasforge.oneshot.budgeted.Budgeted`), set by the
+    #: search before training; None without one
+    budget: Any = None
 
     def __init__(self, space: ModelSpace, algorithm: type[Algorithm], example: Any = None) -> None:
         super().__init__()

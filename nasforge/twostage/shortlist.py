@@ -15,17 +15,14 @@ over the budget, in stage 1's order; the same candidates give the same shortlist
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from nasforge.errors import ConfigError
+from nasforge.oneshot.budget import BUDGET_SIZES, check_budget, within
 
 __all__ = ["ShortlistSettings", "Candidate", "BUDGET_SIZES", "choose", "within", "function_key"]
-
-#: what a budget may bound (the sizes :mod:`nasforge.proxies.size` counts)
-BUDGET_SIZES = ("params", "flops")
 
 
 @dataclass
@@ -91,18 +88,7 @@ class ShortlistSettings:
             )
         if not isinstance(self.algorithm, str):
             raise ConfigError(f"shortlist algorithm must be a name, got {self.algorithm!r}")
-        if self.budget is not None:
-            if not isinstance(self.budget, Mapping) or not self.budget:
-                raise ConfigError(
-                    f"budget must be a mapping such as {{params: 5e4}}, got {self.budget!r}"
-                )
-            for key, limit in self.budget.items():
-                if key not in BUDGET_SIZES:
-                    raise ConfigError(
-                        f"budget bounds {key!r}; a shortlist budget bounds {list(BUDGET_SIZES)}"
-                    )
-                if isinstance(limit, bool) or not isinstance(limit, numbers.Real) or limit <= 0:
-                    raise ConfigError(f"budget {key} must be a number > 0, got {limit!r}")
+        check_budget(self.budget)  # the one check of a budget, a one-shot search's too
 
     def data(self) -> dict[str, Any]:
         """Returns the settings as JSON-able data (the record's, and :meth:`from_mapping`'s)."""
@@ -124,11 +110,6 @@ class Candidate:
     def data(self) -> dict[str, Any]:
         """Returns the candidate as a row of the recorded shortlist."""
         return {"arch": self.arch, "arch_id": self.arch_id, "score": self.score, **self.sizes}
-
-
-def within(sizes: Mapping[str, float], budget: Mapping[str, float] | None) -> bool:
-    """Returns whether ``sizes`` lie within ``budget`` (each bounded size at most its limit)."""
-    return budget is None or all(sizes[k] <= limit for k, limit in budget.items())
 
 
 def function_key(space: Any, arch: Mapping[str, Any]) -> str:

@@ -1,0 +1,82 @@
+"""A resource budget as a one-shot search holds it: what it may bound, its check, and how far a
+size lies over it. Pure (no torch); :mod:`nasforge.oneshot.budgeted` counts sizes and applies
+the budget to the algorithms.
+
+    budget   ``{"params": 2e4}``, ``{"flops": 5e5}`` or both: each bounded size at most its
+             limit (the sizes :func:`nasforge.proxies.size.arch_size` counts: parameters, and
+             multiply-accumulates of one example's forward pass)
+    load     the sum over the bounded sizes of size / limit (what a projection lowers)
+    excess   the sum over the bounded sizes of max(0, size / limit - 1) (0: within)
+
+Invariants: ``within(s, b)`` exactly when ``excess(s, b) == 0``; a checked budget maps each
+of its keys, a name of :data:`BUDGET_SIZES`, to a float > 0.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+from nasforge.errors import ConfigError
+
+__all__ = ["BUDGET_SIZES", "check_budget", "within", "load", "excess", "describe"]
+
+#: what a budget may bound (the sizes :mod:`nasforge.proxies.size` counts)
+BUDGET_SIZES = ("params", "flops")
+
+
+def check_budget(budget: Any, setting: str = "budget") -> dict[str, float] | None:
+    """Returns ``budget`` as ``{size: limit}`` with float limits (None for no budget).
+
+    Raises:
+        ConfigError: not a non-empty mapping, a key that is no size of :data:`BUDGET_SIZES`,
+            or a limit that is not a finite number > 0 (the message names ``setting``).
+    """
+    if budget is None:
+        return None
+    if not isinstance(budget, Mapping) or not budget:
+        raise ConfigError(
+            f"{setting} must be a mapping such as {{params: 20000}} or {{flops: 5e5}}, got "
+            f"{budget!r:.80}"
+        )
+    out: dict[str, float] = {}
+    for key, limit in budget.items():
+        if key not in BUDGET_SIZES:
+            raise ConfigError(
+                f"{setting} bounds {key!r}; a budget bounds {list(BUDGET_SIZES)} (e.g. "
+                f"{{params: 20000}})"
+            )
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, numbers.Real)
+            or not math.isfinite(limit)
+            or limit <= 0
+        ):
+            raise ConfigError(f"{setting} {key} must be a finite number > 0, got {limit!r}")
+        out[str(key)] = float(limit)
+    return out
+
+
+def within(sizes: Mapping[str, float], budget: Mapping[str, float] | None) -> bool:
+    """Returns whether ``sizes`` lie within ``budget`` (each bounded size at most its limit)."""
+    return budget is None or all(sizes[k] <= limit for k, limit in budget.items())
+
+
+def load(sizes: Mapping[str, float], budget: Mapping[str, float]) -> float:
+    """Returns the sum over the bounded sizes of size / limit."""
+    return sum(sizes[k] / limit for k, limit in budget.items())
+
+
+def excess(sizes: Mapping[str, float], budget: Mapping[str, float]) -> float:
+    """Returns the sum over the bounded sizes of max(0, size / limit - 1): 0 within budget."""
+    return sum(max(0.0, sizes[k] / limit - 1.0) for k, limit in budget.items())
+
+
+def describe(sizes: Mapping[str, float], budget: Mapping[str, float]) -> str:
+    """Returns ``"params 31,000 > 20,000"``-like text of each bounded size against its limit."""
+    return ", ".join(
+        f"{k} {sizes[k]:,.0f} {'<=' if sizes[k] <= limit else '>'} {limit:,.0f}"
+        for k, limit in budget.items()
+    )
