@@ -129,12 +129,14 @@ def test_enas_settings_are_checked() -> None:
 
 def test_enas_run_file_runs_exports_and_loads(tmp_path: Path, capsys) -> None:
     """`nasforge run` of a file with strategy enas records the search (progress rows with
-    the controller's reward, every final sample as a trial), and its pick exports and loads."""
+    the controller's reward, every final sample as a trial), and ENAS's recorded pick is what
+    exports and loads."""
     f = _write(tmp_path, {"name": "enas", "controller_steps": 3, "final_samples": 3})
     d = tmp_path / "run"
     assert main(["run", str(f), "--dir", str(d)]) == 0
     with Store.open(d) as store:
         cfg, trials, rows = store.config(), store.trials(), store.progress()
+        picks = store.picks()
     assert cfg["oneshot"]["strategy"]["name"] == "enas"
     assert [r["epoch"] for r in rows] == [1, 2] and all("reward" in r for r in rows)
     assert {t.evaluation for t in trials} == {"inherited"} and len(trials) >= 2
@@ -142,7 +144,9 @@ def test_enas_run_file_runs_exports_and_loads(tmp_path: Path, capsys) -> None:
     assert main(["export", str(d), "--top", "1"]) == 0
     path = capsys.readouterr().out.split()[0]
     meta = json.loads((Path(path) / "arch.json").read_text())
-    assert meta["arch"] == max(trials, key=lambda t: (t.metrics["accuracy"], -t.id)).arch
+    # ENAS's own pick is what exports (issue 50, item 3), not the best-scoring final sample
+    (pick,) = [t for t in trials if t.id in picks]
+    assert meta["arch"] == pick.arch
     if meta["weights"]:
         assert isinstance(load_model(path), nn.Module)
 
