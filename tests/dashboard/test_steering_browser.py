@@ -267,3 +267,48 @@ def test_a_trial_of_20001_metrics_shows_100_metric_columns(browser: Any, tmp_pat
         assert len(columns) == 100 and columns[0] == "m:accuracy", columns[:3]
     finally:
         server.stop()
+
+
+def test_the_overview_shows_recorded_working_time_in_chromium(browser: Any, tmp_path: Path) -> None:
+    """The overview's durations, as Chromium shows them, are the time each run worked: not
+    stretched by a copy made (or a read) 15 minutes later, nor by 15 idle minutes before a
+    resume (issue 50, item 6)."""
+    import shutil
+
+    from nasforge.run.records import TrialOutcome
+    from tests.run._kinds import MinimalRun
+
+    class _Quick(MinimalRun):
+        kind = "test-quick-browser"
+
+        def _execute(self, store: Store, resume: bool) -> None:
+            store.record_trial(f"{int(resume):016d}", {"w": int(resume)},
+                               TrialOutcome("done", {"accuracy": 1.0}))  # fmt: skip
+
+    runs = tmp_path / "runs"
+    _Quick(runs / "worked").run()
+    shutil.copytree(runs / "worked", runs / "copied")
+    later = time.time() + 900  # as if copied, or read by another tool, 15 minutes later
+    os.utime(runs / "copied" / "run.db", (later, later))
+    _Quick(runs / "resumed").run()
+    with Store.open(runs / "resumed", readonly=False) as store:  # created 15 idle min ago
+        store.set_meta("created", repr(float(store.get_meta("created") or 0) - 900))
+    _Quick(runs / "resumed").run(resume=True)
+    server = Server([runs], tmp_path)
+    try:
+        browser.get(server.url + "/")
+        rows = wait_for(
+            browser,
+            lambda b: (
+                len(found := b.find_elements(By.CSS_SELECTOR, "#overview-table tr.nf-run")) == 3
+                and found
+            ),
+            "the three runs",
+        )
+        durations = {r.find_elements(By.TAG_NAME, "td")[0].text: r.find_elements(
+            By.TAG_NAME, "td")[-1].text for r in rows}  # fmt: skip
+        assert set(durations) == {"runs/worked", "runs/copied", "runs/resumed"}, durations
+        for name, shown in durations.items():  # seconds, as fmt_seconds writes them ("4.2s")
+            assert shown.endswith("s") and "m" not in shown and "h" not in shown, (name, shown)
+    finally:
+        server.stop()
