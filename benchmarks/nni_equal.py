@@ -1,6 +1,7 @@
 """NNI 3.0 against nasforge on NNI's own spaces (issue 53): ``nni_equal``.
 
 Run:  python benchmarks/nni_equal.py [--n 50] [--seed 0] [--spaces NasBench201 ...]
+      python benchmarks/nni_equal.py --quick   (2 architectures of Hello NAS and NasBench201)
 
 For NNI's "Hello NAS" tutorial space (``examples/nni/hello_nas.py``, NNI's code unchanged) and
 NNI's hub spaces, built once by the installed NNI and once by ``nasforge.compat.nni.load``
@@ -21,6 +22,7 @@ A space nasforge cannot map (its construct named) counts 0.0 and is listed under
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import time
@@ -87,7 +89,14 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=50, help="architectures per space")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--spaces", nargs="*", choices=list(SPACES), default=None)
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 2 architectures of hello_nas and NasBench201")  # fmt: skip
     args = parser.parse_args()
+    if importlib.util.find_spec("nni") is None:
+        print(json.dumps({"skipped": True, "reason": "NNI is not installed (pip install nni==3.0)"}))
+        return 0
+    if args.quick:
+        args.n, args.spaces = 2, ["hello_nas", "NasBench201"]
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     warnings.filterwarnings("ignore", module="nni")  # NNI 3.0 on torch 2.13: version warnings
     torch.set_num_threads(1)
