@@ -93,7 +93,8 @@ def main() -> int:
                         help="smoke run: 2 architectures of hello_nas and NasBench201")  # fmt: skip
     args = parser.parse_args()
     if importlib.util.find_spec("nni") is None:
-        print(json.dumps({"skipped": True, "reason": "NNI is not installed (pip install nni==3.0)"}))
+        reason = "NNI is not installed (pip install nni==3.0)"
+        print(json.dumps({"skipped": True, "reason": reason}))
         return 0
     if args.quick:
         args.n, args.spaces = 2, ["hello_nas", "NasBench201"]
