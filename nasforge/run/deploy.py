@@ -278,7 +278,8 @@ def export_model(
         export that fails leaves no file.
 
     Raises:
-        ConfigError: unknown format; no example input can be derived.
+        ConfigError: unknown format; no example input can be derived, or ``example`` does not
+            run the model.
         ExportError: the model has an operator the format cannot hold (the message names it),
             or the written file's output differs by more than ``tolerance``.
     """
@@ -291,8 +292,15 @@ def export_model(
         path = path.with_suffix(SUFFIXES[format])
     model.eval()
     x = derive_example(model) if example is None else example
-    with torch.no_grad():
-        want = _first(model(x))
+    try:
+        with torch.no_grad():
+            want = _first(model(x))
+    except (RuntimeError, ValueError, IndexError, TypeError) as exc:
+        raise ConfigError(
+            f"the example input of shape {tuple(x.shape)} does not run "
+            f"{type(model).__name__} ({_one_line(exc)}); pass an input it takes (example=, "
+            "or --input-shape C,H,W without the batch)"
+        ) from exc
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=".part-", suffix=path.suffix, dir=path.parent)
     os.close(fd)

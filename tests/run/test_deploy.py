@@ -67,6 +67,12 @@ def test_multi_trial_result_exports_in_every_format(tmp_path: Path, capsys) -> N
         8,
     ]
     _check_exports(folder)
+    bad = tmp_path / "bad"  # an input the model does not take: exit 2, nothing written
+    assert (
+        main(["export", str(d), "--format", "onnx", "--input-shape", "5,8,8", "--out", str(bad)])
+        == 2
+    )
+    assert not bad.exists()
 
 
 @pytest.mark.slow
