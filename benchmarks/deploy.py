@@ -14,9 +14,9 @@ built on onnxruntime predicts onnxruntime's measured end-to-end latency (issue 5
   of ``--repeats`` calls: Spearman rho and the median absolute relative error.
 - ``onnxruntime_over_torch``: the median over the same sub-networks of onnxruntime's latency
   over eager PyTorch's (1 thread each).
-- ``nni_equal``: NNI conformance, from the function ``nni_equal`` of
-  :mod:`nasforge.compat.nni` when it exists (``NNI_EQUAL_HOOK``); else null with
-  ``nni_equal_reason``.
+- ``nni_equal``: NNI conformance, from ``nni_equal`` of ``benchmarks/nni_equal.py``
+  (``NNI_EQUAL_HOOK``), with ``--n-nni`` architectures per space; null with
+  ``nni_equal_reason`` when it cannot run (NNI is not installed).
 
 Weights are random (initialised with seed 0): exports and latency do not depend on training.
 The last line is one JSON object.
@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from nasforge import hub
+from nasforge.errors import NasforgeError
 from nasforge.ofa.latency import LatencyTable
 from nasforge.ofa.measure import layer_latency, network_latency
 from nasforge.ofa.mobilenet import OFAMobileNetV3, extract
@@ -46,8 +47,9 @@ from nasforge.run.deploy import FORMATS, TOLERANCE, export_model, measure_latenc
 from nasforge.space.model_space import freeze
 from nasforge.spaces import DigitsCNN
 
-#: module and function that give {space: fraction of architectures equal in NNI and nasforge}
-NNI_EQUAL_HOOK = ("nasforge.compat.nni", "nni_equal")
+#: module (benchmarks/nni_equal.py) and function whose result's ``nni_equal`` is {space:
+#: fraction of architectures with equal parameter count and outputs in NNI and nasforge}
+NNI_EQUAL_HOOK = ("nni_equal", "nni_equal")
 QUICK_HUB = ("nasbench201-resnet", "enas")
 
 log = logging.getLogger("deploy")
@@ -174,9 +176,10 @@ def nni_equal(n_archs: int) -> dict[str, Any]:
     module, name = NNI_EQUAL_HOOK
     try:
         fn = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        return {"nni_equal": None, "nni_equal_reason": f"{module}.{name} is not available: {exc}"}
-    return {"nni_equal": fn(n_archs=n_archs)}
+        return {"nni_equal": fn(n=n_archs)["nni_equal"]}
+    except (ImportError, AttributeError, NasforgeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return {"nni_equal": None, "nni_equal_reason": f"{module}.{name}: {reason}"}
 
 
 def main() -> None:
