@@ -18,6 +18,7 @@ __all__ = [
     "DivergenceError",
     "LockError",
     "StopRequested",
+    "ExportError",
 ]
 
 
@@ -62,6 +63,12 @@ class DivergenceError(NasforgeError, FloatingPointError):
     subnet: list[int] | None = None
     loss: float | None = None
     stage: int | None = None
+
+
+class ExportError(NasforgeError, RuntimeError):
+    """A model cannot be written in a deployment format (ONNX, TorchScript, an exported
+    program): an operator the format lacks, or an export whose outputs differ from the
+    model's beyond the tolerance."""
 
 
 class LockError(NasforgeError, RuntimeError):

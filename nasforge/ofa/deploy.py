@@ -7,6 +7,11 @@ Accuracy     ``measured``   top-1 of the extracted, recalibrated sub-network (me
 Latency      ``measured``   wall time of the extracted sub-network, memoized by configuration
              ``table``      per-layer lookup table, each distinct layer shape measured once
              ``flops``      multiply-adds counted analytically (millions)
+
+Latency is measured on eager PyTorch unless the setting is a mapping naming another runtime:
+``latency: {runtime: onnxruntime, threads: 1}`` measures each sub-network exported to ONNX in
+an onnxruntime session of one thread (keys: ``mode`` (``measured`` by default, or ``table``),
+``runtime`` (``torch`` or ``onnxruntime``), ``threads``, ``batch``, ``n_runs``).
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ from nasforge.ofa.mobilenet import OFAMobileNetV3
 from nasforge.ofa.predictor import AccuracyPredictor
 from nasforge.ofa.spaces import OFASpec
 from nasforge.ofa.train import evaluate
+from nasforge.run.deploy import RUNTIMES
 from nasforge.runtime.distributed import ONE, Ranks
 
 __all__ = [
     "LATENCY_MODES",
+    "LATENCY_KEYS",
     "ACCURACY_MODES",
     "make_latency",
     "make_accuracy",
@@ -45,22 +52,38 @@ ACCURACY_MODES = ("measured", "predictor")
 Score = Callable[[Mapping[str, Any]], float]
 
 
+LATENCY_KEYS = ("mode", "runtime", "threads", "batch", "n_runs")
+
+
 def make_latency(
-    net: OFAMobileNetV3, mode: str, batch: int = 1, n_runs: int = 5
+    net: OFAMobileNetV3, mode: str | Mapping[str, Any], batch: int = 1, n_runs: int = 5
 ) -> tuple[Score, Callable[[], int]]:
     """Returns ``(arch -> cost, n_measurements)`` for latency mode ``mode`` (ms, or MMACs for
-    ``flops``); measured latencies are memoized by canonical configuration.
+    ``flops``); measured latencies are memoized by canonical configuration. ``mode`` is one of
+    ``LATENCY_MODES``, or a mapping of ``LATENCY_KEYS`` that also names the runtime and its
+    threads (see the module's docstring).
 
     Raises:
-        ConfigError: unknown mode.
+        ConfigError: unknown mode, runtime or key.
     """
     space = net.search_space()
+    runtime, threads = "torch", None
+    if isinstance(mode, Mapping):
+        unknown = sorted(set(mode) - set(LATENCY_KEYS))
+        if unknown:
+            raise ConfigError(f"unknown latency settings {unknown}; known: {list(LATENCY_KEYS)}")
+        runtime, threads = mode.get("runtime", "torch"), mode.get("threads")
+        batch, n_runs = mode.get("batch", batch), mode.get("n_runs", n_runs)
+        mode = mode.get("mode", "measured")
+        if runtime not in RUNTIMES:
+            raise ConfigError(f"latency runtime {runtime!r} is not one of {RUNTIMES}")
     if mode == "measured":
-        memo = MemoizedCost(space, network_latency(net, batch, n_runs=n_runs))
+        measure = network_latency(net, batch, n_runs=n_runs, runtime=runtime, threads=threads)
+        memo = MemoizedCost(space, measure)
         return memo, lambda: memo.n_measured
     if mode == "table":
         table = LatencyTable(space)
-        n = table.build(layer_latency(batch, n_runs=n_runs))
+        n = table.build(layer_latency(batch, n_runs=n_runs, runtime=runtime, threads=threads))
         logger.info("latency table: %d layer shapes measured", n)
         return table.predict, lambda: n
     if mode == "flops":

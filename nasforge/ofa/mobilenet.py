@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import nasforge as nf
-from nasforge.errors import ArchitectureError
+from nasforge.errors import ArchitectureError, SpaceError
 from nasforge.ofa.latency import LayerShape
 from nasforge.ofa.layers import (
     DynamicBatchNorm2d,
@@ -192,9 +192,20 @@ class OFAMobileNetV3(nf.ModelSpace):
 
     @property
     def active_arch(self) -> dict[str, Any]:
-        """Returns the active architecture (the full network until ``set_active``)."""
+        """Returns the active architecture (the full network until ``set_active``).
+
+        Raises:
+            AttributeError: this is a frozen sub-network, which has none (so that ``hasattr``,
+                as ``torch.jit.trace`` calls it, says no).
+        """
         if "_active_arch" not in self.__dict__:
-            self.set_active(self.search_space().largest())
+            try:
+                space = self.search_space()
+            except SpaceError as exc:
+                raise AttributeError(
+                    f"a frozen {type(self).__name__} has no active architecture"
+                ) from exc
+            self.set_active(space.largest())
         return dict(self._active_arch)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -24,10 +24,12 @@ checkpoints carry it and a resume uses the very table the search started with.
 
 from __future__ import annotations
 
+import copy
 import json
 import statistics
 import time
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ from torch import nn
 
 from nasforge.errors import ConfigError
 from nasforge.oneshot.supernet import MixedLayer, MixedRepeat, Supernet
+from nasforge.run.deploy import measure_latency
 
 __all__ = [
     "FORMAT",
@@ -78,12 +81,35 @@ def _time(module: nn.Module, x: torch.Tensor, n_warmup: int, n_runs: int) -> flo
     return statistics.median(times)
 
 
+def _time_on(
+    module: nn.Module,
+    x: torch.Tensor,
+    runtime: str,
+    threads: int | None,
+    n_warmup: int,
+    n_runs: int,
+) -> float:
+    """Returns the median wall time (ms) of a CPU copy of ``module`` on ``x`` in ``runtime``."""
+    was = module.training
+    try:
+        return measure_latency(copy.deepcopy(module).cpu(), x, runtime, threads, n_warmup, n_runs)
+    finally:
+        module.train(was)
+
+
 def measure_table(
-    net: Supernet, batch: int = 1, n_warmup: int = 2, n_runs: int = 5
+    net: Supernet,
+    batch: int = 1,
+    n_warmup: int = 2,
+    n_runs: int = 5,
+    runtime: str = "torch",
+    threads: int | None = None,
 ) -> dict[str, dict[str, float]]:
     """Returns ``{module path: {candidate: ms}}`` timed on ``net``'s device at each layer's
     input shape (its ``in_shape``, else the one shape the node-finding pass saw; batch
-    ``batch``), for every mixed LayerChoice of ``net``.
+    ``batch``), for every mixed LayerChoice of ``net``; with ``runtime="onnxruntime"`` each
+    candidate is exported to ONNX and timed on the CPU in a session of ``threads`` threads
+    (:func:`nasforge.run.deploy.measure_latency`).
 
     Raises:
         ConfigError: a layer's input shape is unknown (the supernet's node-finding pass never
@@ -101,10 +127,13 @@ def measure_table(
                 f"cannot time the candidates of {path!r}: its input shape is unknown (no pass "
                 "reached it, or it saw several); give latency_table"
             )
-        x = torch.randn((batch, *shape), generator=g).to(device)
-        table[path] = {
-            str(n): _time(c, x, n_warmup, n_runs) for n, c in zip(layer.names, layer.candidates())
-        }
+        x = torch.randn((batch, *shape), generator=g)
+        if runtime == "torch":
+            time_it = partial(_time, x=x.to(device), n_warmup=n_warmup, n_runs=n_runs)
+        else:
+            time_it = partial(_time_on, x=x, runtime=runtime, threads=threads,
+                              n_warmup=n_warmup, n_runs=n_runs)  # fmt: skip
+        table[path] = {str(n): time_it(c) for n, c in zip(layer.names, layer.candidates())}
     return table
 
 

@@ -453,16 +453,25 @@ class ProxylessNas(Algorithm):
 
 
 def latency_table(
-    space: Any, example: torch.Tensor, batch: int = 1, n_warmup: int = 2, n_runs: int = 5
+    space: Any,
+    example: torch.Tensor,
+    batch: int = 1,
+    n_warmup: int = 2,
+    n_runs: int = 5,
+    runtime: str = "torch",
+    threads: int | None = None,
 ) -> dict[str, dict[str, float]]:
     """Returns ``{module path: {candidate: ms}}``: every candidate of ``space``'s LayerChoices
     timed on this machine at its input shape for ``example`` (a batch; ``batch`` images per
     timing, median of ``n_runs``); save it with ``op_latency.to_json`` and give it as the
-    ``latency_table`` setting so that several searches read one table.
+    ``latency_table`` setting so that several searches read one table. ``runtime`` and
+    ``threads`` choose where each candidate is timed (``"onnxruntime"``: exported to ONNX and
+    timed in a session of ``threads`` threads; see :mod:`nasforge.run.deploy`).
 
     Raises:
         SpaceError: the space cannot be made a supernet.
+        ConfigError: unknown runtime, or onnxruntime is not installed.
     """
     net = Supernet(space, ProxylessNas, example[:2])
     trace_shapes(net, example[:2])
-    return op_latency.measure_table(net, batch, n_warmup, n_runs)
+    return op_latency.measure_table(net, batch, n_warmup, n_runs, runtime, threads)

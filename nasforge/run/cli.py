@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nasforge.errors import ConfigError, NasforgeError
+from nasforge.run.deploy import FORMATS
 from nasforge.run.files import (
     NULL,
     RecordedRun,
@@ -178,9 +179,40 @@ def _cmd_export(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{n} trials written to {tracker} at {path}\n")
         return 0
 
-    for path in export_top(args.dir, args.top, args.out, per=args.per, hf=args.hf):
+    example = None
+    if args.input_shape:
+        import torch
+
+        example = torch.randn(2, *args.input_shape)  # batch 2: torch.export fixes a 1
+    formats = args.format or []
+    for path in export_top(
+        args.dir, args.top, args.out, per=args.per, hf=args.hf, formats=formats, example=example
+    ):
         sys.stdout.write(f"{path}\n")
+        if formats:
+            deploy = json.loads((path / "arch.json").read_text())["deploy"]
+            for fmt, r in deploy.items():
+                batch = "dynamic batch" if r["dynamic_batch"] else "fixed batch"
+                sys.stdout.write(
+                    f"  {r['path']}  {fmt}  max |diff| {r['max_abs_diff']:.2g} "
+                    f"<= {r['tolerance']:g}, {batch}\n"
+                )
     return 0
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    """Returns the sizes of ``C,H,W``-style ``text``.
+
+    Raises:
+        argparse.ArgumentTypeError: not a comma-separated list of positive ints.
+    """
+    try:
+        sizes = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not sizes like 3,32,32")
+    return sizes
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
@@ -292,6 +324,19 @@ def register(
         action="store_true",
         help="also save each model for Hugging Face (<folder>/hf: config.json with the "
         "searched sizes and the weights, loaded by from_pretrained)",
+    )
+    p.add_argument(
+        "--format",
+        action="append",
+        choices=FORMATS,
+        help="also write each model as ONNX, TorchScript or a torch.export program, verified "
+        "against the PyTorch model (repeat for several; docs/deploy.md)",
+    )
+    p.add_argument(
+        "--input-shape",
+        type=_shape,
+        metavar="C,H,W",
+        help="the example input --format checks on, without the batch (default: derived)",
     )
     p.set_defaults(func=_cmd_export)
 

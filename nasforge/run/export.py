@@ -21,6 +21,12 @@ One layout for every kind of run: ``<out>/rank<r>_trial<id>/`` holds
                 ``AutoModelForCausalLM.from_pretrained`` loads without nasforge; ``arch.json``
                 names it under ``hf``, or says under ``hf_note`` why it is missing (the config
                 cannot hold sizes that differ per layer, or the trial kept no weights)
+    model.onnx, model.ts, model.pt2
+                with ``formats`` (``nasforge export --format``): the model in each deployment
+                format, verified when written (:mod:`nasforge.run.deploy`); ``arch.json``
+                holds each one's report under ``deploy`` (file, largest absolute difference
+                from the PyTorch model, tolerance, whether the batch axis stayed dynamic), and
+                ``example.pt`` the input they were checked on
 
 A run that recorded a shortlist (a two-stage search: :mod:`nasforge.run.shortlist`) also
 gets ``<out>/shortlist.json``: each candidate's first-stage score and sizes beside its
@@ -35,12 +41,13 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nasforge.errors import ConfigError, StoreError
-from nasforge.run.preflight import check_folder, make_folder
+from nasforge.run.deploy import FORMATS, SUFFIXES, derive_example, export_model
+from nasforge.run.preflight import check_folder, folder_entries, make_folder, remove_new
 from nasforge.run.refs import from_ref
 from nasforge.run.results import rank_trials
 from nasforge.run.shortlist import shortlist_results
@@ -48,6 +55,7 @@ from nasforge.run.store import Store, TrialRecord
 from nasforge.runtime.weights import KEPT_NOTE, not_kept
 
 if TYPE_CHECKING:  # torch and the space language load when a model is
+    import torch
     from torch import nn
 
     from nasforge.space.model_space import BaseSpace
@@ -73,25 +81,36 @@ def export_top(
     out: str | Path | None = None,
     per: str | None = None,
     hf: bool = False,
+    formats: Sequence[str] = (),
+    example: torch.Tensor | None = None,
 ) -> list[Path]:
     """Returns the folders written for the ``k`` best feasible trials of the run in
     ``directory``, best first (with ``per``: the ``k`` best for each value of that metric,
     e.g. each latency target of a once-for-all search). With ``hf``, each folder also gets
     ``hf/``, the model saved for Hugging Face's ``from_pretrained`` (see the module's
-    docstring).
+    docstring). With ``formats`` (a subset of :data:`~nasforge.run.deploy.FORMATS`), each
+    folder also gets the model in those formats, each verified on ``example`` (derived from
+    the model when None, see :func:`~nasforge.run.deploy.derive_example`).
 
     Raises:
-        StoreError: the run cannot be read, or it has no ranked trial to export.
-        ConfigError: ``k`` < 1; ``out`` is a file, lies under one, or cannot be made; with
-            ``hf``: the space does not build a Hugging Face model, or a trial's ``hf/`` could
-            not be written (its config cannot hold the frozen sizes: the message names the
-            attributes; every other folder is written first).
+        StoreError: the run cannot be read, or it has no ranked trial to export; with
+            ``formats``: a chosen trial kept no weights.
+        ExportError: a model has an operator a format cannot hold (the message names it), or
+            its export differs beyond the tolerance; nothing this call wrote is kept.
+        ConfigError: ``k`` < 1; an unknown format; ``out`` is a file, lies under one, or
+            cannot be made; with ``hf``: the space does not build a Hugging Face model, or a
+            trial's ``hf/`` could not be written (its config cannot hold the frozen sizes: the
+            message names the attributes; every other folder is written first).
     """
     if not isinstance(k, int) or k < 1:
         raise ConfigError(f"k must be a positive int, got {k!r}")
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ConfigError(f"export formats {unknown} are not among {FORMATS}")
     directory = Path(directory)
     out = Path(out) if out is not None else directory / "export"
     check_folder(out, "export folder")  # before anything is read or written
+    before = folder_entries(out)
     with Store.open(directory) as store:
         cfg, obj = store.config(), store.objective()
         trials = store.trial_metrics()  # what ranking reads; the chosen are read in full
@@ -154,6 +173,13 @@ def export_top(
             meta["shortlist"] = {k: v for k, v in entry[0].items() if k != "arch"}
         (d / "arch.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
         written.append(d)
+    if formats:
+        try:
+            for d in written:
+                _deploy(d, formats, example)
+        except Exception:  # one clear error, and no export half-written
+            remove_new(out, before)
+            raise
     if shortlist:
         (out / "shortlist.json").write_text(json.dumps(shortlist, indent=2, sort_keys=True))
     if hf:
@@ -165,6 +191,23 @@ def export_top(
                 "with nasforge.load_model"
             )
     return written
+
+
+def _deploy(folder: Path, formats: Sequence[str], example: torch.Tensor | None) -> None:
+    """Writes the export in ``folder`` in each of ``formats``, verified, and records the
+    reports in its ``arch.json`` (see :func:`export_top`)."""
+    import torch
+
+    meta_path, meta = _read_meta(folder)
+    model, _ = _build(meta_path, meta)
+    x = derive_example(model) if example is None else example
+    reports = {}
+    for fmt in formats:
+        r = export_model(model, folder / f"model{SUFFIXES[fmt]}", fmt, example=x)
+        reports[fmt] = {**r, "path": Path(r["path"]).name}
+    torch.save(x, folder / "example.pt")
+    meta["deploy"], meta["example"] = reports, "example.pt"
+    meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True))
 
 
 def save_hf(folder: str | Path) -> str | None:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+import torch
+
+from nasforge.errors import ConfigError
 from nasforge.ofa.deploy import make_latency
 from nasforge.ofa.latency import LatencyTable, MemoizedCost, distinct_shapes
 from nasforge.ofa.measure import layer_latency, network_latency
@@ -42,3 +48,51 @@ def test_make_latency_modes():
     measured, n = make_latency(net, "measured", n_runs=1)
     measured(space.largest()), measured(space.largest())
     assert n() == 1
+
+
+def test_make_latency_refuses_an_unknown_runtime_or_key():
+    """A latency mapping with an unknown runtime or key is one ConfigError naming it."""
+    net = OFAMobileNetV3(tiny_spec("compofa"))
+    with pytest.raises(ConfigError, match="'tvm' is not one of"):
+        make_latency(net, {"runtime": "tvm"})
+    with pytest.raises(ConfigError, match="unknown latency settings \\['cores'\\]"):
+        make_latency(net, {"runtime": "onnxruntime", "cores": 2})
+
+
+@pytest.mark.slow
+def test_onnxruntime_latency_table_and_measured_latency():
+    """On onnxruntime (1 thread) the layer table times every distinct shape as an ONNX model
+    and measured latency is memoized per configuration, both positive."""
+    net = OFAMobileNetV3(tiny_spec("compofa"))
+    space = net.search_space()
+    table, n = make_latency(net, {"mode": "table", "runtime": "onnxruntime", "threads": 1,
+                                  "n_runs": 1})  # fmt: skip
+    assert n() == len(distinct_shapes(space)) and table(space.largest()) > 0
+    measured, n = make_latency(net, {"runtime": "onnxruntime", "threads": 1, "n_runs": 1})
+    assert measured(space.smallest()) > 0 and measured(space.smallest()) and n() == 1
+
+
+@pytest.mark.slow
+def test_a_hardware_aware_search_on_onnxruntime(tmp_path, caplog):
+    """An OFA run whose search sets `latency: {runtime: onnxruntime, threads: 1}` finds a
+    sub-network per target, its cost the onnxruntime latency, recorded with the setting."""
+    from nasforge.cli import main
+    from nasforge.ofa.record import open_ofa_store
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(120, 1, 28, 28, generator=g)
+    torch.save({"x": x, "y": (x.mean(dim=(1, 2, 3)) > 0).long()}, tmp_path / "data.pt")
+    f = tmp_path / "ofa.yaml"
+    f.write_text(
+        "kind: ofa\nspace: compofa\ndata: data.pt\nwidth_mult: 0.25\nfull_epochs: 1\n"
+        "shrink_epochs: 1\nn_subnets: 1\nbatch_size: 60\nthreads: 1\n"
+        "search: {targets: [1000.0], latency: {runtime: onnxruntime, threads: 1, n_runs: 2},"
+        " accuracy: predictor, n_pairs: 4, population: 4, generations: 1}\n"
+    )
+    caplog.set_level(logging.DEBUG, logger="nasforge.run")
+    assert main(["run", str(f), "--dir", str(tmp_path / "run")]) == 0
+    with open_ofa_store(tmp_path / "run") as store:
+        (trial,) = store.trials()
+    assert 0 < trial.metrics["cost"] <= trial.metrics["target"] == 1000.0
+    timed = [r for r in caplog.records if r.name == "nasforge.run" and ": onnx, max" in r.message]
+    assert len(timed) >= 4  # each sub-network the search scored went through onnxruntime

@@ -310,3 +310,20 @@ def test_sigkill_then_resume_is_bitwise_uninterrupted(tmp_path: Path) -> None:
     with Store.open(whole) as s1, Store.open(broken) as s2:
         assert [t.arch for t in s1.trials()] == [t.arch for t in s2.trials()]
         assert [r["arch"] for r in s1.progress()] == [r["arch"] for r in s2.progress()]
+
+
+@pytest.mark.slow
+def test_a_latency_table_measured_on_onnxruntime() -> None:
+    """measure_table(runtime="onnxruntime", threads=1) times every candidate of every layer
+    as an ONNX model, and the table attaches and prices an architecture."""
+    x, _ = _data(4)
+    net = supernet(ToySpace(), "proxylessnas", example=x[:2])
+    trace_shapes(net, x[:2])
+    measured = measure_table(net, n_runs=1, n_warmup=0, runtime="onnxruntime", threads=1)
+    assert set(measured) == {"e0", "e1", "blocks.0.op", "blocks.1.op", "blocks.2.op"}
+    assert all(ms > 0 for row in measured.values() for ms in row.values())
+    attach(net, measured)
+    arch = {"e0": "conv3", "e1": "conv1", "node": 0, "depth": 2, "blk_op": "conv"}
+    assert arch_latency(net, arch) == pytest.approx(
+        measured["e0"]["conv3"] + measured["blocks.0.op"]["conv"] + measured["blocks.1.op"]["conv"]
+    )

@@ -1,0 +1,219 @@
+"""Models out: how many models export verified in each format, and how well a latency table
+built on onnxruntime predicts onnxruntime's measured end-to-end latency (issue 53, item 5).
+
+- ``export_ok`` {format: fraction}: hub architectures (``--hub all`` by default; ``small``:
+  the CIFAR-sized ones; ``--quick``: two of them; ``hub_archs`` lists those used),
+  ``--n-ofa`` random sub-networks of the small elastic MobileNetV3 (28x28 greyscale,
+  ``small_spec``) and the demo model (a ``DigitsCNN``
+  architecture), each exported with :func:`nasforge.run.deploy.export_model`, which verifies
+  it; ``max_abs_diff``: the largest verified difference over them (target 1e-4, fp32);
+  ``failures`` names each export that failed, in one line.
+- ``table_vs_measured``: for ``--n-ofa`` random sub-networks of the same supernet, the layer
+  table's prediction (every distinct layer shape timed on onnxruntime, built in this run)
+  against measured end-to-end latency on onnxruntime, both with 1 thread, batch 1, medians
+  of ``--repeats`` calls: Spearman rho and the median absolute relative error.
+- ``onnxruntime_over_torch``: the median over the same sub-networks of onnxruntime's latency
+  over eager PyTorch's (1 thread each).
+- ``nni_equal``: NNI conformance, from ``nni_equal`` of ``benchmarks/nni_equal.py``
+  (``NNI_EQUAL_HOOK``), with ``--n-nni`` architectures per space; null with
+  ``nni_equal_reason`` when it cannot run (NNI is not installed).
+
+Weights are random (initialised with seed 0): exports and latency do not depend on training.
+The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nasforge import hub
+from nasforge.errors import NasforgeError
+from nasforge.ofa.latency import LatencyTable
+from nasforge.ofa.measure import layer_latency, network_latency
+from nasforge.ofa.mobilenet import OFAMobileNetV3, extract
+from nasforge.ofa.spaces import small_spec
+from nasforge.run.deploy import FORMATS, TOLERANCE, export_model, measure_latency
+from nasforge.space.model_space import freeze
+from nasforge.spaces import DigitsCNN
+
+#: module (benchmarks/nni_equal.py) and function whose result's ``nni_equal`` is {space:
+#: fraction of architectures with equal parameter count and outputs in NNI and nasforge}
+NNI_EQUAL_HOOK = ("nni_equal", "nni_equal")
+QUICK_HUB = ("nasbench201-resnet", "enas")
+
+log = logging.getLogger("deploy")
+
+
+def _hub_names(which: str) -> list[str]:
+    """Returns the hub architectures ``which`` names: all, small (CIFAR-sized: 32x32 input)
+    or quick (``QUICK_HUB``)."""
+    if which == "quick":
+        return list(QUICK_HUB)
+    names = hub.archs()
+    return names if which == "all" else [n for n in names if hub.arch_info(n).shape[-1] <= 32]
+
+
+def _models(n_ofa: int, hub_names: list[str]) -> list[tuple[str, torch.nn.Module, torch.Tensor]]:
+    """Returns (name, model in eval mode, example input of batch 2) of every export target."""
+    out = []
+    for name in hub_names:
+        torch.manual_seed(0)
+        out.append((f"hub:{name}", hub.model(name).eval(), hub.example_input(name, batch=2)))
+    torch.manual_seed(0)
+    net = OFAMobileNetV3(small_spec("ofa")).eval()
+    space = net.search_space()
+    for seed in range(n_ofa):
+        model = extract(net, space.sample_dims(seed)).eval()
+        out.append((f"ofa:{seed}", model, torch.randn(2, 1, 28, 28)))
+    digits = DigitsCNN()
+    torch.manual_seed(0)
+    out.append(("demo:DigitsCNN", freeze(digits, digits.search_space().sample(0)).eval(),
+                torch.randn(2, 1, 8, 8)))  # fmt: skip
+    return out
+
+
+def export_ok(
+    models: list[tuple[str, torch.nn.Module, torch.Tensor]], formats: list[str]
+) -> dict[str, Any]:
+    """Returns export_ok, max_abs_diff, failures and seconds per format over ``models``."""
+    ok = {f: 0 for f in formats}
+    diffs: list[float] = []
+    failures: list[str] = []
+    seconds = {f: 0.0 for f in formats}
+    with tempfile.TemporaryDirectory(prefix="nasforge-deploy-") as d:
+        for name, model, x in models:
+            for fmt in formats:
+                t = time.perf_counter()
+                try:
+                    r = export_model(model, Path(d) / name.replace(":", "_"), fmt, example=x)
+                except Exception as exc:  # counted and named: the benchmark goes on
+                    failures.append(f"{name} {fmt}: {str(exc).splitlines()[0][:300]}")
+                else:
+                    ok[fmt] += 1
+                    diffs.append(r["max_abs_diff"])
+                seconds[fmt] += time.perf_counter() - t
+                log.info("%s %s %.1fs", name, fmt, time.perf_counter() - t)
+    return {
+        "export_ok": {f: round(ok[f] / len(models), 4) for f in formats},
+        "max_abs_diff": max(diffs) if diffs else None,
+        "failures": failures,
+        "export_seconds": {f: round(s, 1) for f, s in seconds.items()},
+    }
+
+
+def _spearman(a: list[float], b: list[float]) -> float:
+    """Returns Spearman's rank correlation of ``a`` and ``b`` (ties get their mean rank)."""
+
+    def ranks(v: list[float]) -> list[float]:
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2
+            i = j + 1
+        return r
+
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = statistics.fmean(ra), statistics.fmean(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb, strict=True))
+    va = sum((x - ma) ** 2 for x in ra) ** 0.5
+    vb = sum((y - mb) ** 2 for y in rb) ** 0.5
+    return cov / (va * vb) if va and vb else float("nan")
+
+
+def table_vs_measured(n: int, repeats: int) -> dict[str, Any]:
+    """Returns table_vs_measured and onnxruntime_over_torch for ``n`` random sub-networks."""
+    torch.manual_seed(0)
+    net = OFAMobileNetV3(small_spec("ofa")).eval()
+    space = net.search_space()
+    t = time.perf_counter()
+    table = LatencyTable(space)
+    n_shapes = table.build(layer_latency(1, n_runs=repeats, runtime="onnxruntime", threads=1))
+    table_s = time.perf_counter() - t
+    measured = network_latency(net, 1, n_runs=repeats, runtime="onnxruntime", threads=1)
+    archs = [space.sample_dims(10_000 + i) for i in range(n)]
+    pred, meas, ratio = [], [], []
+    for arch in archs:
+        ms = measured(arch)
+        eager = measure_latency(extract(net, arch), torch.randn(1, 1, 28, 28), "torch", 1,
+                                n_runs=repeats)  # fmt: skip
+        pred.append(table.predict(arch))
+        meas.append(ms)
+        ratio.append(ms / eager)
+    errors = [abs(p - m) / m for p, m in zip(pred, meas, strict=True)]
+    return {
+        "table_vs_measured": {
+            "spearman_rho": round(_spearman(pred, meas), 4),
+            "median_abs_rel_error": round(statistics.median(errors), 4),
+            "n_subnets": n,
+            "n_layer_shapes": n_shapes,
+            "table_seconds": round(table_s, 1),
+            "repeats": repeats,
+            "measured_ms_median": round(statistics.median(meas), 4),
+            "predicted_ms_median": round(statistics.median(pred), 4),
+        },
+        "onnxruntime_over_torch": round(statistics.median(ratio), 4),
+    }
+
+
+def nni_equal(n_archs: int) -> dict[str, Any]:
+    """Returns {"nni_equal": {space: fraction}} from ``NNI_EQUAL_HOOK``, or null and why."""
+    module, name = NNI_EQUAL_HOOK
+    try:
+        fn = getattr(importlib.import_module(module), name)
+        return {"nni_equal": fn(n=n_archs)["nni_equal"]}
+    except (ImportError, AttributeError, NasforgeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return {"nni_equal": None, "nni_equal_reason": f"{module}.{name}: {reason}"}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n-ofa", type=int, default=50, help="random OFA sub-networks")
+    p.add_argument("--repeats", type=int, default=20, help="timed calls per latency (median)")
+    p.add_argument("--n-nni", type=int, default=50, help="architectures per NNI space")
+    p.add_argument("--formats", default=",".join(FORMATS), help="comma-separated formats")
+    p.add_argument(
+        "--hub",
+        choices=("all", "small", "quick"),
+        default="all",
+        help="hub architectures: all, the CIFAR-sized ones, or two (--quick)",
+    )
+    p.add_argument("--quick", action="store_true", help="2 hub archs, 3 sub-networks")
+    args = p.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    torch.set_num_threads(1)
+    n_ofa = 3 if args.quick else args.n_ofa
+    repeats = 5 if args.quick else args.repeats
+    formats = args.formats.split(",")
+    names = _hub_names("quick" if args.quick else args.hub)
+    models = _models(n_ofa, names)
+    result: dict[str, Any] = {
+        "hub_archs": names,
+        "tolerance": TOLERANCE,
+    }
+    result.update(export_ok(models, formats))
+    result["n_models"] = len(models)
+    result.update(table_vs_measured(n_ofa, repeats))
+    result.update(nni_equal(5 if args.quick else args.n_nni))
+    result["threads"] = 1
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
