@@ -41,6 +41,13 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "e2e_frozen_backbone_search",
     ),
     "dashboard": ("overview_s", "trial_table_s", "overview_again_s", "trial_table_again_s"),
+    "deploy": (
+        "export_ok",
+        "max_abs_diff",
+        "table_vs_measured",
+        "onnxruntime_over_torch",
+        "nni_equal",
+    ),
     "engine_overhead": ("inprocess_ms_per_trial", "pool_ms_per_trial"),
     "freeze": ("frozen_vs_handwritten_time_ratio", "freeze_ms"),
     "ground_truth": ("n_rows", "seed_ceiling_tau", "spread_10_90"),
@@ -153,7 +160,7 @@ def test_every_benchmark_has_a_smoke_run() -> None:
 #: past its time limit, so they carry the ``bench`` mark (``pytest -m bench`` runs them) until
 #: their smoke runs are cut down; the rest run in the slow set on every CI run.
 HEAVY = {
-    "cmp", "crossmodel", "ground_truth", "hparams", "naspipe_cuda", "naspipe_run",
+    "cmp", "crossmodel", "deploy", "ground_truth", "hparams", "naspipe_cuda", "naspipe_run",
     "ofa_predictor", "ofa_search", "ofa_train_compare", "oneshot_cli", "oneshot_distributed",
     "oneshot_quality", "oneshot_speed", "ranking", "solutions",
 }  # fmt: skip
