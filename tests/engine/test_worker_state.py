@@ -361,9 +361,11 @@ KINDS: dict[str, tuple[Callable[[], Any], Callable[[], Any], str]] = {
     "session": (os.setsid, lambda: os.getsid(0), "replace"),
     "cuda": (lambda: torch.cuda.init(), torch.cuda.is_initialized, "replace"),
     "module-outside-path": (_import_outside, lambda: "nf_outside" in sys.modules, "replace"),
+    # a standard module nothing else here imports (colorsys came in with rich's palette when
+    # other tests ran first, so the trial no longer changed anything)
     "module-on-path": (
-        lambda: importlib.import_module("colorsys"),
-        lambda: "colorsys" in sys.modules,
+        lambda: importlib.import_module("tabnanny"),
+        lambda: "tabnanny" in sys.modules,
         "kept",
     ),
 }
