@@ -8,18 +8,16 @@ measured against: data parallelism with synchronised batch norm.
             takes the same optimizer step and the replicas stay identical
     dp      the same super-graph trained data parallel: one architecture per step for all
             workers, the global batch split across them, gradients averaged, and batch norm
-            normalising by the statistics of the *global* batch. torch's ``SyncBatchNorm``
-            runs on NCCL only, so :class:`SyncBatchNorm2d` does it here with ``all_reduce``
-            of per-channel sums in forward and of the gradient sums in backward (gloo or NCCL)
+            normalising by the statistics of the *global* batch (the data-parallel
+            one-shot search's :mod:`nasforge.runtime.sync_bn`, which runs on gloo too:
+            torch's ``SyncBatchNorm`` runs on NCCL only)
 
 Batch norm running statistics of the mixed workers are averaged at the end of training (their
 batch counters summed); the
 weight-sharing quality measure is the mean validation accuracy of K random sub-networks with
 inherited weights, each after recalibrating its batch norm (``nasforge.weightsharing``).
 
-Invariants: after every step all workers hold the same weights (both modes); a
-``SyncBatchNorm2d`` computes, over W workers with batch B/W each, what ``BatchNorm2d``
-computes on the whole batch B (forward and input/weight gradients, to float rounding).
+Invariants: after every step all workers hold the same weights (both modes).
 """
 
 from __future__ import annotations
@@ -33,78 +31,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from nasforge.runtime import sync_bn
+from nasforge.runtime.distributed import Ranks
 from nasforge.runtime.procgroup import LocalGroup, file_rendezvous, join_group
 from nasforge.space.model_space import ModelSpace
 from nasforge.weightsharing import SinglePath
 
-__all__ = ["SyncBatchNorm2d", "sync_batchnorm", "train_worker", "subnet_accuracy", "run_gloo"]
-
-
-class _SyncBN(torch.autograd.Function):
-    """Batch norm over the global batch of every worker (train mode)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> Any:
-        c = x.shape[1]
-        dims = [0, *range(2, x.dim())]
-        stats = torch.cat([x.sum(dims), (x * x).sum(dims), x.new_tensor([x.numel() / c])])
-        dist.all_reduce(stats)
-        n = stats[-1]
-        mean = stats[:c] / n
-        var = stats[c : 2 * c] / n - mean * mean
-        invstd = torch.rsqrt(var + eps)
-        shape = (1, c) + (1,) * (x.dim() - 2)
-        xhat = (x - mean.view(shape)) * invstd.view(shape)
-        ctx.save_for_backward(xhat, w, invstd)
-        ctx.n = n
-        return xhat * w.view(shape) + b.view(shape), mean, var * n / (n - 1)
-
-    @staticmethod
-    def backward(ctx: Any, gy: torch.Tensor, _gm: Any, _gv: Any) -> Any:
-        xhat, w, invstd = ctx.saved_tensors
-        c = gy.shape[1]
-        dims = [0, *range(2, gy.dim())]
-        shape = (1, c) + (1,) * (gy.dim() - 2)
-        local = torch.cat([gy.sum(dims), (gy * xhat).sum(dims)])
-        grad_b, grad_w = local[:c].clone(), local[c:].clone()  # this worker's share
-        dist.all_reduce(local)
-        mean_dy, mean_dy_xhat = local[:c] / ctx.n, local[c:] / ctx.n
-        gx = (gy - mean_dy.view(shape) - xhat * mean_dy_xhat.view(shape)) * (
-            (w * invstd).view(shape)
-        )
-        return gx, grad_w, grad_b, None
-
-
-class SyncBatchNorm2d(nn.BatchNorm2d):
-    """Returns batch norm over the batches of every worker of the default process group in
-    train mode (a plain ``BatchNorm2d`` in eval mode or without a process group)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.training or not dist.is_available() or not dist.is_initialized():
-            return super().forward(x)
-        y, mean, var = _SyncBN.apply(x, self.weight, self.bias, self.eps)
-        # Built by sync_batchnorm with track_running_stats (the default): the buffers exist.
-        assert self.running_mean is not None and self.running_var is not None
-        assert self.num_batches_tracked is not None
-        with torch.no_grad():
-            m = self.momentum if self.momentum is not None else 0.1
-            self.running_mean.mul_(1 - m).add_(m * mean)
-            self.running_var.mul_(1 - m).add_(m * var)
-            self.num_batches_tracked.add_(1)
-        return y
-
-
-def sync_batchnorm(module: nn.Module) -> nn.Module:
-    """Returns ``module`` with every ``BatchNorm2d`` replaced in place by a
-    :class:`SyncBatchNorm2d` holding the same parameters and buffers."""
-    for name, child in list(module.named_children()):
-        if type(child) is nn.BatchNorm2d:
-            new = SyncBatchNorm2d(child.num_features, child.eps, child.momentum)
-            new.load_state_dict(child.state_dict())
-            module._modules[name] = new
-        else:
-            sync_batchnorm(child)
-    return module
+__all__ = ["train_worker", "subnet_accuracy", "run_gloo"]
 
 
 def _average_grads(params: Sequence[nn.Parameter], by_users: bool) -> None:
@@ -154,7 +87,8 @@ def train_worker(
         if reset is not None:
             reset()
     if mode == "dp":
-        sync_batchnorm(net)
+        sync_bn.convert(net)
+    ranks = Ranks(rank, world, rank, dist.get_backend())
     params = [p for p in net.parameters()]
     opt = torch.optim.SGD(params, lr=lr, momentum=0.9)
     per_step = batch_size * world if mode == "mixed" else batch_size
@@ -173,9 +107,10 @@ def train_worker(
                 idx = chunk[rank * part : (rank + 1) * part]
                 arch = sp.sample(random.Random(hash((seed, epoch, s))))
             net.activate(arch)
-            loss = nn.functional.cross_entropy(net(x[idx]), y[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
+            with sync_bn.synced(net, ranks):  # dp: batch norm over the global batch
+                loss = nn.functional.cross_entropy(net(x[idx]), y[idx])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
             _average_grads(params, by_users=mode == "mixed")
             opt.step()
     if mode == "mixed":  # replicas' batch-norm statistics differ: average them
