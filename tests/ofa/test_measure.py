@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 
 import pytest
-import torch
 
 from nasforge.errors import ConfigError
 from nasforge.ofa.deploy import make_latency
 from nasforge.ofa.latency import LatencyTable, MemoizedCost, distinct_shapes
 from nasforge.ofa.measure import layer_latency, network_latency
 from nasforge.ofa.mobilenet import OFAMobileNetV3
+from tests.ofa._runfile import ofa_run_file
 from tests.ofa.conftest import tiny_spec
 
 
@@ -79,15 +79,10 @@ def test_a_hardware_aware_search_on_onnxruntime(tmp_path, caplog):
     from nasforge.cli import main
     from nasforge.ofa.record import open_ofa_store
 
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(120, 1, 28, 28, generator=g)
-    torch.save({"x": x, "y": (x.mean(dim=(1, 2, 3)) > 0).long()}, tmp_path / "data.pt")
-    f = tmp_path / "ofa.yaml"
-    f.write_text(
-        "kind: ofa\nspace: compofa\ndata: data.pt\nwidth_mult: 0.25\nfull_epochs: 1\n"
-        "shrink_epochs: 1\nn_subnets: 1\nbatch_size: 60\nthreads: 1\n"
-        "search: {targets: [1000.0], latency: {runtime: onnxruntime, threads: 1, n_runs: 2},"
-        " accuracy: predictor, n_pairs: 4, population: 4, generations: 1}\n"
+    f = ofa_run_file(
+        tmp_path,
+        "{targets: [1000.0], latency: {runtime: onnxruntime, threads: 1, n_runs: 2},"
+        " accuracy: predictor, n_pairs: 4, population: 4, generations: 1}",
     )
     caplog.set_level(logging.DEBUG, logger="nasforge.run")
     assert main(["run", str(f), "--dir", str(tmp_path / "run")]) == 0

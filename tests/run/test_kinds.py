@@ -12,6 +12,7 @@ from nasforge.cli import main
 from nasforge.errors import ConfigError
 from nasforge.run.export import load_model
 from nasforge.run.store import Store
+from tests.ofa._runfile import ofa_run_file
 
 SPACE = """
 import torch
@@ -55,17 +56,11 @@ FILES = {
 
 
 def _ofa_file(tmp_path: Path) -> Path:
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(120, 1, 28, 28, generator=g)
-    torch.save({"x": x, "y": (x.mean(dim=(1, 2, 3)) > 0).long()}, tmp_path / "data.pt")
-    f = tmp_path / "ofa.yaml"
-    f.write_text(
-        "kind: ofa\nspace: compofa\ndata: data.pt\nwidth_mult: 0.25\nfull_epochs: 1\n"
-        "shrink_epochs: 1\nn_subnets: 1\nbatch_size: 60\nthreads: 1\n"
-        "search: {targets: [1.0, 3.0], latency: flops, accuracy: predictor, n_pairs: 6,"
-        " population: 6, generations: 2}\n"
+    return ofa_run_file(
+        tmp_path,
+        "{targets: [1.0, 3.0], latency: flops, accuracy: predictor, n_pairs: 6,"
+        " population: 6, generations: 2}",
     )
-    return f
 
 
 def _pipeline_file(tmp_path: Path) -> Path:
