@@ -13,10 +13,10 @@ The data position is the step: batch ``i`` of the cycled ``train``/``val`` strea
 ``i``, so a resumed search skips the batches already used.
 
 Randomness: what a step draws (dropout's masks, replayed by the reversible stacks'
-reconstruction) comes from the search's own random state (:class:`Draws`), set from the seed
-when the supernet is built and saved in every checkpoint; torch's global generator is swapped
-for it during a step and given back after, so the caller's global state neither feeds nor
-sees the search's draws.
+reconstruction) comes from the search's own generator (:class:`Draws`), seeded with the
+search's seed and saved in every checkpoint: it seeds torch's global generator for each step
+and the caller's global state is given back after, so that state neither feeds nor sees the
+search's draws.
 
 Data parallel (``ranks``: :func:`nasforge.runtime.distributed.join`): every rank calls
 ``rev_search`` with the same space, data, settings and resume state. Each takes its rows of
@@ -213,50 +213,41 @@ def rev_step(
 
 class Draws:
     """Returns nothing; the search's own random state for what a step draws through torch's
-    global generator (dropout, replayed by the reversible reconstruction): the CPU state and,
-    for a search on a GPU, that device's. :meth:`use` swaps it in for a step and gives the
-    caller's global state back after.
+    global generator (dropout, replayed by the reversible reconstruction): a generator seeded
+    with the search's seed that gives each step a seed of its own. :meth:`use` seeds torch's
+    global generator (and the search's GPU's) with it for the step and gives the caller's
+    global state back after.
 
-    Invariants: the same states give the same draws whatever the global generator held
-    before; every rank of a data-parallel search holds the same states at every step.
+    Invariants: the same seed gives the same draws whatever the global generator held before;
+    every rank of a data-parallel search takes the same step seeds (one per step, however many
+    numbers its shard then draws), so its state is the same on every rank at every step.
     """
 
-    def __init__(self, cpu: torch.Tensor, device: torch.device, gpu: torch.Tensor | None) -> None:
-        self.cpu, self.device, self.gpu = cpu, device, gpu
-
-    @classmethod
-    def current(cls, device: str | torch.device) -> Draws:
-        """Returns the global generators' states now (just seeded: the search's start)."""
-        dev = torch.device(device)
-        gpu = torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None
-        return cls(torch.get_rng_state(), dev, gpu)
+    def __init__(self, seed: int, device: str | torch.device) -> None:
+        self.g = torch.Generator().manual_seed(seed)
+        self.device = torch.device(device)
 
     @contextmanager
     def use(self) -> Iterator[None]:
-        """Runs the block with torch's global generators set to these states; keeps what the
-        block drew (the states advance) and restores the global states the caller had."""
-        gpu = [self.device] if self.gpu is not None else []
+        """Runs the block (one step) with torch's global generators seeded by the next step
+        seed; restores the global states the caller had."""
+        seed = int(torch.randint(2**62, (1,), generator=self.g))
+        gpu = [self.device] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=gpu):
-            torch.set_rng_state(self.cpu)
-            if self.gpu is not None:
-                torch.cuda.set_rng_state(self.gpu, self.device)
+            torch.default_generator.manual_seed(seed)
+            if gpu:
+                index = self.device.index
+                index = torch.cuda.current_device() if index is None else index
+                torch.cuda.default_generators[index].manual_seed(seed)
             yield
-            self.cpu = torch.get_rng_state()
-            if self.gpu is not None:
-                self.gpu = torch.cuda.get_rng_state(self.device)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        """Returns the states as tensors (``rng``; ``device_rng`` on a GPU)."""
-        out = {"rng": self.cpu.clone()}
-        if self.gpu is not None:
-            out["device_rng"] = self.gpu.clone()
-        return out
+        """Returns the state as tensors (``rng``: the step seeds' generator)."""
+        return {"rng": self.g.get_state()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restores what :meth:`state_dict` returned (a GPU state kept only on a GPU)."""
-        self.cpu = state["rng"].clone()
-        if self.gpu is not None and "device_rng" in state:
-            self.gpu = state["device_rng"].clone()
+        """Restores what :meth:`state_dict` returned."""
+        self.g.set_state(state["rng"])
 
 
 def _state(
@@ -327,7 +318,7 @@ def rev_search(
     cfg.check()
     torch.manual_seed(cfg.seed)
     net = Supernet(space, _ALGOS[cfg.algorithm]).to(cfg.device)
-    draws = Draws.current(cfg.device)  # seeded above: the same on every rank
+    draws = Draws(cfg.seed, cfg.device)  # the same on every rank
     net.ranks = ranks
     ranks.sync_module(net)  # equal already (same seed); rank 0's, whatever a rank did
     set_reconstruct(net, cfg.reconstruct)
