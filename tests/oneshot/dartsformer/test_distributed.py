@@ -1,13 +1,16 @@
 """Data-parallel DARTSformer search on 2 gloo ranks over loopback: every rank takes the same steps
 whatever its global generators, 2 ranks x batch B/2 train what one process x batch B does (the
 loss scaled by each rank's share of the batch's target tokens), a time budget stops both ranks
-at the same step, and ``nasforge run FILE --nproc 2`` picks what one process picks."""
+at the same step, ``nasforge run FILE --nproc 2`` picks what one process picks, and a stop
+reaches both ranks at one step. No process is left behind (each group is ended on exit)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from nasforge.run.store import Store
 from nasforge.runtime.distributed import ONE, Ranks
 from nasforge.runtime.procgroup import LocalGroup, file_rendezvous, join_group
 from tests.oneshot.dartsformer.test_runner import DATA, TINY
+from tests.runwait import wait_for_run
 
 #: the float tolerance of the equivalence: summing each rank's share of a batch's gradient
 #: rounds differently from one process's mean over the whole batch. The comparison runs in
@@ -177,3 +181,37 @@ def test_nproc_2_run_picks_what_one_process_picks(tmp_path: Path) -> None:
         for key in ("train_loss", "val_loss"):
             assert abs(r2[key] - r1[key]) < TOLERANCE * max(1.0, abs(r1[key])), (key, r2, r1)
     assert sorted(p.name for p in two.iterdir()) == sorted(p.name for p in one.iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(DATA is None, reason="the toy OpenNMT en-de data is absent")
+def test_a_stop_reaches_both_ranks_and_resume_ends_as_an_unbroken_run(tmp_path: Path) -> None:
+    """`nasforge stop` of a `--nproc 2` dartsformer run stops both ranks after the same step
+    (recorded stopped, its checkpoint there); `resume --nproc 2` ends with the supernet of an
+    unbroken `--nproc 2` run, bitwise."""
+    f = tmp_path / "run.yaml"
+    f.write_text(json.dumps({**TINY, "max_steps": 60, "checkpoint_every": 8, "log_every": 4}))
+    whole, broken = tmp_path / "whole", tmp_path / "broken"
+    proc = subprocess.Popen([sys.executable, "-m", "nasforge", "run", str(f), "--nproc", "2",
+                             "--dir", str(broken)], stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        assert wait_for_run(broken, lambda s: s.n_progress() >= 2, timeout=180)
+        assert main(["stop", str(broken)]) == 0
+        assert proc.wait(180) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with Store.open(broken) as store:
+        assert store.state() == "stopped" and not store.trials(), "it ended before the stop"
+        step = torch.load(store.artifact("search_state"), weights_only=True)["step"]
+    assert 8 <= step < 60
+    assert main(["resume", str(broken), "--nproc", "2"]) == 0
+    assert main(["run", str(f), "--nproc", "2", "--dir", str(whole)]) == 0
+    a, b = (torch.load(d / "artifacts" / "supernet.pt", weights_only=True) for d in (whole, broken))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    (pick, rows), (pick0, rows0) = _record(broken), _record(whole)
+    timeless = [
+        [{k: v for k, v in r.items() if k != "elapsed_s"} for r in x] for x in (rows, rows0)
+    ]
+    assert pick == pick0 and timeless[0] == timeless[1] and len(rows) == 15
