@@ -28,6 +28,11 @@ search (:mod:`~nasforge.oneshot.dartsformer.search`) and space
     artifacts   ``tokenizer``, ``search_state``, ``supernet`` (the trained supernet's weights)
 
 The objective is ``bleu`` (max) with a retrain and ``val_loss`` (min) without.
+
+Data parallel: ``nasforge run FILE --nproc N`` (or torchrun) runs the search on N ranks, each
+on its shard of every batch (:mod:`~nasforge.oneshot.dartsformer.search`); rank 0 trains the
+tokenizer, writes the record and checkpoints and hands the others the tokenizer and its resume
+point; the retrain and the scoring run on rank 0 after the search.
 """
 
 from __future__ import annotations

@@ -25,9 +25,10 @@ target tokens that are not padding, so a rank's loss is scaled by its share of t
 *tokens* (:func:`token_share`), not of its sentences, and the ranks' gradients sum to the
 gradient of the whole batch's mean. Each half-step's gradients (and its loss) are summed
 across ranks in one collective before its optimizer step, so every rank takes the same steps
-and ends with the same supernet and architecture; one process with batch B computes what N
-ranks with batch B/N do, up to the order of float sums (with ``dropout: 0``: each rank draws
-its shard's dropout masks from the same state, not the whole batch's).
+and ends with the same supernet and architecture. Without dropout, one process with batch B
+computes what N ranks with batch B/N do, up to the order of float sums; with dropout, each
+rank draws its shard's masks from the step's seed instead of taking its rows of the whole
+batch's masks (a valid search, not bitwise one process's).
 
 Works with any one-shot algorithm of :data:`nasforge.oneshot.ALGORITHMS` whose mixed ops fit a
 LayerChoice ("darts": softmax mix, "nasb": binary gates re-drawn before each step). Settings

@@ -94,7 +94,7 @@ def _search(ranks: Ranks, dropout: float, should_stop: Any = None, **cfg: Any) -
     }
 
 
-def _rank(rank: int, folder: str, world: int) -> dict[str, Any]:
+def _rank(rank: int, folder: str, world: int, algorithm: str) -> dict[str, Any]:
     """Returns this rank's searches, its global generators first set apart from every other
     rank's: with dropout (draws to make), without (to compare with one process), and with a
     time budget only rank 1 runs out of."""
@@ -103,9 +103,11 @@ def _rank(rank: int, folder: str, world: int) -> dict[str, Any]:
     random.seed(1000 + rank)
     budget = 0.3 if rank == 1 else 1e9
     return {
-        "dropout": search(ranks, dropout=0.1),
-        "plain": search(ranks, dtype=torch.float64),
-        "budget": search(ranks, max_steps=10**6, time_budget_s=budget, checkpoint_every=0),
+        "dropout": search(ranks, dropout=0.1, algorithm=algorithm),
+        "plain": search(ranks, dtype=torch.float64, algorithm=algorithm),
+        "budget": search(
+            ranks, max_steps=10**6, time_budget_s=budget, checkpoint_every=0, algorithm=algorithm
+        ),  # fmt: skip
     }
 
 
@@ -135,14 +137,10 @@ def test_the_search_draws_from_its_own_generator_not_the_global_one() -> None:
     assert a["steps"] == b["steps"] and len(a["steps"]) == 3
 
 
-def test_two_ranks_agree_step_by_step_and_match_one_process(tmp_path: Path) -> None:
-    """2 ranks (global generators set apart) take bitwise the same steps, with dropout too;
-    without dropout (float64) they end within the tolerance of one process with the whole
-    batch, with the same architecture at every logged step; a time budget one rank runs out
-    of stops both at the same step."""
+def _check(algorithm: str, tmp_path: Path) -> None:
     torch.manual_seed(7)  # one process: its global generator does not matter either
-    one = search(dtype=torch.float64)  # first: the forked ranks inherit what it imported
-    with LocalGroup(2, _rank, (str(tmp_path), 2), folder=tmp_path, what="rank",
+    one = search(dtype=torch.float64, algorithm=algorithm)  # first: the forks inherit imports
+    with LocalGroup(2, _rank, (str(tmp_path), 2, algorithm), folder=tmp_path, what="rank",
                     timeout_s=120, start_method="fork") as group:  # fmt: skip
         a, b = group.results(weights_only=False)
     for run in ("dropout", "plain"):
@@ -152,6 +150,21 @@ def test_two_ranks_agree_step_by_step_and_match_one_process(tmp_path: Path) -> N
     assert _worst(a["plain"], one) < TOLERANCE
     assert a["budget"]["n"] == b["budget"]["n"] and 1 <= a["budget"]["n"] < 10**6
     assert _worst(a["budget"], b["budget"]) == 0.0
+
+
+def test_two_ranks_agree_step_by_step_and_match_one_process(tmp_path: Path) -> None:
+    """DARTS on 2 ranks (global generators set apart) takes bitwise the same steps on both,
+    with dropout too; without dropout (float64) it ends within the tolerance of one process
+    with the whole batch, with the same architecture at every logged step; a time budget one
+    rank runs out of stops both at the same step."""
+    _check("darts", tmp_path)
+
+
+@pytest.mark.slow
+def test_nasb_on_two_ranks_agrees_and_matches_one_process(tmp_path: Path) -> None:
+    """NASB (binary gates from A) on 2 ranks: the same steps on both, and one process's
+    supernet and architectures within the tolerance."""
+    _check("nasb", tmp_path)
 
 
 def _record(d: Path) -> tuple[list[dict], list[dict]]:
