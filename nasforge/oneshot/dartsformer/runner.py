@@ -28,11 +28,17 @@ search (:mod:`~nasforge.oneshot.dartsformer.search`) and space
     artifacts   ``tokenizer``, ``search_state``, ``supernet`` (the trained supernet's weights)
 
 The objective is ``bleu`` (max) with a retrain and ``val_loss`` (min) without.
+
+Data parallel: ``nasforge run FILE --nproc N`` (or torchrun) runs the search on N ranks, each
+on its shard of every batch (:mod:`~nasforge.oneshot.dartsformer.search`); rank 0 trains the
+tokenizer, writes the record and checkpoints and hands the others the tokenizer and its resume
+point; the retrain and the scoring run on rank 0 after the search.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import math
 import time
@@ -225,6 +231,7 @@ class Seq2SeqSearch(BaseRunner):
     kind = "dartsformer"
     controls = frozenset({"stop"})
     boundary = "step"
+    data_parallel = True
 
     def __init__(
         self,
@@ -364,39 +371,22 @@ class Seq2SeqSearch(BaseRunner):
 
     def _execute(self, store: Store, resume: bool) -> None:
         set_threads(self.threads)
-        cfg = self.cfg
-        parts = split_pairs(
-            load_pairs(self.data, "train", limit=self.pairs),
-            {"test": self.test, "train": -1},
-            seed=cfg.seed,
-        )
-        train, test = parts["train"], parts["test"]
-        bpe = self._tokenizer(store, train)
-        src, tgt = bpe.encode(train.src), bpe.encode(train.tgt)
-        half = len(src) // 2
-        torch.manual_seed(cfg.seed)  # the supernet's initial weights are the space's
-        self.space = Seq2SeqSpace(bpe.vocab_size, **self.space_args)
-        # the record's config now names the space (a resume's config did not), for export
-        store.set_config(self.config())
-        if resume and any(t.status == "done" for t in store.trials()):
+        cfg = self._ranked_config()
+        try:  # the other ranks wait for what rank 0 finds here: they hear of a failure too
+            train, test = self._pairs()
+            bpe = self._tokenizer(store, train)
+            self._build_space(bpe)
+            # the record's config now names the space (a resume's config did not), for export
+            store.set_config(self.config())
+            done = resume and any(t.status == "done" for t in store.trials())
+            state = None if done else self._resume_point(store, resume)
+        except BaseException as exc:
+            self.ranks.broadcast(("failed", f"{type(exc).__name__}: {exc}"))
+            raise
+        self.ranks.broadcast(("done",) if done else ("start", bpe.to_str(), state))
+        if done:
             log.info("%s: the dartsformer run already finished; nothing to do", self.directory)
             return
-        logs = None if self.max_steps is None else self.max_steps // cfg.log_every
-        store.set_plan(f"logs of {cfg.log_every} steps", logs)
-        state = None
-        ckpt = store.artifact("search_state") if resume else None
-        if ckpt is not None and not ckpt.exists():
-            raise StoreError(
-                f"{self.directory}: the search's checkpoint {ckpt} is recorded but missing; "
-                "restore it, or run the search again in a new directory"
-            )
-        if resume and ckpt is None:  # stopped before the first checkpoint: start over
-            store.truncate_progress(0)
-        if ckpt is not None:
-            # on the CPU: RNG states must be CPU tensors; load_state_dict moves the rest
-            state = torch.load(ckpt, weights_only=True, map_location="cpu")
-            store.truncate_progress(int(state["step"]))
-            log.info("%s: resuming the search after step %d", self.directory, state["step"])
         progress = self.progress(self.max_steps, self.time_budget_s, self.progress_mode)
         total = f"/{self.max_steps}" if self.max_steps else ""
 
@@ -410,18 +400,9 @@ class Seq2SeqSearch(BaseRunner):
                 force=True,
             )
 
-        n, seed, dev = self.batch_tokens, cfg.seed, cfg.device
-        batches = (_Batches(src[:half], tgt[:half], n, seed, dev),
-                   _Batches(src[half:], tgt[half:], n, seed, dev))  # fmt: skip
         try:
-            found = rev_search(
-                self.space,
-                *batches,
-                cfg,
-                on_step,
-                lambda st: self._checkpoint(store, st),
-                state,
-                should_stop=self.stop_asked,
+            found, src, tgt, batches = self._search(
+                cfg, bpe, train, state, on_step, lambda st: self._checkpoint(store, st)
             )
         finally:
             progress.close()
@@ -429,6 +410,82 @@ class Seq2SeqSearch(BaseRunner):
         save_weights(net, self.directory / "artifacts" / "supernet.pt")
         store.add_artifact("supernet", "artifacts/supernet.pt", "supernet")
         self._evaluate(store, net, found.arch, found.steps, src, tgt, batches[1], test, bpe)
+
+    def _follow(self, resume: bool) -> None:
+        """Trains this rank's shards of the search beside rank 0 (see
+        :meth:`BaseRunner._follow`): rank 0's tokenizer and resume point, the same search,
+        no record or checkpoint; rank 0 alone then scores (or retrains) the architecture.
+
+        Raises:
+            ConfigError: rank 0 could not prepare the search (its error, named).
+        """
+        set_threads(self.threads)
+        what = self.ranks.broadcast(None)
+        if what[0] == "failed":
+            raise ConfigError(f"rank 0 could not start the dartsformer search: {what[1]}")
+        if what[0] == "done":
+            return
+        bpe = Bpe.from_str(what[1])
+        train, _ = self._pairs()
+        self._build_space(bpe)
+        self._search(self._ranked_config(), bpe, train, what[2], None, None)
+
+    def device(self) -> str:
+        """Returns the device the search trains on (its ``device`` setting)."""
+        return self.cfg.device
+
+    def _ranked_config(self) -> RevSearchConfig:
+        """Returns the search's settings on this rank: its own GPU on a CUDA job."""
+        return dataclasses.replace(self.cfg, device=self.ranks.device(self.cfg.device))
+
+    def _pairs(self) -> tuple[Pairs, Pairs]:
+        """Returns (training pairs, the test pairs held out for BLEU)."""
+        parts = split_pairs(load_pairs(self.data, "train", limit=self.pairs),
+                            {"test": self.test, "train": -1}, seed=self.cfg.seed)  # fmt: skip
+        return parts["train"], parts["test"]
+
+    def _build_space(self, bpe: Bpe) -> None:
+        """Builds the run's space for ``bpe``'s vocabulary, from the seed (every rank alike)."""
+        torch.manual_seed(self.cfg.seed)  # the supernet's initial weights are the space's
+        self.space = Seq2SeqSpace(bpe.vocab_size, **self.space_args)
+
+    def _resume_point(self, store: Store, resume: bool) -> dict[str, Any] | None:
+        """Returns the search state to go on from (None: from the start), after setting the
+        plan and cutting the progress rows back to it.
+
+        Raises:
+            StoreError: the checkpoint the record names is missing.
+        """
+        cfg = self.cfg
+        logs = None if self.max_steps is None else self.max_steps // cfg.log_every
+        store.set_plan(f"logs of {cfg.log_every} steps", logs)
+        ckpt = store.artifact("search_state") if resume else None
+        if ckpt is not None and not ckpt.exists():
+            raise StoreError(
+                f"{self.directory}: the search's checkpoint {ckpt} is recorded but missing; "
+                "restore it, or run the search again in a new directory"
+            )
+        if ckpt is None:
+            if resume:  # stopped before the first checkpoint: start over
+                store.truncate_progress(0)
+            return None
+        # on the CPU: RNG states must be CPU tensors; load_state_dict moves the rest
+        state = torch.load(ckpt, weights_only=True, map_location="cpu")
+        store.truncate_progress(int(state["step"]))
+        log.info("%s: resuming the search after step %d", self.directory, state["step"])
+        return state
+
+    def _search(self, cfg: RevSearchConfig, bpe: Bpe, train: Pairs, state: Any,
+                on_step: Any, checkpoint: Any) -> tuple[Any, list, list, tuple]:  # fmt: skip
+        """Returns (the search's result, the encoded sources and targets, the weights' and
+        the architecture's batch streams): the search on this rank, from ``state``."""
+        src, tgt = bpe.encode(train.src), bpe.encode(train.tgt)
+        half, n, seed, dev = len(src) // 2, self.batch_tokens, cfg.seed, cfg.device
+        batches = (_Batches(src[:half], tgt[:half], n, seed, dev),
+                   _Batches(src[half:], tgt[half:], n, seed, dev))  # fmt: skip
+        found = rev_search(self.space, *batches, cfg, on_step, checkpoint, state,
+                           should_stop=self.stop_asked, ranks=self.ranks)  # fmt: skip
+        return found, src, tgt, batches
 
     def _checkpoint(self, store: Store, state: dict[str, Any]) -> None:
         """Saves the search's ``state`` and records it as the resume point (the artifact
