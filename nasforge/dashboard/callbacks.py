@@ -23,7 +23,7 @@ import dash
 from dash import Input, Output, State, dcc, html
 from dash.exceptions import UnsupportedRelativePath
 
-from nasforge.dashboard import charts, data, layout, steering
+from nasforge.dashboard import charts, data, layout, overview, steering
 from nasforge.dashboard.importance import decision_importance
 from nasforge.dashboard.runs import ServedRuns
 from nasforge.dashboard.series import artifact_series, progress_series
@@ -119,7 +119,7 @@ def _register_shell(app: dash.Dash, reader: _Reader) -> None:
     """Returns None; registers the callbacks around the tabs: the route of a URL, the live
     overview and clock, a run's version token, summary line and the tab the user opens."""
     served, cache = reader.served, reader.cache
-    summaries = data.SummaryCache(cache)
+    summaries = overview.SummaryCache(cache)
 
     @app.callback(Output("page", "children"), Input("url", "pathname"), Input("url", "search"))
     def route(path: str | None, search: str | None) -> Any:
@@ -156,7 +156,7 @@ def _register_shell(app: dash.Dash, reader: _Reader) -> None:
             [
                 summaries.get(r.key, r.name, r.path)
                 if not r.problem
-                else data.RunSummary(r.key, r.name, problem=r.problem)
+                else overview.RunSummary(r.key, r.name, problem=r.problem)
                 for r in served.discover()
             ]
         )
@@ -195,7 +195,7 @@ def _register_shell(app: dash.Dash, reader: _Reader) -> None:
     def summary(_: Any, key: str) -> Any:
         """Returns the run's summary line: kind, state, progress, best trial, duration."""
         try:
-            r = data.summarize(key, key, served.resolve(key), cache)
+            r = overview.summarize(key, key, served.resolve(key), cache)
             facts = reader.read(key, data.run_facts) if not r.problem else {}
         except NasforgeError as exc:
             return _fail(exc)

@@ -15,7 +15,8 @@ from dash.dash_table.DataTable import DataTable
 from dash.dash_table.Format import Format, Scheme
 from dash.development.base_component import Component
 
-from nasforge.dashboard.data import RunSummary, plain
+from nasforge.dashboard.data import plain
+from nasforge.dashboard.overview import RunSummary
 from nasforge.run.records import STATUSES
 
 __all__ = [

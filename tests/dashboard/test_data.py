@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nasforge.dashboard import data
+from nasforge.dashboard import data, overview
 from nasforge.run.records import TrialOutcome
 from nasforge.run.results import pareto_front, rank_trials
 from nasforge.run.store import Store
@@ -17,7 +17,7 @@ def test_summary_names_kind_state_progress_and_best(tmp_path: Path) -> None:
     """The overview row of a finished run carries its kind, state, plan and best trial; a
     corrupt store gives a row with the store's message instead of raising."""
     make_record(tmp_path / "a", n=30)
-    r = data.summarize("0/a", "a", tmp_path / "a", data.TrialCache())
+    r = overview.summarize("0/a", "a", tmp_path / "a", data.TrialCache())
     with Store.open(tmp_path / "a") as store:
         best = rank_trials(store.trials(), "accuracy", "max")[0]
     assert (r.kind, r.state, r.progress, r.strategy) == (
@@ -29,7 +29,7 @@ def test_summary_names_kind_state_progress_and_best(tmp_path: Path) -> None:
     assert (r.best, r.best_trial, r.n_trials) == (best.metrics["accuracy"], best.id, 30)
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "run.db").write_bytes(b"garbage")
-    bad = data.summarize("0/bad", "bad", tmp_path / "bad", data.TrialCache())
+    bad = overview.summarize("0/bad", "bad", tmp_path / "bad", data.TrialCache())
     assert bad.problem and "not a readable run record" in bad.problem
 
 
@@ -96,25 +96,25 @@ def test_reading_a_live_run_never_blocks_or_changes_it(tmp_path: Path) -> None:
     assert writer is not None
     cache = data.TrialCache()
     try:
-        r = data.summarize("0/a", "a", tmp_path / "a", cache)
+        r = overview.summarize("0/a", "a", tmp_path / "a", cache)
         assert (r.state, r.n_trials) == ("running", 5)
         writer.record_trial(
             "f" * 16,
             {"op": "conv", "width": 8},
             TrialOutcome("done", {"accuracy": 0.99}, evaluation="trained"),
         )
-        r = data.summarize("0/a", "a", tmp_path / "a", cache)
+        r = overview.summarize("0/a", "a", tmp_path / "a", cache)
         assert (r.n_trials, r.best) == (6, 0.99)
     finally:
         writer.close()  # the writer is gone without finishing: an interrupted run
-    assert data.summarize("0/a", "a", tmp_path / "a", cache).state == "interrupted"
+    assert overview.summarize("0/a", "a", tmp_path / "a", cache).state == "interrupted"
 
 
 def test_summary_cache_reuses_a_finished_run_and_rereads_a_changed_one(tmp_path: Path) -> None:
     """A finished run's row is reused while its record is unchanged; once the record
     changes (a resumed writer adds a trial) the row is read again."""
     make_record(tmp_path / "a", n=5)
-    cache = data.SummaryCache(data.TrialCache())
+    cache = overview.SummaryCache(data.TrialCache())
     first = cache.get("0/a", "a", tmp_path / "a")
     assert cache.get("0/a", "a", tmp_path / "a") is first
     with Store.open(tmp_path / "a", readonly=False) as store:
@@ -158,7 +158,7 @@ def test_trials_in_flight_of_a_killed_run_are_shown_interrupted(tmp_path: Path) 
         assert [r["status"] for r in page["rows"]] == ["done", "interrupted", "interrupted"]
         assert data.trial_page(store, cache, statuses=["interrupted"])["n_rows"] == 2
         assert data.trial_detail(store, 2)["status"] == "interrupted"
-    row = data.summarize("k", "run", tmp_path, cache)
+    row = overview.summarize("k", "run", tmp_path, cache)
     assert (row.state, row.counts, row.progress) == (
         "interrupted",
         {"done": 1, "interrupted": 2},
@@ -212,5 +212,5 @@ def test_duration_is_the_recorded_working_time_not_file_times(tmp_path: Path) ->
     later = time.time() + 900  # as if the copy were made, or the file read, 15 minutes later
     os.utime(tmp_path / "copy" / "run.db", (later, later))
     for name in ("run", "copy"):
-        summary = data.summarize(name, name, tmp_path / name, data.TrialCache())
+        summary = overview.summarize(name, name, tmp_path / name, data.TrialCache())
         assert summary.duration is not None and summary.duration < 60, summary.duration

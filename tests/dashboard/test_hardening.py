@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nasforge.dashboard import data
+from nasforge.dashboard import data, overview
 from nasforge.dashboard.runs import ServedRuns
 from nasforge.errors import StoreError
 from tests.dashboard.records import add_wide_trial, make_record
@@ -161,7 +161,7 @@ def test_one_bad_trial_row_names_itself_and_spares_the_other_runs(
         conn.execute(BAD_ROWS[damage])
     conn.close()
     cache = data.TrialCache()
-    summaries = data.SummaryCache(cache)
+    summaries = overview.SummaryCache(cache)
     bad = summaries.get("bad", "bad", tmp_path / "bad")
     assert bad.problem and "trials row 2" in bad.problem, bad.problem
     good = summaries.get("good", "good", tmp_path / "good")

@@ -66,7 +66,8 @@ def _tiny_data(tmp_path, n=120):
 def test_search_leaves_the_trained_run_finished(tmp_path, capsys):
     """`ofa search` on a finished run records its trials and leaves the run `finished`, as
     `nasforge status` and the dashboard read it (it was shown as interrupted)."""
-    from nasforge.dashboard.data import TrialCache, summarize
+    from nasforge.dashboard.data import TrialCache
+    from nasforge.dashboard.overview import summarize
     from nasforge.run.store import Store
 
     data, run = _tiny_data(tmp_path), tmp_path / "run"
