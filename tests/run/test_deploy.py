@@ -125,3 +125,71 @@ def test_a_torchscript_export_is_verified_and_keeps_a_dynamic_batch(tmp_path: Pa
     r = export_model(nn.Sequential(nn.Linear(3, 2), nn.ReLU()), tmp_path / "m", "torchscript")
     assert r["path"].endswith("m.ts") and r["max_abs_diff"] <= TOLERANCE
     assert r["dynamic_batch"] and r["input_shape"] == [2, 3]
+
+
+def _every_format(model: nn.Module, x: torch.Tensor, folder: Path) -> None:
+    """Asserts that ``model`` exports verified in every format with a dynamic batch, and
+    that each written file matches the model on a batch of a size the export never saw."""
+    y = torch.cat([x, x, x[:1]])
+    with torch.no_grad():
+        want = model.eval()(y)
+    for fmt in FORMATS:
+        r = export_model(model, folder / fmt.replace("-", "_"), fmt, example=x)
+        assert r["max_abs_diff"] <= TOLERANCE and r["dynamic_batch"], (fmt, r)
+        if fmt == "onnx":
+            sess = onnx_session(r["path"])
+            got = torch.from_numpy(sess.run(None, {sess.get_inputs()[0].name: y.numpy()})[0])
+        elif fmt == "torchscript":
+            got = torch.jit.load(r["path"])(y)
+        else:
+            got = torch.export.load(r["path"]).module()(y)
+        assert got.shape == want.shape and (got - want).abs().max() <= TOLERANCE, fmt
+
+
+@pytest.mark.slow
+def test_an_ofa_sub_network_exports_in_every_format(tmp_path: Path) -> None:
+    """A sub-network extracted from a once-for-all supernet (non-trivial elastic choices)
+    exports as ONNX, TorchScript and an exported program, each verified."""
+    from nasforge.ofa.mobilenet import OFAMobileNetV3, extract
+    from tests.ofa.conftest import tiny_spec
+
+    torch.manual_seed(0)
+    net = OFAMobileNetV3(tiny_spec("ofa")).eval()
+    space = net.search_space()
+    arch = space.sample_dims(3)
+    assert arch != space.largest() and arch != space.smallest()
+    _every_format(extract(net, arch), torch.randn(2, 1, 16, 16), tmp_path)
+
+
+@pytest.mark.slow
+def test_a_hub_architecture_exports_in_every_format(tmp_path: Path) -> None:
+    """A published hub architecture (NAS-Bench-201's ResNet cell, CIFAR-sized) exports in
+    every format, each verified, from its own example input."""
+    from nasforge import hub
+
+    torch.manual_seed(0)
+    name = "nasbench201-resnet"
+    _every_format(hub.model(name), hub.example_input(name, batch=2), tmp_path)
+
+
+@pytest.mark.slow
+def test_a_compofa_run_exports_its_sub_networks_in_every_format(tmp_path: Path, capsys) -> None:
+    """`nasforge export --per target --format ...` of a CompOFA run writes each target's
+    sub-network in every format, verified, that runs another batch size."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(120, 1, 28, 28, generator=g)
+    torch.save({"x": x, "y": (x.mean(dim=(1, 2, 3)) > 0).long()}, tmp_path / "data.pt")
+    run = tmp_path / "run"
+    assert main(["ofa", "train", "--space", "compofa", "--out", str(run), "--data",
+                 str(tmp_path / "data.pt"), "--full-epochs", "1", "--shrink-epochs", "1",
+                 "--width-mult", "0.25", "--n-subnets", "1", "--batch-size", "60",
+                 "--no-probes"]) == 0  # fmt: skip
+    assert main(["ofa", "search", str(run), "--targets", "1", "2", "--latency", "flops",
+                 "--accuracy", "predictor", "--n-pairs", "6", "--population", "4",
+                 "--generations", "1", "--data", str(tmp_path / "data.pt")]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["export", str(run), "--per", "target", *FLAGS]) == 0
+    folders = [Path(line) for line in capsys.readouterr().out.splitlines() if line[:1] != " "]
+    assert folders
+    for folder in folders:
+        _check_exports(folder)
