@@ -28,6 +28,7 @@ from nasforge.run.files import (
     read_recorded,
     rebuild_runner,
 )
+from nasforge.run.quantize import QUANTIZE
 from nasforge.run.runner import BaseRunner, get_runner, list_runners
 
 __all__ = ["register", "add_run_commands", "open_target", "kind_of", "RUN_COMMANDS"]
@@ -186,7 +187,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
         example = torch.randn(2, *args.input_shape)  # batch 2: torch.export fixes a 1
     formats = args.format or []
     for path in export_top(
-        args.dir, args.top, args.out, per=args.per, hf=args.hf, formats=formats, example=example
+        args.dir,
+        args.top,
+        args.out,
+        per=args.per,
+        hf=args.hf,
+        formats=formats,
+        example=example,
+        quantize=args.quantize,
     ):
         sys.stdout.write(f"{path}\n")
         if formats:
@@ -197,7 +205,25 @@ def _cmd_export(args: argparse.Namespace) -> int:
                     f"  {r['path']}  {fmt}  max |diff| {r['max_abs_diff']:.2g} "
                     f"<= {r['tolerance']:g}, {batch}\n"
                 )
+            if args.quantize:
+                sys.stdout.write(_quantized_line(json.loads((path / "arch.json").read_text())))
     return 0
+
+
+def _quantized_line(meta: dict[str, Any]) -> str:
+    """Returns the line ``nasforge export --quantize`` prints for an export's int8 model."""
+    q = meta["quantized"]
+    t, acc = q["latency_ms"], q["accuracy"]
+    what = (
+        f"accuracy {acc['fp32']:.4f} -> {acc['int8']:.4f} ({acc['change']:+.4f}) on {acc['n']} "
+        f"samples of {q['data']}"
+        if acc is not None
+        else f"no evaluator data: max |diff| from fp32 {q['max_abs_diff']:.2g} on the example"
+    )
+    return (
+        f"  {q['path']}  int8  {what}; onnxruntime {q['threads']} thread: {t['fp32']:.3f} -> "
+        f"{t['int8']:.3f} ms ({q['speedup']:.2f}x)\n"
+    )
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -331,6 +357,12 @@ def register(
         choices=FORMATS,
         help="also write each model as ONNX, TorchScript or a torch.export program, verified "
         "against the PyTorch model (repeat for several; docs/deploy.md)",
+    )
+    p.add_argument(
+        "--quantize",
+        choices=QUANTIZE,
+        help="also write the ONNX model quantized by onnxruntime (model.int8.onnx), with its "
+        "accuracy change and latency gain (needs --format onnx; docs/deploy.md)",
     )
     p.add_argument(
         "--input-shape",

@@ -27,6 +27,12 @@ One layout for every kind of run: ``<out>/rank<r>_trial<id>/`` holds
                 holds each one's report under ``deploy`` (file, largest absolute difference
                 from the PyTorch model, tolerance, whether the batch axis stayed dynamic), and
                 ``example.pt`` the input they were checked on
+    model.int8.onnx
+                with ``quantize="int8"`` (``nasforge export --format onnx --quantize int8``):
+                the ONNX model quantized by onnxruntime (:mod:`nasforge.run.quantize`);
+                ``arch.json`` holds under ``quantized`` its accuracy change on the run's
+                evaluator data (where the record can rebuild it), its largest output
+                difference from the fp32 model and both latencies on onnxruntime
 
 A run that recorded a shortlist (a two-stage search: :mod:`nasforge.run.shortlist`) also
 gets ``<out>/shortlist.json``: each candidate's first-stage score and sizes beside its
@@ -48,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from nasforge.errors import ConfigError, StoreError
 from nasforge.run.deploy import FORMATS, SUFFIXES, derive_example, export_model
 from nasforge.run.preflight import check_folder, folder_entries, make_folder, remove_new
+from nasforge.run.quantize import QUANTIZE, evaluation_data, quantize_onnx
 from nasforge.run.refs import from_ref
 from nasforge.run.results import rank_trials
 from nasforge.run.shortlist import shortlist_results
@@ -83,6 +90,7 @@ def export_top(
     hf: bool = False,
     formats: Sequence[str] = (),
     example: torch.Tensor | None = None,
+    quantize: str | None = None,
 ) -> list[Path]:
     """Returns the folders written for the ``k`` best feasible trials of the run in
     ``directory``, best first (with ``per``: the ``k`` best for each value of that metric,
@@ -90,14 +98,19 @@ def export_top(
     ``hf/``, the model saved for Hugging Face's ``from_pretrained`` (see the module's
     docstring). With ``formats`` (a subset of :data:`~nasforge.run.deploy.FORMATS`), each
     folder also gets the model in those formats, each verified on ``example`` (derived from
-    the model when None, see :func:`~nasforge.run.deploy.derive_example`).
+    the model when None, see :func:`~nasforge.run.deploy.derive_example`). With ``quantize``
+    ``"int8"`` (``formats`` must hold ``onnx``), each ONNX model is also quantized
+    (:func:`~nasforge.run.quantize.quantize_onnx`: ``model.int8.onnx``), its accuracy change
+    measured on the run's evaluator data where the record rebuilds it, and its report kept in
+    ``arch.json`` under ``quantized``.
 
     Raises:
         StoreError: the run cannot be read, or it has no ranked trial to export; with
             ``formats``: a chosen trial kept no weights.
         ExportError: a model has an operator a format cannot hold (the message names it), or
             its export differs beyond the tolerance; nothing this call wrote is kept.
-        ConfigError: ``k`` < 1; an unknown format; ``out`` is a file, lies under one, or
+        ConfigError: ``k`` < 1; an unknown format; ``quantize`` is not ``"int8"`` or comes
+            without the ``onnx`` format; ``out`` is a file, lies under one, or
             cannot be made; with ``hf``: the space does not build a Hugging Face model, or a
             trial's ``hf/`` could not be written (its config cannot hold the frozen sizes: the
             message names the attributes; every other folder is written first).
@@ -107,6 +120,11 @@ def export_top(
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise ConfigError(f"export formats {unknown} are not among {FORMATS}")
+    if quantize is not None and (quantize not in QUANTIZE or "onnx" not in formats):
+        raise ConfigError(
+            f"--quantize {quantize} with formats {list(formats)}: quantization is onnxruntime's "
+            f"and takes {QUANTIZE[0]!r} on the ONNX export; add --format onnx"
+        )
     directory = Path(directory)
     out = Path(out) if out is not None else directory / "export"
     check_folder(out, "export folder")  # before anything is read or written
@@ -175,8 +193,9 @@ def export_top(
         written.append(d)
     if formats:
         try:
+            data = evaluation_data(cfg) if quantize else None
             for d in written:
-                _deploy(d, formats, example)
+                _deploy(d, formats, example, quantize is not None, data)
         except Exception:  # one clear error, and no export half-written
             remove_new(out, before)
             raise
@@ -193,18 +212,32 @@ def export_top(
     return written
 
 
-def _deploy(folder: Path, formats: Sequence[str], example: torch.Tensor | None) -> None:
+def _deploy(
+    folder: Path,
+    formats: Sequence[str],
+    example: torch.Tensor | None,
+    quantize: bool = False,
+    data: tuple[tuple[torch.Tensor, torch.Tensor], str] | None = None,
+) -> None:
     """Writes the export in ``folder`` in each of ``formats``, verified, and records the
-    reports in its ``arch.json`` (see :func:`export_top`)."""
+    reports in its ``arch.json`` (see :func:`export_top`); with ``quantize``, the ONNX model
+    quantized to int8 too, its accuracy measured on ``data`` (inputs and labels, and where
+    they come from) when it is not None; without ``example``, two of ``data``'s inputs are
+    the example, so that the exports take the input size the run trained on."""
     import torch
 
     meta_path, meta = _read_meta(folder)
     model, _ = _build(meta_path, meta)
-    x = derive_example(model) if example is None else example
+    x = example
+    if x is None:  # the run's own data, where it is known, has the size the model was trained at
+        x = data[0][0][:2].float() if data else derive_example(model)
     reports = {}
     for fmt in formats:
         r = export_model(model, folder / f"model{SUFFIXES[fmt]}", fmt, example=x)
         reports[fmt] = {**r, "path": Path(r["path"]).name}
+    if quantize:
+        q = quantize_onnx(folder / "model.onnx", x, data[0] if data else None)
+        meta["quantized"] = {**q, "path": Path(q["path"]).name, "data": data and data[1]}
     torch.save(x, folder / "example.pt")
     meta["deploy"], meta["example"] = reports, "example.pt"
     meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True))
