@@ -5,8 +5,12 @@ built on onnxruntime predicts onnxruntime's measured end-to-end latency (issue 5
   the CIFAR-sized ones; ``--quick``: two of them; ``hub_archs`` lists those used),
   ``--n-ofa`` random sub-networks of the small elastic MobileNetV3 (28x28 greyscale,
   ``small_spec``) and the demo model (a ``DigitsCNN``
-  architecture), each exported with :func:`nasforge.run.deploy.export_model`, which verifies
-  it; ``max_abs_diff``: the largest verified difference over them (target 1e-4, fp32);
+  architecture) and the Hugging Face demo models (``--hf all`` by default: the GPT-2 space of
+  ``examples/gpt_shakespeare.py`` and the BERT, GPT-2 and ViT of ``benchmarks/mutate_zoo.py``,
+  each built from its config and frozen at its space's first sampled architecture; ``demo``:
+  the first alone; ``--quick``: ``demo``), each exported with
+  :func:`nasforge.run.deploy.export_model`, which verifies it; ``max_abs_diff``: the largest
+  verified difference over them (target 1e-4, fp32);
   ``failures`` names each export that failed, in one line.
 - ``table_vs_measured``: for ``--n-ofa`` random sub-networks of the same supernet, the layer
   table's prediction (every distinct layer shape timed on onnxruntime, built in this run)
@@ -80,6 +84,35 @@ def _models(n_ofa: int, hub_names: list[str]) -> list[tuple[str, torch.nn.Module
     torch.manual_seed(0)
     out.append(("demo:DigitsCNN", freeze(digits, digits.search_space().sample(0)).eval(),
                 torch.randn(2, 1, 8, 8)))  # fmt: skip
+    return out
+
+
+def _hf_models(which: str) -> list[tuple[str, torch.nn.Module, torch.Tensor]]:
+    """Returns (name, model in eval mode, example input of batch 2) of the Hugging Face demo
+    models ``which`` names: all, demo (``examples/gpt_shakespeare.py``'s GPT-2) or none."""
+    if which == "none":
+        return []
+    import nasforge as nf
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    from gpt_shakespeare import BLOCK, GPTSpace
+
+    torch.manual_seed(0)
+    demo = GPTSpace()
+    out = [("hf:gpt_shakespeare", nf.freeze(demo, demo.search_space().sample(0)).eval(),
+            torch.randint(0, 65, (2, BLOCK)))]  # fmt: skip
+    if which == "demo":
+        return out
+    from mutate_zoo import models  # the mutator zoo, beside this script
+
+    inputs = {"bert": torch.randint(0, 100, (2, 16)), "gpt2": torch.randint(0, 100, (2, 16)),
+              "vit": torch.randn(2, 3, 224, 224)}  # fmt: skip
+    for name, (build, mutators) in models().items():
+        if name in inputs:
+            torch.manual_seed(0)
+            space = nf.MutatedSpace(build(), mutators())
+            model = nf.freeze(space, space.search_space().sample(0)).eval()
+            out.append((f"hf:{name}", model, inputs[name]))
     return out
 
 
@@ -194,7 +227,13 @@ def main() -> None:
         default="all",
         help="hub architectures: all, the CIFAR-sized ones, or two (--quick)",
     )
-    p.add_argument("--quick", action="store_true", help="2 hub archs, 3 sub-networks")
+    p.add_argument(
+        "--hf",
+        choices=("all", "demo", "none"),
+        default="all",
+        help="Hugging Face demo models: all four, the GPT-2 of examples/gpt_shakespeare.py, none",
+    )
+    p.add_argument("--quick", action="store_true", help="2 hub archs, 3 sub-networks, demo HF")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     torch.set_num_threads(1)
@@ -202,9 +241,11 @@ def main() -> None:
     repeats = 5 if args.quick else args.repeats
     formats = args.formats.split(",")
     names = _hub_names("quick" if args.quick else args.hub)
-    models = _models(n_ofa, names)
+    hf = _hf_models("demo" if args.quick else args.hf)
+    models = _models(n_ofa, names) + hf
     result: dict[str, Any] = {
         "hub_archs": names,
+        "hf_models": [name for name, _, _ in hf],
         "tolerance": TOLERANCE,
     }
     result.update(export_ok(models, formats))

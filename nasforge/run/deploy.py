@@ -162,16 +162,43 @@ def _one_line(exc: BaseException) -> str:
     return (lines[0] if lines else type(exc).__name__)[:200]
 
 
+def _served(model: nn.Module) -> tuple[nn.Module, list[str]]:
+    """Returns the module an exporter traces for ``model`` and its ONNX input and output
+    names: a Hugging Face model (it has ``config`` and ``main_input_name``) wrapped to take
+    its main input (``input_ids``, ``pixel_values``) positionally, without a key-value cache,
+    and return its logits as one tensor; any other model as it is (``x`` -> ``y``)."""
+    from torch import nn
+
+    name = getattr(model, "main_input_name", None)
+    if not (isinstance(name, str) and hasattr(model, "config")):
+        return model, ["x", "y"]
+
+    class Logits(nn.Module):
+        def __init__(self, inner: nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            kwargs: dict[str, Any] = {name: x, "return_dict": True}
+            if hasattr(self.inner.config, "use_cache"):
+                kwargs["use_cache"] = False  # a cache is an output no serving graph wants
+            return _first(self.inner(**kwargs))
+
+    return Logits(model).eval(), [name, "logits"]
+
+
 def _write(model: nn.Module, x: torch.Tensor, fmt: str, tmp: Path, dynamo: bool) -> None:
     """Writes ``model`` traced on ``x`` in format ``fmt`` to ``tmp`` (ONNX: with the dynamo
-    exporter, or the TorchScript-based one when not ``dynamo``)."""
+    exporter, or the TorchScript-based one when not ``dynamo``; a Hugging Face model through
+    :func:`_served`)."""
     import torch
 
     batch = {0: torch.export.Dim.AUTO}
+    served, names = _served(model)
     with _quiet("onnx_ir", "onnxscript", "torch.onnx", "torch.export"), warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch's own internals, not the user's
         warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit's: the format is asked
-        _write_quietly(model, x, fmt, tmp, batch, dynamo)
+        _write_quietly(served, x, fmt, tmp, batch, dynamo, names)
 
 
 @contextlib.contextmanager
@@ -190,14 +217,20 @@ def _quiet(*names: str) -> Iterator[None]:
 
 
 def _write_quietly(
-    model: nn.Module, x: torch.Tensor, fmt: str, tmp: Path, batch: dict[int, Any], dynamo: bool
+    model: nn.Module,
+    x: torch.Tensor,
+    fmt: str,
+    tmp: Path,
+    batch: dict[int, Any],
+    dynamo: bool,
+    names: list[str],
 ) -> None:
     import torch
 
     if fmt == "onnx" and not dynamo:
-        axes = {"x": {0: "batch"}, "y": {0: "batch"}}
-        torch.onnx.export(model, (x,), str(tmp), dynamo=False, input_names=["x"],
-                          output_names=["y"], dynamic_axes=axes)  # fmt: skip
+        axes = {names[0]: {0: "batch"}, names[1]: {0: "batch"}}
+        torch.onnx.export(model, (x,), str(tmp), dynamo=False, input_names=names[:1],
+                          output_names=names[1:], dynamic_axes=axes)  # fmt: skip
     elif fmt == "onnx":
         torch.onnx.export(
             model,
@@ -205,6 +238,8 @@ def _write_quietly(
             str(tmp),
             dynamo=True,
             dynamic_shapes=(batch,),
+            input_names=names[:1],
+            output_names=names[1:],
             external_data=False,
             verbose=False,
         )

@@ -214,4 +214,7 @@ def _classification(ref: dict[str, Any]) -> tuple[Any, str]:
     except Exception as exc:  # the int8 report falls back to the output difference
         log.warning("the run's evaluator %s cannot be rebuilt (%s)", ref["object"], exc)
         return None, ""
-    return (built, ref["object"]) if isinstance(built, ClassificationEvaluator) else (None, "")
+    name = str(ref["object"])
+    if "file" in ref:  # a script's global: __main__:evaluator names it as the script's
+        name = f"{Path(str(ref['file'])).name}:{name.rsplit(':', 1)[-1]}"
+    return (built, name) if isinstance(built, ClassificationEvaluator) else (None, "")
