@@ -19,6 +19,16 @@ from tests.oneshot.test_runner import _write
 FLAGS = [a for f in FORMATS for a in ("--format", f)]
 
 
+def _run_file(fmt: str, path: Path, x: torch.Tensor) -> torch.Tensor:
+    """Returns the output on ``x`` of the file at ``path``, loaded back in format ``fmt``."""
+    if fmt == "onnx":
+        sess = onnx_session(path)
+        return torch.from_numpy(sess.run(None, {sess.get_inputs()[0].name: x.numpy()})[0])
+    if fmt == "torchscript":
+        return torch.jit.load(str(path))(x)
+    return torch.export.load(str(path)).module()(x)
+
+
 def _check_exports(folder: Path) -> None:
     """Asserts that each format's file in ``folder`` runs and matches the PyTorch model on a
     batch of a size the export never saw."""
@@ -31,14 +41,7 @@ def _check_exports(folder: Path) -> None:
         want = model(x)
     for fmt, r in meta["deploy"].items():
         assert r["max_abs_diff"] <= r["tolerance"] == TOLERANCE and r["dynamic_batch"]
-        path = folder / r["path"]
-        if fmt == "onnx":
-            sess = onnx_session(path)
-            got = torch.from_numpy(sess.run(None, {sess.get_inputs()[0].name: x.numpy()})[0])
-        elif fmt == "torchscript":
-            got = torch.jit.load(str(path))(x)
-        else:
-            got = torch.export.load(str(path)).module()(x)
+        got = _run_file(fmt, folder / r["path"], x)
         assert got.shape == want.shape and (got - want).abs().max() <= TOLERANCE
 
 
@@ -136,13 +139,7 @@ def _every_format(model: nn.Module, x: torch.Tensor, folder: Path) -> None:
     for fmt in FORMATS:
         r = export_model(model, folder / fmt.replace("-", "_"), fmt, example=x)
         assert r["max_abs_diff"] <= TOLERANCE and r["dynamic_batch"], (fmt, r)
-        if fmt == "onnx":
-            sess = onnx_session(r["path"])
-            got = torch.from_numpy(sess.run(None, {sess.get_inputs()[0].name: y.numpy()})[0])
-        elif fmt == "torchscript":
-            got = torch.jit.load(r["path"])(y)
-        else:
-            got = torch.export.load(r["path"]).module()(y)
+        got = _run_file(fmt, Path(r["path"]), y)
         assert got.shape == want.shape and (got - want).abs().max() <= TOLERANCE, fmt
 
 
