@@ -172,6 +172,7 @@ def _served(model: nn.Module) -> tuple[nn.Module, list[str]]:
     name = getattr(model, "main_input_name", None)
     if not (isinstance(name, str) and hasattr(model, "config")):
         return model, ["x", "y"]
+    key: str = name  # the closure below keeps the narrowed type
 
     class Logits(nn.Module):
         def __init__(self, inner: nn.Module) -> None:
@@ -179,12 +180,12 @@ def _served(model: nn.Module) -> tuple[nn.Module, list[str]]:
             self.inner = inner
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            kwargs: dict[str, Any] = {name: x, "return_dict": True}
+            kwargs: dict[str, Any] = {key: x, "return_dict": True}
             if hasattr(self.inner.config, "use_cache"):
                 kwargs["use_cache"] = False  # a cache is an output no serving graph wants
             return _first(self.inner(**kwargs))
 
-    return Logits(model).eval(), [name, "logits"]
+    return Logits(model).eval(), [key, "logits"]
 
 
 def _write(model: nn.Module, x: torch.Tensor, fmt: str, tmp: Path, dynamo: bool) -> None:
