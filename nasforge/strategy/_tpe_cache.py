@@ -1,6 +1,7 @@
 """Optuna's ``TPESampler`` with its history's conversion cached: the same proposals, each ask
 still linear in the history but with a smaller constant: no Python conversion of every
-parameter of every trial, no re-reading of every trial's constraints. Pure (no torch); Optuna is imported by the caller, at setup.
+parameter of every trial, no re-reading of every trial's constraints. Pure (no torch); Optuna
+is imported by the caller, at setup.
 
 Why. Each TPE ask splits the finished trials into "below" and "above" and converts every
 parameter of every one of them to its internal representation (a candidate's index, a number
