@@ -312,20 +312,3 @@ def test_cached_sampler_equals_optunas_with_failed_pruned_and_partial_trials() -
                 study.tell(trial, _score(*params))
         proposals.append(asked)
     assert proposals[0] == proposals[1]
-
-
-def test_cached_sampler_uses_its_split_on_the_installed_optuna() -> None:
-    """On the Optuna installed here the cached sampler's own split is in use (the hashes of
-    Optuna's _sample and _split_trials match; a new Optuna fails this until they are checked
-    and updated), and a changed Optuna _sample makes it fall back to Optuna's own."""
-    import optuna
-
-    from nasforge.strategy._tpe_cache import _cached_class, tpe_sampler
-
-    assert "_sample" in type(tpe_sampler(optuna, seed=0)).__dict__
-
-    class Changed(optuna.samplers.TPESampler):
-        def _sample(self, study, trial, search_space):  # type: ignore[no-untyped-def]
-            return super()._sample(study, trial, search_space)
-
-    assert "_sample" not in _cached_class(Changed).__dict__
