@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from nasforge.space.search_space import Arch, SearchSpace
 from nasforge.strategy._optuna import OptunaStrategy, check_count
+from nasforge.strategy._tpe_cache import tpe_sampler
 from nasforge.strategy.base import register_strategy
 from nasforge.strategy.cmaes import CMAESStrategy, cmaes_sampler
 from nasforge.strategy.gp import GPStrategy, gp_sampler
@@ -154,8 +155,9 @@ class AutoStrategy(OptunaStrategy):
         return self._tpe(optuna)
 
     def _tpe(self, optuna: Any) -> BaseSampler:
-        """Returns the TPE sampler ``auto`` uses (Optuna's defaults, multivariate, seeded)."""
-        return optuna.samplers.TPESampler(seed=self.seed, multivariate=True)  # type: ignore[no-any-return]
+        """Returns the TPE sampler ``auto`` uses (Optuna's defaults, multivariate, seeded; its
+        history's conversion cached: :mod:`nasforge.strategy._tpe_cache`)."""
+        return tpe_sampler(optuna, seed=self.seed, multivariate=True)
 
     def _ask(self) -> Arch | None:
         if self._model != self.model:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from nasforge.errors import ConfigError
 from nasforge.strategy._optuna import OptunaStrategy, check_count
+from nasforge.strategy._tpe_cache import tpe_sampler
 from nasforge.strategy.base import register_strategy
 
 if TYPE_CHECKING:  # optuna is imported at setup, not at import
@@ -84,8 +85,10 @@ class TPEStrategy(OptunaStrategy):
         return out
 
     def _sampler(self, optuna: Any) -> BaseSampler:
-        """Returns Optuna's TPE sampler with this strategy's seed and settings."""
-        return optuna.samplers.TPESampler(  # type: ignore[no-any-return]
+        """Returns Optuna's TPE sampler with this strategy's seed and settings (its history's
+        conversion cached: :mod:`nasforge.strategy._tpe_cache`)."""
+        return tpe_sampler(
+            optuna,
             seed=self.seed,
             n_startup_trials=self.n_startup_trials,
             n_ei_candidates=self.n_ei_candidates,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from nasforge.engine import Experiment
 from nasforge.errors import ConfigError
+from nasforge.space.ranges import Range, canonical_float
 from nasforge.space.search_space import Decision, SearchSpace, arch_id
 from nasforge.strategy import TPEStrategy, get_strategy
 
@@ -215,3 +217,98 @@ def test_engine_resume_continues_the_same_sequence(tmp_path):
     resumed = [t.arch for t in run(tmp_path / "b", 24, resume=True).trials()]
     assert resumed == straight
     assert len({arch_id(a) for a in straight}) == 24
+
+
+def _mixed() -> SearchSpace:
+    """Returns a space with a listed decision, a log float, a float and a stepped integer."""
+    return SearchSpace(
+        [
+            Decision("op", "value", ("conv", "pool", "skip")),
+            Decision("lr", "float", (), Range(1e-4, 1e-1, log=True)),
+            Decision("x", "float", (), Range(-2.0, 2.0)),
+            Decision("k", "int", (), Range(1, 9, integer=True, step=2)),
+        ]
+    )
+
+
+def _score(op: int, lr: float, x: float, k: int) -> float:
+    """A smooth landscape over the mixed space (op as its candidate position)."""
+    return -((x - 0.5) ** 2) - (math.log10(lr) + 2.5) ** 2 - abs(k - 5) / 4 + 0.3 * (op == 1)
+
+
+@pytest.mark.parametrize("multivariate", [True, False])
+def test_proposals_equal_optunas_own_loop(multivariate: bool) -> None:
+    """nasforge's TPE asks, for a seed, exactly the points Optuna's study.optimize with
+    TPESampler asks on the same space and objective (the cached sampler changes no proposal)."""
+    import optuna
+
+    n, seed = 30, 3
+    s = get_strategy("tpe", seed=seed, n_startup_trials=5, multivariate=multivariate)
+    s.setup(_mixed())
+    ours = []
+    for _ in range(n):
+        arch = s.ask()
+        assert arch is not None
+        op = ("conv", "pool", "skip").index(arch["op"])
+        ours.append((op, arch["lr"], arch["x"], arch["k"]))
+        s.tell(arch, _score(*ours[-1]))
+
+    def objective(trial: optuna.Trial) -> float:
+        params = (
+            trial.suggest_categorical("op", [0, 1, 2]),
+            trial.suggest_float("lr", 1e-4, 1e-1, log=True),
+            trial.suggest_float("x", -2.0, 2.0),
+            trial.suggest_int("k", 1, 9, step=2),
+        )
+        op, lr, x, k = params  # nasforge keeps a float to 12 significant digits
+        theirs.append((op, canonical_float(lr), canonical_float(x), k))
+        return _score(*theirs[-1])
+
+    theirs: list[tuple] = []
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=5, multivariate=multivariate)
+    optuna.create_study(direction="maximize", sampler=sampler).optimize(objective, n_trials=n)
+    assert ours == theirs
+
+
+def test_cached_sampler_equals_optunas_with_failed_pruned_and_partial_trials() -> None:
+    """The cached TPE sampler proposes what Optuna's TPESampler does when the history holds
+    failed, pruned and infeasible trials and foreign trials lacking a parameter (which TPE
+    skips)."""
+    import optuna
+
+    from nasforge.strategy._tpe_cache import tpe_sampler
+
+    dists = {
+        "op": optuna.distributions.CategoricalDistribution([0, 1, 2]),
+        "lr": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True),
+        "x": optuna.distributions.FloatDistribution(-2.0, 2.0),
+        "k": optuna.distributions.IntDistribution(1, 9, step=2),
+    }
+    proposals: list[list[tuple]] = []
+    for sampler in (
+        optuna.samplers.TPESampler(seed=7, n_startup_trials=4),
+        tpe_sampler(optuna, seed=7, n_startup_trials=4),
+    ):
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        asked = []
+        for i in range(30):
+            if i % 7 == 3:  # a foreign trial without "k": TPE's history skips it
+                study.add_trial(
+                    optuna.trial.create_trial(
+                        params={"op": 0, "lr": 0.01, "x": 0.0},
+                        distributions={name: dists[name] for name in ("op", "lr", "x")},
+                        value=-1.0,
+                    )
+                )
+            trial = study.ask(dists)
+            params = (trial.params["op"], trial.params["lr"], trial.params["x"], trial.params["k"])
+            asked.append(params)
+            trial.set_constraint("budget", 1.0 if i % 4 == 2 else -1.0)  # > 0: infeasible
+            if i % 5 == 4:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            elif i % 6 == 5:
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            else:
+                study.tell(trial, _score(*params))
+        proposals.append(asked)
+    assert proposals[0] == proposals[1]
