@@ -2,12 +2,18 @@
 (for :class:`~nasforge.ofa.latency.LatencyTable`), as plain ``arch -> ms`` / ``shape -> ms``
 functions for the pure search code, on eager PyTorch (``runtime="torch"``) or on the runtime
 that serves the model (``runtime="onnxruntime"``: each network or layer exported to ONNX,
-verified, and timed in a session of ``threads`` threads; see :mod:`nasforge.run.deploy`).
+verified, and timed in a session of ``threads`` threads; see :mod:`nasforge.run.deploy`),
+on the wall clock or the calling thread's CPU clock (``clock="cpu"``, one thread).
+
+:func:`layer_latencies` times a table's layers interleaved: every layer is prepared (exported,
+its session opened) first, then each timed round calls every layer once, so that a burst of
+load on the machine spreads over all entries instead of inflating the few timed during it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import statistics
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -15,9 +21,9 @@ from torch import nn
 
 from nasforge.ofa.latency import LayerShape
 from nasforge.ofa.mobilenet import OFAMobileNetV3, build_layer, extract
-from nasforge.run.deploy import measure_latency
+from nasforge.run.deploy import check_clock, latency_call, measure_latency, time_once
 
-__all__ = ["time_module", "network_latency", "layer_latency"]
+__all__ = ["time_module", "network_latency", "layer_latency", "layer_latencies"]
 
 
 def time_module(
@@ -27,15 +33,17 @@ def time_module(
     n_runs: int = 5,
     runtime: str = "torch",
     threads: int | None = None,
+    clock: str = "wall",
 ) -> float:
-    """Returns the median wall time of ``module(x)`` in milliseconds (eval mode, no grad) on
-    ``runtime`` with ``threads`` threads (see :func:`nasforge.run.deploy.measure_latency`).
+    """Returns the median time of ``module(x)`` in milliseconds (eval mode, no grad) on
+    ``runtime`` with ``threads`` threads on ``clock`` (see
+    :func:`nasforge.run.deploy.measure_latency`).
 
     Raises:
-        ConfigError: unknown runtime, or onnxruntime is not installed.
+        ConfigError: unknown runtime or clock, or onnxruntime is not installed.
         ExportError: the module does not export to ONNX (``runtime="onnxruntime"``).
     """
-    return measure_latency(module, x, runtime, threads, n_warmup, n_runs)
+    return measure_latency(module, x, runtime, threads, n_warmup, n_runs, clock)
 
 
 def network_latency(
@@ -45,6 +53,7 @@ def network_latency(
     n_runs: int = 5,
     runtime: str = "torch",
     threads: int | None = None,
+    clock: str = "wall",
 ) -> Callable[[Mapping[str, Any]], float]:
     """Returns ``arch -> ms``: extracts the sub-network and times a forward of ``batch`` images
     on ``runtime`` (wrap it in :class:`~nasforge.ofa.latency.MemoizedCost` to measure each
@@ -56,7 +65,7 @@ def network_latency(
         side = space.resolution(arch)
         model = extract(supernet, arch)
         x = torch.randn(batch, spec.in_channels, side, side)
-        return time_module(model, x, n_warmup, n_runs, runtime, threads)
+        return time_module(model, x, n_warmup, n_runs, runtime, threads, clock)
 
     return measure
 
@@ -67,6 +76,7 @@ def layer_latency(
     n_runs: int = 5,
     runtime: str = "torch",
     threads: int | None = None,
+    clock: str = "wall",
 ) -> Callable[[LayerShape], float]:
     """Returns ``shape -> ms``: builds one layer of that shape and times it on ``runtime``
     (for the lookup table)."""
@@ -74,6 +84,42 @@ def layer_latency(
     def measure(shape: LayerShape) -> float:
         layer = build_layer(shape)
         x = torch.randn(batch, shape.cin, shape.side, shape.side)
-        return time_module(layer, x, n_warmup, n_runs, runtime, threads)
+        return time_module(layer, x, n_warmup, n_runs, runtime, threads, clock)
+
+    return measure
+
+
+def layer_latencies(
+    batch: int = 1,
+    n_warmup: int = 2,
+    n_runs: int = 5,
+    runtime: str = "torch",
+    threads: int | None = None,
+    clock: str = "wall",
+) -> Callable[[Iterable[LayerShape]], dict[LayerShape, float]]:
+    """Returns ``shapes -> {shape: ms}`` (for :meth:`LatencyTable.build_many`): builds every
+    layer, then times ``n_runs`` interleaved rounds, each calling every layer once in turn
+    after ``n_warmup`` untimed rounds; an entry is the median of its layer's ``n_runs`` times.
+
+    Raises:
+        ConfigError: unknown runtime or clock, the cpu clock with threads other than 1, or
+            onnxruntime is not installed.
+        ExportError: a layer does not export to ONNX (``runtime="onnxruntime"``).
+    """
+    check_clock(clock, threads)
+
+    def measure(shapes: Iterable[LayerShape]) -> dict[LayerShape, float]:
+        calls = {}
+        for shape in shapes:
+            x = torch.randn(batch, shape.cin, shape.side, shape.side)
+            calls[shape] = latency_call(build_layer(shape), x, runtime, threads)
+        for _ in range(n_warmup):
+            for call in calls.values():
+                call()
+        times: dict[LayerShape, list[float]] = {shape: [] for shape in calls}
+        for _ in range(n_runs):
+            for shape, call in calls.items():
+                times[shape].append(time_once(call, clock))
+        return {shape: statistics.median(t) for shape, t in times.items()}
 
     return measure
