@@ -15,7 +15,8 @@ an onnxruntime session of one thread (keys: ``mode`` (``measured`` by default, o
 (``wall`` by default, or ``cpu``: the calling thread's CPU time, with ``threads: 1``) and, for
 ``table``, ``calibrate``: how many sampled networks (``CALIBRATION_SEED`` on) are measured end
 to end to fit the table's scale and offset, ``CALIBRATE`` by default, 0 for the raw sum).
-The table's layers are timed interleaved (:func:`~nasforge.ofa.measure.layer_latencies`).
+The table's layers, and its calibration networks, are timed interleaved
+(:func:`~nasforge.ofa.measure.layer_latencies`, :func:`~nasforge.ofa.measure.network_latencies`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import torch
 
 from nasforge.errors import ConfigError, StoreError
 from nasforge.ofa.latency import LatencyTable, MemoizedCost, count_macs
-from nasforge.ofa.measure import layer_latencies, network_latency
+from nasforge.ofa.measure import layer_latencies, network_latencies, network_latency
 from nasforge.ofa.mobilenet import OFAMobileNetV3
 from nasforge.ofa.predictor import AccuracyPredictor
 from nasforge.ofa.spaces import OFASpec
@@ -100,9 +101,8 @@ def make_latency(
         table = LatencyTable(space)
         n = table.build_many(layer_latencies(**settings))
         if n_cal:
-            measure = network_latency(net, **settings)
             archs = [space.sample_dims(CALIBRATION_SEED + i) for i in range(n_cal)]
-            scale, offset = table.calibrate(archs, [measure(a) for a in archs])
+            scale, offset = table.calibrate(archs, network_latencies(net, archs, **settings))
             logger.info("latency table calibrated on %d networks: %.3f * sum + %.3f ms",
                         n_cal, scale, offset)  # fmt: skip
         logger.info("latency table: %d layer shapes measured", n)

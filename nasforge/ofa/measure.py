@@ -5,15 +5,16 @@ that serves the model (``runtime="onnxruntime"``: each network or layer exported
 verified, and timed in a session of ``threads`` threads; see :mod:`nasforge.run.deploy`),
 on the wall clock or the calling thread's CPU clock (``clock="cpu"``, one thread).
 
-:func:`layer_latencies` times a table's layers interleaved: every layer is prepared (exported,
-its session opened) first, then each timed round calls every layer once, so that a burst of
-load on the machine spreads over all entries instead of inflating the few timed during it.
+:func:`layer_latencies` times a table's layers interleaved (and :func:`network_latencies` the
+networks it is calibrated on): every model is prepared (exported, its session opened) first,
+then each timed round calls every one once, so that a burst of load on the machine, or of
+contention for its caches, spreads over all of them instead of inflating the few timed during
+it (on a loaded machine even the CPU clock of one burst of calls varies by a quarter).
 """
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -21,9 +22,15 @@ from torch import nn
 
 from nasforge.ofa.latency import LayerShape
 from nasforge.ofa.mobilenet import OFAMobileNetV3, build_layer, extract
-from nasforge.run.deploy import check_clock, latency_call, measure_latency, time_once
+from nasforge.run.deploy import check_clock, latency_call, measure_latency, time_interleaved
 
-__all__ = ["time_module", "network_latency", "layer_latency", "layer_latencies"]
+__all__ = [
+    "time_module",
+    "network_latency",
+    "network_latencies",
+    "layer_latency",
+    "layer_latencies",
+]
 
 
 def time_module(
@@ -113,13 +120,35 @@ def layer_latencies(
         for shape in shapes:
             x = torch.randn(batch, shape.cin, shape.side, shape.side)
             calls[shape] = latency_call(build_layer(shape), x, runtime, threads)
-        for _ in range(n_warmup):
-            for call in calls.values():
-                call()
-        times: dict[LayerShape, list[float]] = {shape: [] for shape in calls}
-        for _ in range(n_runs):
-            for shape, call in calls.items():
-                times[shape].append(time_once(call, clock))
-        return {shape: statistics.median(t) for shape, t in times.items()}
+        return time_interleaved(calls, n_warmup, n_runs, clock)
 
     return measure
+
+
+def network_latencies(
+    supernet: OFAMobileNetV3,
+    archs: Sequence[Mapping[str, Any]],
+    batch: int = 1,
+    n_warmup: int = 2,
+    n_runs: int = 5,
+    runtime: str = "torch",
+    threads: int | None = None,
+    clock: str = "wall",
+) -> list[float]:
+    """Returns the latency (ms) of each of ``archs``' sub-networks, timed interleaved like
+    :func:`layer_latencies` (what a table is calibrated and judged on).
+
+    Raises:
+        ConfigError: unknown runtime or clock, the cpu clock with threads other than 1, or
+            onnxruntime is not installed.
+        ExportError: a sub-network does not export to ONNX (``runtime="onnxruntime"``).
+    """
+    check_clock(clock, threads)
+    space = supernet.search_space()
+    calls = {}
+    for i, arch in enumerate(archs):
+        side = space.resolution(arch)
+        x = torch.randn(batch, space.spec.in_channels, side, side)
+        calls[i] = latency_call(extract(supernet, arch), x, runtime, threads)
+    times = time_interleaved(calls, n_warmup, n_runs, clock)
+    return [times[i] for i in range(len(archs))]

@@ -60,6 +60,7 @@ __all__ = [
     "measure_latency",
     "onnx_session",
     "time_call",
+    "time_interleaved",
     "time_once",
 ]
 
@@ -485,6 +486,22 @@ def time_call(call: Callable[[], Any], n_warmup: int, n_runs: int, clock: str = 
     for _ in range(n_warmup):
         call()
     return statistics.median(time_once(call, clock) for _ in range(n_runs))
+
+
+def time_interleaved(
+    calls: Mapping[Any, Callable[[], Any]], n_warmup: int, n_runs: int, clock: str = "wall"
+) -> dict[Any, float]:
+    """Returns {key: median ms of its call} over ``n_runs`` rounds that each call every one of
+    ``calls`` once in turn, after ``n_warmup`` untimed rounds: a burst of load on the machine
+    spreads over every key rather than inflating the few timed during it."""
+    for _ in range(n_warmup):
+        for call in calls.values():
+            call()
+    times: dict[Any, list[float]] = {key: [] for key in calls}
+    for _ in range(n_runs):
+        for key, call in calls.items():
+            times[key].append(time_once(call, clock))
+    return {key: statistics.median(t) for key, t in times.items()}
 
 
 def time_once(call: Callable[[], Any], clock: str = "wall") -> float:

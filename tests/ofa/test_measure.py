@@ -11,6 +11,7 @@ from nasforge.ofa.deploy import CALIBRATE, make_latency
 from nasforge.ofa.latency import LatencyTable, MemoizedCost, distinct_shapes
 from nasforge.ofa.measure import layer_latencies, layer_latency, network_latency
 from nasforge.ofa.mobilenet import OFAMobileNetV3
+from nasforge.run.deploy import time_interleaved
 from tests.ofa._runfile import ofa_run_file
 from tests.ofa.conftest import tiny_spec
 
@@ -71,6 +72,16 @@ def test_interleaved_layer_latencies_on_the_cpu_clock():
                                   "calibrate": 3})  # fmt: skip
     assert isinstance(table, LatencyTable) and table.scale > 0
     assert n() == len(distinct_shapes(space)) + 3 and table(space.largest()) > 0
+
+
+def test_time_interleaved_calls_every_model_once_per_round():
+    """time_interleaved warms up and then times rounds that each call every model once, in
+    turn, and returns one median per model."""
+    order: list[str] = []
+    calls = {k: (lambda k=k: order.append(k)) for k in "abc"}
+    got = time_interleaved(calls, n_warmup=1, n_runs=3, clock="cpu")
+    assert order == list("abc") * 4 and sorted(got) == ["a", "b", "c"]
+    assert all(ms >= 0 for ms in got.values())
 
 
 def test_latency_clock_settings_are_checked():
