@@ -15,8 +15,8 @@ an onnxruntime session of one thread (keys: ``mode`` (``measured`` by default, o
 (``wall`` by default, or ``cpu``: the calling thread's CPU time, with ``threads: 1``) and, for
 ``table``, ``calibrate``: how many sampled networks (``CALIBRATION_SEED`` on) are measured end
 to end to fit the table's scale and offset, ``CALIBRATE`` by default, 0 for the raw sum).
-The table's layers, and its calibration networks, are timed interleaved
-(:func:`~nasforge.ofa.measure.layer_latencies`, :func:`~nasforge.ofa.measure.network_latencies`).
+The table's layers and its calibration networks are timed in the same interleaved rounds
+(:func:`~nasforge.ofa.measure.table_latencies`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from typing import Any
 import torch
 
 from nasforge.errors import ConfigError, StoreError
-from nasforge.ofa.latency import LatencyTable, MemoizedCost, count_macs
-from nasforge.ofa.measure import layer_latencies, network_latencies, network_latency
+from nasforge.ofa.latency import LatencyTable, MemoizedCost, count_macs, distinct_shapes
+from nasforge.ofa.measure import network_latency, table_latencies
 from nasforge.ofa.mobilenet import OFAMobileNetV3
 from nasforge.ofa.predictor import AccuracyPredictor
 from nasforge.ofa.spaces import OFASpec
@@ -98,11 +98,12 @@ def make_latency(
         memo = MemoizedCost(space, network_latency(net, **settings))
         return memo, lambda: memo.n_measured
     if mode == "table":
-        table = LatencyTable(space)
-        n = table.build_many(layer_latencies(**settings))
+        archs = [space.sample_dims(CALIBRATION_SEED + i) for i in range(n_cal)]
+        shapes = distinct_shapes(space)
+        entries, measured = table_latencies(net, shapes, archs, **settings)
+        table, n = LatencyTable(space, entries), len(shapes)
         if n_cal:
-            archs = [space.sample_dims(CALIBRATION_SEED + i) for i in range(n_cal)]
-            scale, offset = table.calibrate(archs, network_latencies(net, archs, **settings))
+            scale, offset = table.calibrate(archs, measured)
             logger.info("latency table calibrated on %d networks: %.3f * sum + %.3f ms",
                         n_cal, scale, offset)  # fmt: skip
         logger.info("latency table: %d layer shapes measured", n)

@@ -5,10 +5,11 @@ that serves the model (``runtime="onnxruntime"``: each network or layer exported
 verified, and timed in a session of ``threads`` threads; see :mod:`nasforge.run.deploy`),
 on the wall clock or the calling thread's CPU clock (``clock="cpu"``, one thread).
 
-:func:`layer_latencies` times a table's layers interleaved (and :func:`network_latencies` the
-networks it is calibrated on): every model is prepared (exported, its session opened) first,
-then each timed round calls every one once, so that a burst of load on the machine, or of
-contention for its caches, spreads over all of them instead of inflating the few timed during
+:func:`layer_latencies` times a table's layers interleaved (:func:`table_latencies` with the
+networks it is calibrated on, in the same rounds; :func:`network_latencies` networks alone):
+every model is prepared (exported, its session opened) first, then each timed round calls
+every one once, so that a burst of load on the machine, or of contention for its caches,
+spreads over all of them instead of inflating the few timed during
 it (on a loaded machine even the CPU clock of one burst of calls varies by a quarter).
 """
 
@@ -30,6 +31,7 @@ __all__ = [
     "network_latencies",
     "layer_latency",
     "layer_latencies",
+    "table_latencies",
 ]
 
 
@@ -116,13 +118,64 @@ def layer_latencies(
     check_clock(clock, threads)
 
     def measure(shapes: Iterable[LayerShape]) -> dict[LayerShape, float]:
-        calls = {}
-        for shape in shapes:
-            x = torch.randn(batch, shape.cin, shape.side, shape.side)
-            calls[shape] = latency_call(build_layer(shape), x, runtime, threads)
+        calls = _layer_calls(shapes, batch, runtime, threads)
         return time_interleaved(calls, n_warmup, n_runs, clock)
 
     return measure
+
+
+def _layer_calls(
+    shapes: Iterable[LayerShape], batch: int, runtime: str, threads: int | None
+) -> dict[Any, Callable[[], Any]]:
+    calls: dict[Any, Callable[[], Any]] = {}
+    for shape in shapes:
+        x = torch.randn(batch, shape.cin, shape.side, shape.side)
+        calls[shape] = latency_call(build_layer(shape), x, runtime, threads)
+    return calls
+
+
+def _network_calls(
+    supernet: OFAMobileNetV3,
+    archs: Sequence[Mapping[str, Any]],
+    batch: int,
+    runtime: str,
+    threads: int | None,
+) -> dict[Any, Callable[[], Any]]:
+    space = supernet.search_space()
+    calls: dict[Any, Callable[[], Any]] = {}
+    for i, arch in enumerate(archs):
+        side = space.resolution(arch)
+        x = torch.randn(batch, space.spec.in_channels, side, side)
+        calls[i] = latency_call(extract(supernet, arch), x, runtime, threads)
+    return calls
+
+
+def table_latencies(
+    supernet: OFAMobileNetV3,
+    shapes: Sequence[LayerShape],
+    archs: Sequence[Mapping[str, Any]],
+    batch: int = 1,
+    n_warmup: int = 2,
+    n_runs: int = 5,
+    runtime: str = "torch",
+    threads: int | None = None,
+    clock: str = "wall",
+) -> tuple[dict[LayerShape, float], list[float]]:
+    """Returns ({shape: ms} of ``shapes``' layers, [ms] of ``archs``' sub-networks), all timed
+    in the same interleaved rounds: a table and the networks it is calibrated on, measured
+    under the same conditions.
+
+    Raises:
+        ConfigError: unknown runtime or clock, the cpu clock with threads other than 1, or
+            onnxruntime is not installed.
+        ExportError: a layer or sub-network does not export to ONNX.
+    """
+    check_clock(clock, threads)
+    calls = _layer_calls(shapes, batch, runtime, threads)
+    nets = _network_calls(supernet, archs, batch, runtime, threads)
+    calls.update({("net", i): call for i, call in nets.items()})
+    times = time_interleaved(calls, n_warmup, n_runs, clock)
+    return {s: times[s] for s in shapes}, [times[("net", i)] for i in range(len(archs))]
 
 
 def network_latencies(
@@ -144,11 +197,6 @@ def network_latencies(
         ExportError: a sub-network does not export to ONNX (``runtime="onnxruntime"``).
     """
     check_clock(clock, threads)
-    space = supernet.search_space()
-    calls = {}
-    for i, arch in enumerate(archs):
-        side = space.resolution(arch)
-        x = torch.randn(batch, space.spec.in_channels, side, side)
-        calls[i] = latency_call(extract(supernet, arch), x, runtime, threads)
+    calls = _network_calls(supernet, archs, batch, runtime, threads)
     times = time_interleaved(calls, n_warmup, n_runs, clock)
     return [times[i] for i in range(len(archs))]
