@@ -19,7 +19,10 @@ built on onnxruntime predicts onnxruntime's measured end-to-end latency (issue 5
   absolute relative error. The table is built in this run as a deployment search builds it
   (:func:`nasforge.ofa.deploy.make_latency`, ``mode: table``): every distinct layer shape
   timed interleaved, then calibrated (``scale * sum + offset``) on ``calibrate`` other
-  sampled networks (seeds from ``CALIBRATION_SEED``; the evaluated ones are seeds 10000 on).
+  sampled networks (seeds from ``CALIBRATION_SEED``; the evaluated ones are seeds 10000 on),
+  timed in the same rounds; here the evaluated networks are timed in those rounds too, since
+  on a loaded machine the level of the CPU clock drifts by a fifth between phases minutes
+  apart (which would count as the table's error).
   ``raw`` gives rho and the error of the uncalibrated sum; ``load`` the 1-minute load average
   before and after.
 - ``onnxruntime_over_torch``: the median over the same sub-networks of onnxruntime's latency
@@ -50,9 +53,9 @@ import torch
 
 from nasforge import hub
 from nasforge.errors import NasforgeError
-from nasforge.ofa.deploy import CALIBRATE, make_latency
-from nasforge.ofa.latency import LatencyTable
-from nasforge.ofa.measure import network_latencies
+from nasforge.ofa.deploy import CALIBRATE, CALIBRATION_SEED
+from nasforge.ofa.latency import LatencyTable, distinct_shapes
+from nasforge.ofa.measure import network_latencies, table_latencies
 from nasforge.ofa.mobilenet import OFAMobileNetV3, extract
 from nasforge.ofa.spaces import small_spec
 from nasforge.run.deploy import FORMATS, TOLERANCE, export_model
@@ -184,15 +187,16 @@ def table_vs_measured(n: int, repeats: int, calibrate: int = CALIBRATE) -> dict[
     space = net.search_space()
     load = [round(os.getloadavg()[0], 2)]
     t = time.perf_counter()
-    setting = {"mode": "table", "runtime": "onnxruntime", "threads": 1, "n_runs": repeats,
-               "clock": "cpu", "calibrate": calibrate}  # fmt: skip
-    table, n_measured = make_latency(net, setting)
-    table_s = time.perf_counter() - t
-    assert isinstance(table, LatencyTable)  # what make_latency returns in table mode
-    scale, offset = table.scale, table.offset
+    cal = [space.sample_dims(CALIBRATION_SEED + i) for i in range(calibrate)]
     archs = [space.sample_dims(10_000 + i) for i in range(n)]
-    on = {"n_runs": repeats, "threads": 1, "clock": "cpu"}
-    meas = network_latencies(net, archs, runtime="onnxruntime", **on)
+    on: dict[str, Any] = {"n_runs": repeats, "threads": 1, "clock": "cpu"}
+    # make_latency's table mode, with the evaluated networks timed in the same rounds
+    shapes = distinct_shapes(space)
+    entries, measured = table_latencies(net, shapes, cal + archs, runtime="onnxruntime", **on)
+    table = LatencyTable(space, entries)
+    scale, offset = table.calibrate(cal, measured[:calibrate]) if calibrate else (1.0, 0.0)
+    table_s = time.perf_counter() - t
+    meas = measured[calibrate:]
     eager = network_latencies(net, archs, runtime="torch", **on)
     ratio = [m / e for m, e in zip(meas, eager, strict=True)]
     pred = [table(a) for a in archs]
@@ -217,7 +221,7 @@ def table_vs_measured(n: int, repeats: int, calibrate: int = CALIBRATE) -> dict[
             },
             "clock": "cpu",
             "n_subnets": n,
-            "n_layer_shapes": n_measured() - calibrate,
+            "n_layer_shapes": len(shapes),
             "table_seconds": round(table_s, 1),
             "repeats": repeats,
             "load": load,
