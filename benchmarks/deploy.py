@@ -13,9 +13,18 @@ built on onnxruntime predicts onnxruntime's measured end-to-end latency (issue 5
   verified difference over them (target 1e-4, fp32);
   ``failures`` names each export that failed, in one line.
 - ``table_vs_measured``: for ``--n-ofa`` random sub-networks of the same supernet, the layer
-  table's prediction (every distinct layer shape timed on onnxruntime, built in this run)
-  against measured end-to-end latency on onnxruntime, both with 1 thread, batch 1, medians
-  of ``--repeats`` calls: Spearman rho and the median absolute relative error.
+  table's prediction against measured end-to-end latency on onnxruntime, both with 1 thread,
+  batch 1, medians of ``--repeats`` calls on the calling thread's CPU clock (``clock``; the
+  wall clock's medians on a loaded machine measure the scheduler): Spearman rho and the median
+  absolute relative error. The table is built in this run as a deployment search builds it
+  (:func:`nasforge.ofa.deploy.make_latency`, ``mode: table``): every distinct layer shape
+  timed interleaved, then calibrated (``scale * sum + offset``) on ``calibrate`` other
+  sampled networks (seeds from ``CALIBRATION_SEED``; the evaluated ones are seeds 10000 on),
+  timed in the same rounds; here the evaluated networks are timed in those rounds too, since
+  on a loaded machine the level of the CPU clock drifts by a fifth between phases minutes
+  apart (which would count as the table's error).
+  ``raw`` gives rho and the error of the uncalibrated sum; ``load`` the 1-minute load average
+  before and after.
 - ``onnxruntime_over_torch``: the median over the same sub-networks of onnxruntime's latency
   over eager PyTorch's (1 thread each).
 - ``nni_equal``: NNI conformance, from ``nni_equal`` of ``benchmarks/nni_equal.py``
@@ -32,6 +41,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import statistics
 import sys
 import tempfile
@@ -43,11 +53,12 @@ import torch
 
 from nasforge import hub
 from nasforge.errors import NasforgeError
-from nasforge.ofa.latency import LatencyTable
-from nasforge.ofa.measure import layer_latency, network_latency
+from nasforge.ofa.deploy import CALIBRATE, CALIBRATION_SEED
+from nasforge.ofa.latency import LatencyTable, distinct_shapes
+from nasforge.ofa.measure import network_latencies, table_latencies
 from nasforge.ofa.mobilenet import OFAMobileNetV3, extract
 from nasforge.ofa.spaces import small_spec
-from nasforge.run.deploy import FORMATS, TOLERANCE, export_model, measure_latency
+from nasforge.run.deploy import FORMATS, TOLERANCE, export_model
 from nasforge.space.model_space import freeze
 from nasforge.spaces import DigitsCNN
 
@@ -169,34 +180,51 @@ def _spearman(a: list[float], b: list[float]) -> float:
     return cov / (va * vb) if va and vb else float("nan")
 
 
-def table_vs_measured(n: int, repeats: int) -> dict[str, Any]:
+def table_vs_measured(n: int, repeats: int, calibrate: int = CALIBRATE) -> dict[str, Any]:
     """Returns table_vs_measured and onnxruntime_over_torch for ``n`` random sub-networks."""
     torch.manual_seed(0)
     net = OFAMobileNetV3(small_spec("ofa")).eval()
     space = net.search_space()
+    load = [round(os.getloadavg()[0], 2)]
     t = time.perf_counter()
-    table = LatencyTable(space)
-    n_shapes = table.build(layer_latency(1, n_runs=repeats, runtime="onnxruntime", threads=1))
-    table_s = time.perf_counter() - t
-    measured = network_latency(net, 1, n_runs=repeats, runtime="onnxruntime", threads=1)
+    cal = [space.sample_dims(CALIBRATION_SEED + i) for i in range(calibrate)]
     archs = [space.sample_dims(10_000 + i) for i in range(n)]
-    pred, meas, ratio = [], [], []
-    for arch in archs:
-        ms = measured(arch)
-        eager = measure_latency(extract(net, arch), torch.randn(1, 1, 28, 28), "torch", 1,
-                                n_runs=repeats)  # fmt: skip
-        pred.append(table.predict(arch))
-        meas.append(ms)
-        ratio.append(ms / eager)
-    errors = [abs(p - m) / m for p, m in zip(pred, meas, strict=True)]
+    on: dict[str, Any] = {"n_runs": repeats, "threads": 1, "clock": "cpu"}
+    # make_latency's table mode, with the evaluated networks timed in the same rounds
+    shapes = distinct_shapes(space)
+    entries, measured = table_latencies(net, shapes, cal + archs, runtime="onnxruntime", **on)
+    table = LatencyTable(space, entries)
+    scale, offset = table.calibrate(cal, measured[:calibrate]) if calibrate else (1.0, 0.0)
+    table_s = time.perf_counter() - t
+    meas = measured[calibrate:]
+    eager = network_latencies(net, archs, runtime="torch", **on)
+    ratio = [m / e for m, e in zip(meas, eager, strict=True)]
+    pred = [table(a) for a in archs]
+    sums = [(p - offset) / scale for p in pred]
+    load.append(round(os.getloadavg()[0], 2))
+
+    def error(p: list[float]) -> float:
+        return round(statistics.median(abs(a - b) / b for a, b in zip(p, meas, strict=True)), 4)
+
     return {
         "table_vs_measured": {
             "spearman_rho": round(_spearman(pred, meas), 4),
-            "median_abs_rel_error": round(statistics.median(errors), 4),
+            "median_abs_rel_error": error(pred),
+            "raw": {
+                "spearman_rho": round(_spearman(sums, meas), 4),
+                "median_abs_rel_error": error(sums),
+            },
+            "calibration": {
+                "networks": calibrate,
+                "scale": round(scale, 4),
+                "offset_ms": round(offset, 4),
+            },
+            "clock": "cpu",
             "n_subnets": n,
-            "n_layer_shapes": n_shapes,
+            "n_layer_shapes": len(shapes),
             "table_seconds": round(table_s, 1),
             "repeats": repeats,
+            "load": load,
             "measured_ms_median": round(statistics.median(meas), 4),
             "predicted_ms_median": round(statistics.median(pred), 4),
         },

@@ -11,7 +11,12 @@ Latency      ``measured``   wall time of the extracted sub-network, memoized by 
 Latency is measured on eager PyTorch unless the setting is a mapping naming another runtime:
 ``latency: {runtime: onnxruntime, threads: 1}`` measures each sub-network exported to ONNX in
 an onnxruntime session of one thread (keys: ``mode`` (``measured`` by default, or ``table``),
-``runtime`` (``torch`` or ``onnxruntime``), ``threads``, ``batch``, ``n_runs``).
+``runtime`` (``torch`` or ``onnxruntime``), ``threads``, ``batch``, ``n_runs``, ``clock``
+(``wall`` by default, or ``cpu``: the calling thread's CPU time, with ``threads: 1``) and, for
+``table``, ``calibrate``: how many sampled networks (``CALIBRATION_SEED`` on) are measured end
+to end to fit the table's scale and offset, ``CALIBRATE`` by default, 0 for the raw sum).
+The table's layers and its calibration networks are timed in the same interleaved rounds
+(:func:`~nasforge.ofa.measure.table_latencies`).
 """
 
 from __future__ import annotations
@@ -25,18 +30,20 @@ from typing import Any
 import torch
 
 from nasforge.errors import ConfigError, StoreError
-from nasforge.ofa.latency import LatencyTable, MemoizedCost, count_macs
-from nasforge.ofa.measure import layer_latency, network_latency
+from nasforge.ofa.latency import LatencyTable, MemoizedCost, count_macs, distinct_shapes
+from nasforge.ofa.measure import network_latency, table_latencies
 from nasforge.ofa.mobilenet import OFAMobileNetV3
 from nasforge.ofa.predictor import AccuracyPredictor
 from nasforge.ofa.spaces import OFASpec
 from nasforge.ofa.train import evaluate
-from nasforge.run.deploy import RUNTIMES
+from nasforge.run.deploy import RUNTIMES, check_clock
 from nasforge.runtime.distributed import ONE, Ranks
 
 __all__ = [
     "LATENCY_MODES",
     "LATENCY_KEYS",
+    "CALIBRATE",
+    "CALIBRATION_SEED",
     "ACCURACY_MODES",
     "make_latency",
     "make_accuracy",
@@ -52,7 +59,9 @@ ACCURACY_MODES = ("measured", "predictor")
 Score = Callable[[Mapping[str, Any]], float]
 
 
-LATENCY_KEYS = ("mode", "runtime", "threads", "batch", "n_runs")
+LATENCY_KEYS = ("mode", "runtime", "threads", "batch", "n_runs", "clock", "calibrate")
+CALIBRATE = 8  # networks measured end to end to calibrate a latency table
+CALIBRATION_SEED = 1_000_000  # their sample seeds: CALIBRATION_SEED, +1, ...
 
 
 def make_latency(
@@ -67,25 +76,38 @@ def make_latency(
         ConfigError: unknown mode, runtime or key.
     """
     space = net.search_space()
-    runtime, threads = "torch", None
+    runtime, threads, clock, n_cal = "torch", None, "wall", CALIBRATE
     if isinstance(mode, Mapping):
         unknown = sorted(set(mode) - set(LATENCY_KEYS))
         if unknown:
             raise ConfigError(f"unknown latency settings {unknown}; known: {list(LATENCY_KEYS)}")
         runtime, threads = mode.get("runtime", "torch"), mode.get("threads")
         batch, n_runs = mode.get("batch", batch), mode.get("n_runs", n_runs)
+        clock, n_cal = mode.get("clock", clock), mode.get("calibrate", n_cal)
         mode = mode.get("mode", "measured")
         if runtime not in RUNTIMES:
             raise ConfigError(f"latency runtime {runtime!r} is not one of {RUNTIMES}")
+        check_clock(clock, threads)
+        if not isinstance(n_cal, int) or n_cal == 1 or n_cal < 0:
+            raise ConfigError(f"latency calibrate {n_cal!r} is not 0 or a count of 2 or more "
+                              "networks; set 0 for the raw sum, or e.g. 8")  # fmt: skip
+    settings: dict[str, Any] = dict(
+        batch=batch, n_runs=n_runs, runtime=runtime, threads=threads, clock=clock
+    )
     if mode == "measured":
-        measure = network_latency(net, batch, n_runs=n_runs, runtime=runtime, threads=threads)
-        memo = MemoizedCost(space, measure)
+        memo = MemoizedCost(space, network_latency(net, **settings))
         return memo, lambda: memo.n_measured
     if mode == "table":
-        table = LatencyTable(space)
-        n = table.build(layer_latency(batch, n_runs=n_runs, runtime=runtime, threads=threads))
+        archs = [space.sample_dims(CALIBRATION_SEED + i) for i in range(n_cal)]
+        shapes = distinct_shapes(space)
+        entries, measured = table_latencies(net, shapes, archs, **settings)
+        table, n = LatencyTable(space, entries), len(shapes)
+        if n_cal:
+            scale, offset = table.calibrate(archs, measured)
+            logger.info("latency table calibrated on %d networks: %.3f * sum + %.3f ms",
+                        n_cal, scale, offset)  # fmt: skip
         logger.info("latency table: %d layer shapes measured", n)
-        return table.predict, lambda: n
+        return table, lambda: n + n_cal  # callable: predict
     if mode == "flops":
         return (lambda a: count_macs(space, a) / 1e6), lambda: 0
     raise ConfigError(f"latency mode {mode!r} is not one of {LATENCY_MODES}")

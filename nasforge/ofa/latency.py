@@ -195,15 +195,31 @@ def count_macs(space: OFASearchSpace, arch: Mapping[str, Any]) -> int:
 
 
 class LatencyTable:
-    """Returns predicted latency (ms) of sub-networks as the sum of per-layer measurements.
+    """Returns predicted latency (ms) of sub-networks: ``scale * (sum of per-layer
+    measurements) + offset``, the two fitted by :meth:`calibrate` (1 and 0 until then).
+
+    Each entry is one whole layer as the network has it (an inverted residual with its
+    convolutions, batch norms, activations and shortcut), so a runtime fuses inside it as it
+    does in the network. What the sum cannot know, the calibration absorbs: every entry pays
+    one call of the runtime (session overhead, input and output copies) that the network pays
+    once, and layers run back to back share caches. ``calibrate`` fits the line through a few
+    networks measured end to end; it keeps the table's ranking and corrects its level.
 
     Invariants: each distinct shape is measured at most once; ``predict`` of an architecture is
-    the sum of its layers' entries; ``to_dict``/``from_dict`` round-trip.
+    ``scale`` times the sum of its layers' entries plus ``offset``, with ``scale > 0``;
+    ``to_dict``/``from_dict`` round-trip.
     """
 
-    def __init__(self, space: OFASearchSpace, entries: Mapping[LayerShape, float] | None = None):
+    def __init__(
+        self,
+        space: OFASearchSpace,
+        entries: Mapping[LayerShape, float] | None = None,
+        scale: float = 1.0,
+        offset: float = 0.0,
+    ):
         self.space = space
         self.entries: dict[LayerShape, float] = dict(entries or {})
+        self.scale, self.offset = float(scale), float(offset)
 
     def build(
         self, measure: Callable[[LayerShape], float], shapes: Iterable[LayerShape] = ()
@@ -215,6 +231,56 @@ class LatencyTable:
                 self.entries[shape] = float(measure(shape))
                 n += 1
         return n
+
+    def build_many(
+        self,
+        measure: Callable[[list[LayerShape]], Mapping[LayerShape, float]],
+        shapes: Iterable[LayerShape] = (),
+    ) -> int:
+        """Measures every shape not yet in the table in one call of ``measure`` (``shapes ->
+        {shape: ms}``, e.g. :func:`~nasforge.ofa.measure.layer_latencies`, which interleaves
+        them); returns how many were measured.
+
+        Raises:
+            ConfigError: ``measure`` left a shape out.
+        """
+        todo = [s for s in list(shapes) or distinct_shapes(self.space) if s not in self.entries]
+        got = measure(todo) if todo else {}
+        lacking = [s for s in todo if s not in got]
+        if lacking:
+            raise ConfigError(f"the layer measurement returned no time for {lacking[0]} "
+                              f"({len(lacking)} of {len(todo)} shapes lack one)")  # fmt: skip
+        self.entries.update((s, float(got[s])) for s in todo)
+        return len(todo)
+
+    def calibrate(
+        self, archs: Sequence[Mapping[str, Any]], measured: Sequence[float]
+    ) -> tuple[float, float]:
+        """Fits ``scale`` and ``offset`` (least squares) so that predictions match
+        ``measured``, the end-to-end latencies (ms) of ``archs``; returns them. Use networks
+        other than those the table is judged on.
+
+        Raises:
+            ConfigError: fewer than two networks, lengths differ, their layer sums are all
+                equal, or the fitted scale is not positive (the measurements are noise).
+        """
+        if len(archs) != len(measured) or len(archs) < 2:
+            raise ConfigError(f"calibration needs two or more networks with one measured "
+                              f"latency each; got {len(archs)} and {len(measured)}")  # fmt: skip
+        self.scale, self.offset = 1.0, 0.0
+        sums = [self.predict(a) for a in archs]
+        mx, my = sum(sums) / len(sums), sum(measured) / len(measured)
+        var = sum((x - mx) ** 2 for x in sums)
+        cov = sum((x - mx) * (y - my) for x, y in zip(sums, measured, strict=True))
+        if var == 0 or cov <= 0:
+            raise ConfigError(
+                f"cannot calibrate the latency table: over {len(archs)} networks the measured "
+                f"latency does not grow with the table's sum (covariance {cov:.3g}, variance "
+                f"{var:.3g}); measure more, or more varied, networks with more runs"
+            )
+        self.scale = cov / var
+        self.offset = my - self.scale * mx
+        return self.scale, self.offset
 
     def predict(self, arch: Mapping[str, Any]) -> float:
         """Returns the predicted latency of ``arch`` in milliseconds.
@@ -231,13 +297,17 @@ class LatencyTable:
                     f"layer shape {shape} is not in the latency table ({len(self.entries)} "
                     "entries); call LatencyTable.build(measure) for this space first"
                 ) from None
-        return total
+        return self.scale * total + self.offset
 
     __call__ = predict
 
     def to_dict(self) -> dict[str, Any]:
-        """Returns the table as JSON-able data (shape key -> ms)."""
-        return {s.key(): ms for s, ms in self.entries.items()}
+        """Returns the table as JSON-able data (shape key -> ms, and ``calibration``:
+        {scale, offset} once calibrated)."""
+        data: dict[str, Any] = {s.key(): ms for s, ms in self.entries.items()}
+        if (self.scale, self.offset) != (1.0, 0.0):
+            data["calibration"] = {"scale": self.scale, "offset": self.offset}
+        return data
 
     @classmethod
     def from_dict(cls, space: OFASearchSpace, data: Mapping[str, Any]) -> LatencyTable:
@@ -246,7 +316,9 @@ class LatencyTable:
         if data.get("format") == PublishedLatencyTable.FORMAT:
             tables = {int(r): dict(t) for r, t in data["tables"].items()}
             return PublishedLatencyTable(space, tables)
-        return cls(space, {LayerShape.from_key(k): float(v) for k, v in data.items()})
+        cal = data.get("calibration") or {}
+        entries = {LayerShape.from_key(k): float(v) for k, v in data.items() if k != "calibration"}
+        return cls(space, entries, cal.get("scale", 1.0), cal.get("offset", 0.0))
 
     @classmethod
     def from_ofa_yaml(
@@ -357,6 +429,14 @@ class PublishedLatencyTable(LatencyTable):
             ConfigError: always.
         """
         raise ConfigError("a published latency table cannot be measured; build a LatencyTable")
+
+    def calibrate(self, archs: Sequence[Mapping[str, Any]], measured: Sequence[float]):
+        """Refuses: published tables are once-for-all's sums, term by term.
+
+        Raises:
+            ConfigError: always.
+        """
+        raise ConfigError("a published latency table is not calibrated; build a LatencyTable")
 
     def predict(self, arch: Mapping[str, Any]) -> float:
         """Returns the latency of ``arch`` (ms) summed from its resolution's table.

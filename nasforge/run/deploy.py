@@ -19,7 +19,12 @@ and renamed only once it passes, so a failed export leaves nothing behind.
 Latency (:func:`measure_latency`): ``runtime="torch"`` times the eager module;
 ``runtime="onnxruntime"`` exports it to ONNX (verified) and times an onnxruntime session with
 ``threads`` intra-op threads. Both return the median of ``n_runs`` timed calls in
-milliseconds, after ``n_warmup`` untimed ones.
+milliseconds, after ``n_warmup`` untimed ones. The clock (``CLOCKS``) is ``wall`` (elapsed
+time) or ``cpu``: the CPU time of the calling thread, which with one thread is the thread that
+computes (neither runtime starts a pool for one thread), so it is the latency the call has on
+a core of its own, unaffected by other processes taking the core from it; on a shared, loaded
+machine the wall clock's medians mostly measure the scheduler (see ``docs/deploy.md``).
+:func:`latency_call` returns the prepared call, to time several models interleaved.
 """
 
 from __future__ import annotations
@@ -47,15 +52,22 @@ __all__ = [
     "RUNTIMES",
     "SUFFIXES",
     "TOLERANCE",
+    "CLOCKS",
     "derive_example",
+    "check_clock",
+    "latency_call",
     "export_model",
     "measure_latency",
     "onnx_session",
+    "time_call",
+    "time_interleaved",
+    "time_once",
 ]
 
 FORMATS = ("onnx", "torchscript", "exported-program")
 SUFFIXES = {"onnx": ".onnx", "torchscript": ".ts", "exported-program": ".pt2"}
 RUNTIMES = ("torch", "onnxruntime")
+CLOCKS = ("wall", "cpu")
 TOLERANCE = 1e-4  # fp32: the largest absolute output difference an export may have
 
 log = logging.getLogger("nasforge.run")
@@ -390,18 +402,12 @@ def _dynamic(
         return False
 
 
-def measure_latency(
-    model: nn.Module,
-    x: torch.Tensor,
-    runtime: str = "torch",
-    threads: int | None = None,
-    n_warmup: int = 2,
-    n_runs: int = 5,
-) -> float:
-    """Returns the median wall time in milliseconds of ``model`` on ``x`` in ``runtime``
-    (``"torch"``: the eager module, no grad, with ``threads`` torch threads when given;
-    ``"onnxruntime"``: the model exported to ONNX and verified, in a session of ``threads``
-    threads, 1 when None).
+def latency_call(
+    model: nn.Module, x: torch.Tensor, runtime: str = "torch", threads: int | None = None
+) -> Callable[[], Any]:
+    """Returns a call that runs ``model`` once on ``x`` in ``runtime`` (``"torch"``: the eager
+    module, no grad, with ``threads`` torch threads when given; ``"onnxruntime"``: the model
+    exported to ONNX and verified, in a session of ``threads`` threads, 1 when None).
 
     Raises:
         ConfigError: unknown runtime; onnxruntime is not installed.
@@ -413,28 +419,94 @@ def measure_latency(
         raise ConfigError(f"latency runtime {runtime!r} is not one of {RUNTIMES}")
     model.eval()
     if runtime == "torch":
-        before = torch.get_num_threads()
-        if threads is not None:
-            torch.set_num_threads(threads)
-        try:
-            with torch.no_grad():
-                return _median(lambda: model(x), n_warmup, n_runs)
-        finally:
-            torch.set_num_threads(before)
+        want = threads
+
+        def call() -> Any:
+            before = torch.get_num_threads()
+            switch = want is not None and want != before
+            if want is not None and switch:
+                torch.set_num_threads(want)
+            try:
+                with torch.no_grad():
+                    return model(x)
+            finally:
+                if switch:
+                    torch.set_num_threads(before)
+
+        return call
     with tempfile.TemporaryDirectory(prefix="nasforge-ort-") as d:
         path = Path(d) / "model.onnx"
         export_model(model, path, "onnx", example=x, dynamo=False)
-        sess = onnx_session(path, threads=threads or 1)
-        feed = {sess.get_inputs()[0].name: x.numpy()}
-        return _median(lambda: sess.run(None, feed), n_warmup, n_runs)
+        sess = onnx_session(path, threads=threads or 1)  # holds the model: the file may go
+    feed = {sess.get_inputs()[0].name: x.numpy()}
+    return lambda: sess.run(None, feed)
 
 
-def _median(call: Callable[[], Any], n_warmup: int, n_runs: int) -> float:
+def check_clock(clock: str, threads: int | None) -> None:
+    """Checks that ``clock`` is one of ``CLOCKS`` and can time ``threads`` threads.
+
+    Raises:
+        ConfigError: an unknown clock, or ``cpu`` with more than one thread (the calling
+            thread's CPU time would miss the pool's work).
+    """
+    if clock not in CLOCKS:
+        raise ConfigError(f"latency clock {clock!r} is not one of {CLOCKS}")
+    if clock == "cpu" and threads != 1:
+        raise ConfigError(
+            f"the cpu clock times the calling thread, so it needs threads: 1 (got {threads}); "
+            "set threads: 1 or clock: wall"
+        )
+
+
+def measure_latency(
+    model: nn.Module,
+    x: torch.Tensor,
+    runtime: str = "torch",
+    threads: int | None = None,
+    n_warmup: int = 2,
+    n_runs: int = 5,
+    clock: str = "wall",
+) -> float:
+    """Returns the median time in milliseconds of ``model`` on ``x`` in ``runtime`` (see
+    :func:`latency_call`) on ``clock`` (``wall``, or ``cpu``: the calling thread's CPU time,
+    for ``threads=1``).
+
+    Raises:
+        ConfigError: unknown runtime or clock, the cpu clock with threads other than 1;
+            onnxruntime is not installed.
+        ExportError: the model does not export to ONNX.
+    """
+    check_clock(clock, threads)
+    return time_call(latency_call(model, x, runtime, threads), n_warmup, n_runs, clock)
+
+
+def time_call(call: Callable[[], Any], n_warmup: int, n_runs: int, clock: str = "wall") -> float:
+    """Returns the median time of ``n_runs`` calls of ``call`` in milliseconds on ``clock``,
+    after ``n_warmup`` untimed ones."""
     for _ in range(n_warmup):
         call()
-    times = []
+    return statistics.median(time_once(call, clock) for _ in range(n_runs))
+
+
+def time_interleaved(
+    calls: Mapping[Any, Callable[[], Any]], n_warmup: int, n_runs: int, clock: str = "wall"
+) -> dict[Any, float]:
+    """Returns {key: median ms of its call} over ``n_runs`` rounds that each call every one of
+    ``calls`` once in turn, after ``n_warmup`` untimed rounds: a burst of load on the machine
+    spreads over every key rather than inflating the few timed during it."""
+    for _ in range(n_warmup):
+        for call in calls.values():
+            call()
+    times: dict[Any, list[float]] = {key: [] for key in calls}
     for _ in range(n_runs):
-        t = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - t) * 1000)
-    return statistics.median(times)
+        for key, call in calls.items():
+            times[key].append(time_once(call, clock))
+    return {key: statistics.median(t) for key, t in times.items()}
+
+
+def time_once(call: Callable[[], Any], clock: str = "wall") -> float:
+    """Returns the time of one call of ``call`` in milliseconds on ``clock`` (``CLOCKS``)."""
+    now = time.thread_time if clock == "cpu" else time.perf_counter
+    t = now()
+    call()
+    return (now() - t) * 1000

@@ -63,6 +63,47 @@ def test_latency_table_sums_layers_and_measures_each_shape_once():
         LatencyTable(space).predict(arch)
 
 
+def test_calibration_recovers_a_per_call_overhead_and_round_trips():
+    """Entries that each pay a per-call overhead the network pays once are calibrated back:
+    the fit on a few networks recovers scale and offset, predicts other networks exactly,
+    keeps their ranks, and survives to_dict/from_dict."""
+    space = OFASearchSpace(OFASpec(depths=(3,)))  # one depth: a fixed number of layers
+    overhead = 0.05  # what every isolated layer call pays, and the network pays once
+
+    def true_ms(arch) -> float:  # 1.5x the layers' own time: what the network measures
+        return 1.5 * count_macs(space, arch) / 1e6 + overhead
+
+    table = LatencyTable(space)
+    table.build_many(lambda shapes: {s: s.macs() / 1e6 + overhead for s in shapes})
+    cal = [space.sample(i) for i in range(4)]
+    raw = [table.predict(a) for a in cal]
+    scale, offset = table.calibrate(cal, [true_ms(a) for a in cal])
+    n_layers = len(layer_shapes(space, cal[0]))
+    assert scale == pytest.approx(1.5) and offset == pytest.approx(overhead * (1 - 1.5 * n_layers))
+    others = [space.sample(i) for i in range(10, 16)]
+    for arch in others:
+        assert table.predict(arch) == pytest.approx(true_ms(arch))
+    assert [table.predict(a) for a in cal] != raw
+    again = LatencyTable.from_dict(space, table.to_dict())
+    assert (again.scale, again.offset) == (scale, offset)
+    assert again.predict(others[0]) == table.predict(others[0])
+
+
+def test_calibration_refuses_too_few_or_unrelated_measurements():
+    """Fewer than two networks, or measurements that fall as the sum grows, are one
+    ConfigError each; a table's build_many refuses a measurement that leaves a shape out."""
+    space = OFASearchSpace(OFASpec(coupling="compofa"))
+    table = LatencyTable(space)
+    table.build(lambda s: s.macs() / 1e6)
+    a, b = space.smallest(), space.largest()
+    with pytest.raises(ConfigError, match="two or more networks"):
+        table.calibrate([a], [1.0])
+    with pytest.raises(ConfigError, match="does not grow with the table's sum"):
+        table.calibrate([a, b], [2.0, 1.0])
+    with pytest.raises(ConfigError, match="returned no time for"):
+        LatencyTable(space).build_many(lambda shapes: {})
+
+
 def test_memoized_cost_counts_distinct_networks():
     """Equal networks (different inactive labels) are measured once."""
     space = OFASearchSpace(OFASpec())

@@ -7,10 +7,11 @@ import logging
 import pytest
 
 from nasforge.errors import ConfigError
-from nasforge.ofa.deploy import make_latency
+from nasforge.ofa.deploy import CALIBRATE, make_latency
 from nasforge.ofa.latency import LatencyTable, MemoizedCost, distinct_shapes
-from nasforge.ofa.measure import layer_latency, network_latency
+from nasforge.ofa.measure import layer_latencies, layer_latency, network_latency
 from nasforge.ofa.mobilenet import OFAMobileNetV3
+from nasforge.run.deploy import time_interleaved
 from tests.ofa._runfile import ofa_run_file
 from tests.ofa.conftest import tiny_spec
 
@@ -59,15 +60,54 @@ def test_make_latency_refuses_an_unknown_runtime_or_key():
         make_latency(net, {"runtime": "onnxruntime", "cores": 2})
 
 
+def test_interleaved_layer_latencies_on_the_cpu_clock():
+    """layer_latencies times every shape it is given, on the calling thread's CPU clock, and
+    a table built from it is calibrated on end-to-end networks by make_latency."""
+    net = OFAMobileNetV3(tiny_spec("compofa"))
+    space = net.search_space()
+    shapes = distinct_shapes(space)[:4]
+    got = layer_latencies(n_warmup=0, n_runs=2, threads=1, clock="cpu")(shapes)
+    assert list(got) == shapes and all(ms > 0 for ms in got.values())
+    table, n = make_latency(net, {"mode": "table", "threads": 1, "n_runs": 1, "clock": "cpu",
+                                  "calibrate": 3})  # fmt: skip
+    assert isinstance(table, LatencyTable) and table.scale > 0
+    assert n() == len(distinct_shapes(space)) + 3 and table(space.largest()) > 0
+
+
+def test_time_interleaved_calls_every_model_once_per_round():
+    """time_interleaved warms up and then times rounds that each call every model once, in
+    turn, and returns one median per model."""
+    order: list[str] = []
+    calls = {k: (lambda k=k: order.append(k)) for k in "abc"}
+    got = time_interleaved(calls, n_warmup=1, n_runs=3, clock="cpu")
+    assert order == list("abc") * 4 and sorted(got) == ["a", "b", "c"]
+    assert all(ms >= 0 for ms in got.values())
+
+
+def test_latency_clock_settings_are_checked():
+    """An unknown clock, the cpu clock with several threads and a calibration of one network
+    are one ConfigError each, naming the value."""
+    net = OFAMobileNetV3(tiny_spec("compofa"))
+    with pytest.raises(ConfigError, match="clock 'gpu' is not one of"):
+        make_latency(net, {"clock": "gpu", "threads": 1})
+    with pytest.raises(ConfigError, match="needs threads: 1 \\(got 2\\)"):
+        make_latency(net, {"clock": "cpu", "threads": 2})
+    with pytest.raises(ConfigError, match="calibrate 1 is not 0"):
+        make_latency(net, {"mode": "table", "calibrate": 1})
+    with pytest.raises(ConfigError, match="needs threads: 1"):
+        layer_latencies(clock="cpu")
+
+
 @pytest.mark.slow
 def test_onnxruntime_latency_table_and_measured_latency():
     """On onnxruntime (1 thread) the layer table times every distinct shape as an ONNX model
-    and measured latency is memoized per configuration, both positive."""
+    (and the calibration networks end to end), and measured latency is memoized per
+    configuration, both positive."""
     net = OFAMobileNetV3(tiny_spec("compofa"))
     space = net.search_space()
     table, n = make_latency(net, {"mode": "table", "runtime": "onnxruntime", "threads": 1,
                                   "n_runs": 1})  # fmt: skip
-    assert n() == len(distinct_shapes(space)) and table(space.largest()) > 0
+    assert n() == len(distinct_shapes(space)) + CALIBRATE and table(space.largest()) > 0
     measured, n = make_latency(net, {"runtime": "onnxruntime", "threads": 1, "n_runs": 1})
     assert measured(space.smallest()) > 0 and measured(space.smallest()) and n() == 1
 
