@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -194,9 +194,12 @@ def train_arch(
     train: Split,
     test: Split,
     val: Split | None = None,
+    report: Callable[[float], None] | None = None,
 ) -> dict[str, Any]:
     """Returns ``{"test": accuracy, "val": accuracy or None, "val_curve": [per epoch]}`` of
-    ``arch`` trained from scratch with ``seed`` by the recipe on ``train``."""
+    ``arch`` trained from scratch with ``seed`` by the recipe on ``train``; ``report`` (with
+    ``val``) gets each epoch's validation accuracy as it is measured (an engine's report,
+    which may end the training there by raising)."""
     torch.set_num_threads(recipe["threads"])
     x, y = train
     curve: list[float] = []
@@ -219,6 +222,8 @@ def train_arch(
             sched.step()
         if val is not None:
             curve.append(accuracy(model, val))
+            if report is not None:
+                report(curve[-1])
             model.train()
     return {"test": accuracy(model, test), "val": curve[-1] if curve else None, "val_curve": curve}
 

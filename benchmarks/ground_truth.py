@@ -12,6 +12,12 @@ canonicalised by ``nasforge.spaces.cell_canon`` into distinct functions; the tab
 offline (``--num-samples``, ``--data-seed``: the generator's arguments) and split into train
 (truth training), validation (supernet scoring, searches) and test (the truth only).
 
+Table v5 (issue 51, ``ground_truth_mnist1d_v5.json``) is a second draw with v4's recipe: other
+data and other architectures, 64 rows x 2 seeds (14 min on one worker under load)::
+
+    python benchmarks/ground_truth.py --n-archs 64 --seeds 0 1 --data-seed 2026 \
+        --arch-seed 51 --workers 1 --out benchmarks/data/ground_truth_mnist1d_v5.json
+
 ``mnist`` (issue 27's table, kept as a smoke test; ``ground_truth_mnist.json``): uniform
 architecture ids of the 4-op 2-D space on 5,000 MNIST digits.
 

@@ -73,7 +73,16 @@ from nasforge.spaces.cell_canon import (  # noqa: E402
     live_param_ops,  # noqa: E402
 )
 
-__all__ = ["subset_tau", "ceilings", "mean_rank", "percentile", "run", "main"]
+__all__ = [
+    "subset_tau",
+    "ceilings",
+    "mean_rank",
+    "percentile",
+    "competent_rows",
+    "Retrainer",
+    "run",
+    "main",
+]
 
 log = logging.getLogger("nasforge.benchmarks.ranking")
 DEFAULT_TABLE = Path(__file__).resolve().parent / "data" / "ground_truth_mnist1d_v4.json"
@@ -119,7 +128,7 @@ def percentile(value: float, means: list[float]) -> float:
     return 100.0 * sum(m < value for m in means) / len(means)
 
 
-def _rows(table: dict[str, Any]) -> tuple[list[dict], int]:
+def competent_rows(table: dict[str, Any]) -> tuple[list[dict], int]:
     """Returns the competent rows with params/macs/live_ops filled in, and how many rows of
     the table were left out as degenerate (issue 27's table has them)."""
     recipe = table["recipe"]
@@ -133,7 +142,7 @@ def _rows(table: dict[str, Any]) -> tuple[list[dict], int]:
     return rows, len(table["rows"]) - len(rows)
 
 
-class _Retrainer:
+class Retrainer:
     """Retrains picks by the truth's recipe on the table's seeds as soon as a search returns
     them (in ``pool``, beside the searches still running); a pick whose function is a row of
     the table is looked up instead."""
@@ -161,8 +170,8 @@ class _Retrainer:
 
 def _retrain(pool: Any, recipe: dict, table: dict, rows: list, picks: dict) -> dict:
     """Returns function -> {"accuracies", "source"} of ``picks``' values (see
-    :class:`_Retrainer`)."""
-    r = _Retrainer(pool, recipe, table, rows)
+    :class:`Retrainer`)."""
+    r = Retrainer(pool, recipe, table, rows)
     r.add(picks.values())
     return r.results()
 
@@ -215,7 +224,7 @@ def run(
     recipe = table["recipe"]
     torch.set_num_threads(recipe["threads"])
     t0 = time.perf_counter()
-    rows, left_out = _rows(table)
+    rows, left_out = competent_rows(table)
     n_train = len(load_splits(recipe)[0][0])
     archs = [r["arch"] for r in rows]
     truth = [r["mean"] for r in rows]
@@ -233,7 +242,7 @@ def run(
                             base): (a, s) for a, s in keys}  # fmt: skip
         pj = pool.submit(proxy_job, recipe, archs, list(search_seeds), proxy, proxy_samples,
                          budget, base)  # fmt: skip
-        retrain = _Retrainer(pool, recipe, table, rows)
+        retrain = Retrainer(pool, recipe, table, rows)
         done, picks = {}, {}
         for fut in as_completed([*jobs, pj]):
             if fut is pj:

@@ -24,6 +24,15 @@ TIMEOUT = 300
 #: (or ``{"skipped": true, "reason": ...}``) and the test skips with that reason.
 FIELDS: dict[str, tuple[str, ...]] = {
     "budget": ("best", "resource", "resource_to_match", "asha_fraction_of_full"),
+    "budgeted_search": (
+        "two_stage_percentile",
+        "p_vs_random",
+        "cost_over_train_all",
+        "shortlist_rule",
+        "single_stage_percentile",
+        "n_seeds",
+        "tables",
+    ),
     "cluster": (
         "speedup_3_nodes_vs_1",
         "ray_overhead_ms_per_trial",
@@ -170,9 +179,9 @@ def test_every_benchmark_has_a_smoke_run() -> None:
 #: past its time limit, so they carry the ``bench`` mark (``pytest -m bench`` runs them) until
 #: their smoke runs are cut down; the rest run in the slow set on every CI run.
 HEAVY = {
-    "cmp", "crossmodel", "deploy", "ground_truth", "hparams", "naspipe_cuda", "naspipe_run",
-    "ofa_predictor", "ofa_search", "ofa_train_compare", "oneshot_cli", "oneshot_distributed",
-    "oneshot_quality", "oneshot_speed", "ranking", "solutions",
+    "budgeted_search", "cmp", "crossmodel", "deploy", "ground_truth", "hparams", "naspipe_cuda",
+    "naspipe_run", "ofa_predictor", "ofa_search", "ofa_train_compare", "oneshot_cli",
+    "oneshot_distributed", "oneshot_quality", "oneshot_speed", "ranking", "solutions",
 }  # fmt: skip
 
 

@@ -1,30 +1,19 @@
 """benchmarks/ground_truth.py and benchmarks/ranking.py (issue 35) on a miniature MNIST-1D table."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.benchmarks._scripts import load
+
 pytest.importorskip("mnist1d")  # the MNIST-1D recipe's data
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load(name: str):  # noqa: ANN202 - a script loaded as a module
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-gt = _load("ground_truth")
-ranking = _load("ranking")
-common = _load("_ranking_common")
-searches = _load("_searches")
+gt = load("ground_truth")
+ranking = load("ranking")
+common = load("_ranking_common")
+searches = load("_searches")
 MINI = common.MINI_RECIPE_1D
 #: a supernet job cut to one epoch and a 3-cycle evolution whose hybrid selection compares
 #: against 4 reference architectures (200 by default: most of a job's time)

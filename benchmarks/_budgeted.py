@@ -1,0 +1,155 @@
+"""The work of ``benchmarks/budgeted_search.py`` (issue 51), one job per search: a two-stage
+run (the shipped ``TwoStageSearch``, stage 2 training by the ground truth's recipe) and a
+single-stage one-shot search (the shipped ``nasforge.oneshot.search``), each with an optional
+parameter budget, on a ground-truth table's data.
+
+Stage 2's evaluator is :class:`RecipeEvaluator`: the table's training of one row
+(``_ranking_common.train_arch``: the recipe's schedule, seed and single thread, on the canonical
+architecture), reporting the validation accuracy after each epoch, so the engine's ASHA stops it
+at a rung exactly where the table's own training of that row stood; it never sees the test
+split. A shortlisted architecture that is a row of the table, trained to the end with one of the
+table's seeds, ends at that row's recorded validation accuracy (the benchmark checks so).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from _ranking_common import load_splits, space_of, train_arch
+
+from nasforge.engine.evaluator import BaseEvaluator, Report
+from nasforge.oneshot import config_for, search
+from nasforge.oneshot.algorithms import algorithm_names
+from nasforge.run.shortlist import read_shortlist
+from nasforge.run.store import Store
+from nasforge.space.search_space import Arch
+from nasforge.spaces.cell_canon import canonical_arch, function_key
+from nasforge.twostage import ShortlistSettings, TwoStageSearch
+
+__all__ = ["RecipeEvaluator", "two_stage_job", "single_stage_job", "stage1_epochs"]
+
+log = logging.getLogger("nasforge.benchmarks.budgeted")
+
+
+class RecipeEvaluator(BaseEvaluator):
+    """Returns ``{"accuracy": validation accuracy}`` of an architecture trained from scratch
+    by a ground-truth table's ``recipe`` with ``seed`` (module docstring), reporting the
+    validation accuracy after every epoch."""
+
+    needs_model = False  # it builds the network itself, seeded as the table's training is
+    default_metric = "accuracy"
+    metric_names = ("accuracy",)
+
+    def __init__(self, recipe: dict[str, Any], seed: int) -> None:
+        self.recipe, self.seed = recipe, seed
+        self._splits: Any = None
+
+    def evaluate(self, space: Any, arch: dict[str, Any], report: Report) -> dict[str, float]:
+        """Returns the validation accuracy after the recipe's epochs (``report`` may end the
+        training at a rung)."""
+        if self._splits is None:
+            self._splits = load_splits(self.recipe)
+        train, val, _ = self._splits  # the test split is the ground truth's alone
+        out = train_arch(self.recipe, canonical_arch(arch), self.seed, train, val, val, report)
+        return {"accuracy": float(out["val"])}
+
+    def config(self) -> dict[str, Any]:
+        """Returns the recipe and the seed."""
+        return {"type": "recipe", "recipe": self.recipe, "seed": self.seed}
+
+
+def _budget(params: int | None) -> dict[str, float] | None:
+    return None if params is None else {"params": params}
+
+
+def stage1_epochs(rule: str, oneshot: dict[str, Any], seed: int) -> int:
+    """Returns the supernet epochs stage 1 trains with ``rule`` (0 for a proxy, a size or
+    random, which train nothing)."""
+    if rule not in algorithm_names():
+        return 0
+    return int(config_for(rule, oneshot, seed=seed).epochs)
+
+
+def two_stage_job(
+    recipe: dict[str, Any],
+    rule: str,
+    seed: int,
+    budget: int | None,
+    train_seed: int,
+    shortlist: dict[str, Any],
+    oneshot: dict[str, Any],
+) -> dict[str, Any]:
+    """Returns the pick (canonical), the shortlist (canonical, with stage 1's scores), each
+    stage-2 trial's epochs and last validation accuracy, and stage 1's supernet epochs of one
+    two-stage run: stage 1 by ``rule`` (``shortlist``: the shortlist's settings beside the
+    shipped defaults; ``oneshot``: the one-shot algorithm's) drawing with ``seed``, within
+    ``budget`` parameters when given; stage 2 by :class:`RecipeEvaluator` with ``train_seed``
+    under the shipped stopper, one trial at a time in this process."""
+    torch.set_num_threads(recipe["threads"])
+    t0 = time.perf_counter()
+    train, val, _ = load_splits(recipe)
+    torch.manual_seed(seed)  # the space's initial weights are the supernet's
+    space = space_of(recipe)
+    spec: dict[str, Any] = {**shortlist, "algorithm": rule, "seed": seed,
+                            "budget": _budget(budget)}  # fmt: skip
+    if rule in algorithm_names():
+        spec["settings"] = {"seed": seed, **oneshot}
+    settings = ShortlistSettings.from_mapping(spec)
+    with tempfile.TemporaryDirectory() as tmp:
+        run = TwoStageSearch(space, RecipeEvaluator(recipe, train_seed),
+                             {"train": train, "val": val}, settings,
+                             directory=Path(tmp) / "run", executor="inprocess", progress="off",
+                             threads=recipe["threads"])  # fmt: skip
+        run.run()
+        trials = run.trials()
+        best = run.best(1)
+        store = Store.open(Path(tmp) / "run")
+        try:
+            short = read_shortlist(store) or {"candidates": [], "pool": 0}
+        finally:
+            store.close()
+    curves = [
+        {"function": function_key(t.arch), "status": t.status, "epochs": len(t.intermediates),
+         "val": (t.metrics or {}).get("accuracy",
+                                      t.intermediates[-1].get("accuracy") if t.intermediates
+                                      else None)}
+        for t in trials
+    ]  # fmt: skip
+    return {
+        "pick": canonical_arch(best[0].arch) if best else None,
+        "shortlist": [
+            {"arch": canonical_arch(c["arch"]), "score": c["score"]} for c in short["candidates"]
+        ],  # fmt: skip
+        "pool": short["pool"],
+        "trials": curves,
+        "stage2_epochs": sum(c["epochs"] for c in curves),
+        "stage1_epochs": stage1_epochs(rule, {"seed": seed, **oneshot}, seed),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+
+
+def single_stage_job(
+    recipe: dict[str, Any], algorithm: str, seed: int, budget: int | None, oneshot: dict
+) -> dict[str, Any]:
+    """Returns the pick (canonical) of one shipped one-shot search by ``algorithm`` (its
+    defaults, then ``oneshot``) with ``seed``, within ``budget`` parameters when given; or
+    ``{"error"}`` when the algorithm refuses the space or the data (the message)."""
+    torch.set_num_threads(recipe["threads"])
+    t0 = time.perf_counter()
+    train, val, _ = load_splits(recipe)
+    torch.manual_seed(seed)
+    space = space_of(recipe)
+    try:
+        res = search(space, algorithm, {"train": train, "val": val}, seed=seed,
+                     budget=_budget(budget), threads=recipe["threads"], progress="off",
+                     **oneshot)  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - a refusal is a result of the benchmark, named
+        log.warning("%s seed %d: %s", algorithm, seed, exc)
+        return {"pick": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    pick: Arch = canonical_arch(res.arch)
+    return {"pick": pick, "seconds": round(time.perf_counter() - t0, 1)}
