@@ -246,26 +246,25 @@ def main(argv: list[str] | None = None) -> int:
         else:
             missing.append(str(path))
             log.warning("no table at %s: left out", path)
-    per_table = {
-        t: run_table(
-            tab,
-            args.seeds,
-            {n: RULES[n] for n in args.rules},
-            algorithms,
-            shortlist,
-            args.oneshot,
-            args.workers,
-        )  # fmt: skip
-        for t, tab in tables.items()
-    }
-    out = _summary(per_table, {n: RULES[n] for n in args.rules}, algorithms)
-    out.update(n_seeds=len(args.seeds), tables=list(per_table), missing_tables=missing,
-               seconds=round(time.perf_counter() - t0, 1),
-               load_average=[round(load_before, 2), round(os.getloadavg()[0], 2)])  # fmt: skip
-    if args.out is not None:
-        args.out.write_text(json.dumps({**out, "tables_detail": per_table}, indent=1,
-                                       sort_keys=True, default=str) + "\n")  # fmt: skip
-    print(json.dumps(out, sort_keys=True))
+    rules = {n: RULES[n] for n in args.rules}
+    per_table: dict[str, dict] = {}
+
+    def figures() -> dict[str, Any]:
+        out = _summary(per_table, rules, algorithms)
+        out.update(n_seeds=len(args.seeds), tables=list(per_table), missing_tables=missing,
+                   seconds=round(time.perf_counter() - t0, 1),
+                   load_average=[round(load_before, 2), round(os.getloadavg()[0], 2)])  # fmt: skip
+        return out
+
+    for t, tab in tables.items():  # each table's figures are logged and written as it ends
+        per_table[t] = run_table(tab, args.seeds, rules, algorithms, shortlist, args.oneshot,
+                                 args.workers)  # fmt: skip
+        out = figures()
+        log.info("figures so far: %s", json.dumps(out, sort_keys=True))
+        if args.out is not None:
+            args.out.write_text(json.dumps({**out, "tables_detail": per_table}, indent=1,
+                                           sort_keys=True, default=str) + "\n")  # fmt: skip
+    print(json.dumps(figures(), sort_keys=True))
     return 0
 
 
