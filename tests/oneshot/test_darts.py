@@ -50,3 +50,46 @@ def test_arch_optimizer_settings() -> None:
     group = opt.param_groups[0]
     assert isinstance(opt, torch.optim.Adam)
     assert (group["lr"], group["weight_decay"], group["betas"]) == (3e-4, 1e-3, (0.5, 0.999))
+
+
+def _useless_favourite(toy: torch.nn.Module) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    """Returns a DARTS supernet of ``toy`` whose layer ``e1`` gives the larger weight to a
+    candidate computing zeros, and data labelled by the supernet itself."""
+    x = torch.randn(64, 1, 6, 6)
+    net = supernet(toy, "darts", example=x[:2])
+    for m in net.mixed():
+        if m.label == "e1":
+            zero = m.candidates()[m.names.index("conv3")]
+            with torch.no_grad():
+                zero.weight.zero_()
+                zero.bias.zero_()
+                m.arch().copy_(torch.tensor([0.5, 0.0]))  # conv3 0.62, conv1 0.38
+    net.eval()
+    with torch.no_grad():
+        net.model.fc.bias -= net(x).mean(0)  # every class predicted somewhere
+        y = net(x).argmax(-1)
+    return net, x, y
+
+
+def test_perturbation_pick_keeps_the_candidate_the_supernet_needs(toy: torch.nn.Module) -> None:
+    """Argmax keeps the stronger but all-zero candidate; perturbation keeps the one whose
+    removal changes the supernet's predictions."""
+    from nasforge.oneshot.darts import perturbation_arch
+
+    net, x, y = _useless_favourite(toy)
+    assert net.export()["e1"] == "conv3"
+    assert perturbation_arch(net, (x, y))["e1"] == "conv1"
+    assert all(getattr(m, "removed", None) is None for m in net.mixed())  # nothing left out
+
+
+def test_darts_pick_setting() -> None:
+    """``pick`` reaches DARTS's settings, and an unknown value is refused with the choices."""
+    import pytest
+
+    from nasforge.errors import ConfigError
+    from nasforge.oneshot import config_for
+
+    assert config_for("darts", {"pick": "perturbation"}).algo.pick == "perturbation"
+    assert config_for("darts", {}).algo.pick == "argmax"
+    with pytest.raises(ConfigError, match="pick must be 'argmax'.*got 'best'"):
+        config_for("darts", {"pick": "best"}).check()
