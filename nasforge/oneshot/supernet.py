@@ -237,7 +237,7 @@ class MixedRepeat(_Mixed):
 
 @dataclass
 class NoSettings:
-    """Returns nothing; the settings of an algorithm that has none of its own (DARTS)."""
+    """Returns nothing; the settings of an algorithm that has none of its own."""
 
     def check(self) -> None:
         """Returns None: there is nothing to check."""
