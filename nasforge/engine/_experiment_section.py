@@ -15,6 +15,8 @@ the evaluator so that a resume can rebuild it.
 from __future__ import annotations
 
 import argparse
+import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,8 @@ from nasforge.strategy import (
 )
 
 __all__ = []  # internal: used by nasforge.engine.experiment
+
+log = logging.getLogger("nasforge.run")
 
 
 def experiment_arguments(
@@ -181,3 +185,43 @@ def named_metrics(objective: Objective) -> dict[str, str]:
     if objective.second is not None:
         named.setdefault(objective.second[0], "second_objective")
     return named
+
+
+def recorded_validation(section: Mapping[str, Any], limit: int) -> tuple[Any, str] | None:
+    """Returns ``((inputs, labels), where they come from)``: at most ``limit`` samples of the
+    validation split of the built-in classification evaluator a multi-trial run's config
+    ``section`` records (its settings, or a reference to a script's or module's evaluator
+    object), or None for another evaluator or one that cannot be rebuilt (logged)."""
+    import torch
+
+    ref = section.get("evaluator")
+    if not isinstance(ref, Mapping):
+        return None
+    built, name = _recorded(ref)
+    if built is None:
+        return None
+    val = built.splits().val
+    xs, ys = zip(*(val[i] for i in range(min(len(val), limit))), strict=True)
+    data = (torch.stack(list(xs)), torch.as_tensor([int(v) for v in ys]))
+    return data, f"the validation split of the run's evaluator {name}"
+
+
+def _recorded(ref: Mapping[str, Any]) -> tuple[Any, str]:
+    """Returns the classification evaluator an evaluator record rebuilds and its name, or
+    (None, "")."""
+    if ref.get("type") == "classification":
+        return evaluator_from(dict(ref)), f"(data {ref.get('data')!r})"
+    if "object" not in ref:
+        return None, ""
+    from nasforge.engine.classification import ClassificationEvaluator
+    from nasforge.run.refs import from_ref
+
+    try:
+        built = from_ref(dict(ref))
+    except Exception as exc:  # the int8 report falls back to the output difference
+        log.warning("the run's evaluator %s cannot be rebuilt (%s)", ref["object"], exc)
+        return None, ""
+    name = str(ref["object"])
+    if "file" in ref:  # a script's global: __main__:evaluator names it as the script's
+        name = f"{Path(str(ref['file'])).name}:{name.rsplit(':', 1)[-1]}"
+    return (built, name) if isinstance(built, ClassificationEvaluator) else (None, "")

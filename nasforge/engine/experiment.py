@@ -41,6 +41,7 @@ import logging
 import math
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ from nasforge.engine._experiment_section import (
     evaluator_ref,
     experiment_arguments,
     named_metrics,
+    recorded_validation,
 )
 from nasforge.engine.checkpoints import CheckpointKeeper
 from nasforge.engine.crossmodel.plan import CrossModelPlan
@@ -226,6 +228,12 @@ class Experiment(BaseRunner):
         """Returns None after adding the multi-trial flags of ``nasforge run`` and ``resume``
         (``--n-trials``, ``--time-budget``, ``--executor``, ``--concurrency``)."""
         add_arguments(parser)
+
+    @classmethod
+    def evaluation_data(cls, section: Mapping[str, Any], limit: int) -> tuple[Any, str] | None:
+        """Returns the validation split of the recorded built-in classification evaluator
+        (:func:`~nasforge.engine._experiment_section.recorded_validation`), or None."""
+        return recorded_validation(section, limit)
 
     # -- the multitrial kind -------------------------------------------------------------------
     @classmethod

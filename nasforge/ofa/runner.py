@@ -174,6 +174,16 @@ class OFARun(BaseRunner):
         parser.add_argument("--shrink-epochs", type=int, help="shrinking epochs (ofa)")
 
     @classmethod
+    def evaluation_data(cls, section: Mapping[str, Any], limit: int) -> tuple[Any, str] | None:
+        """Returns the held-out part of the recorded run's data (at most ``limit`` samples),
+        or None when the record names none."""
+        run = section.get("run")
+        if not (isinstance(run, Mapping) and isinstance(run.get("data"), str)):
+            return None
+        _, (x, y) = load_data(run["data"])
+        return (x[:limit], y[:limit]), f"the held-out part of the run's data {run['data']!r}"
+
+    @classmethod
     def from_section(
         cls, settings: Mapping[str, Any], *, base: Path | None = None, **overrides: Any
     ) -> OFARun:

@@ -150,47 +150,10 @@ def export_top(
             f"{directory} has no finished trial ranked by {obj['metric']!r} to export "
             f"({len(trials)} trials; `nasforge status {directory}` shows them)"
         )
-    written = []
-    for rank, t in enumerate(chosen, 1):
-        d = make_folder(out / f"rank{rank}_trial{t.id}", "export folder")
-        weights = None
-        ckpt = _checkpoint(directory, t)
-        if ckpt is not None:
-            shutil.copyfile(ckpt, d / "weights.pt")
-            weights = "weights.pt"
-        note = None
-        if ckpt is None and kept and not t.error and t.evaluation == "trained":
-            note = not_kept(kept[-1].get("keep"))
-            log.warning("%s (rank %d, trial %d): %s", d, rank, t.id, note)
-        files: dict[str, str] = {}  # artifact name -> file copied beside arch.json
-        meta = {
-            "format": EXPORT_FORMAT,
-            "rank": rank,
-            "trial": t.id,
-            "arch_id": t.arch_id,
-            "arch": t.arch,
-            "metrics": t.metrics,
-            "evaluation": t.evaluation,
-            "status": t.status,  # "pruned"/"early_stopped": metrics of its last report
-            "resource": len(t.intermediates),  # reports (epochs) it reached
-            "kind": cfg.get("kind"),
-            "objective": obj,
-            "space": cfg.get("space"),
-            "run": str(directory.resolve()),
-            "weights": weights,
-            "weights_note": note,
-            "files": files,
-        }
-        for name, a in needed.items():
-            src = Path(a["path"])
-            if src.exists():
-                shutil.copyfile(src, d / src.name)
-                files[name] = src.name
-        entry = [r for r in shortlist if r.get("arch_id") == t.arch_id]
-        if entry:
-            meta["shortlist"] = {k: v for k, v in entry[0].items() if k != "arch"}
-        (d / "arch.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
-        written.append(d)
+    written = [
+        _write_trial(out, rank, t, directory, cfg, obj, needed, kept, shortlist)
+        for rank, t in enumerate(chosen, 1)
+    ]
     if formats:
         try:
             data = evaluation_data(cfg) if quantize else None
@@ -210,6 +173,60 @@ def export_top(
                 "with nasforge.load_model"
             )
     return written
+
+
+def _write_trial(
+    out: Path,
+    rank: int,
+    t: TrialRecord,
+    directory: Path,
+    cfg: dict[str, Any],
+    obj: dict[str, Any],
+    needed: dict[str, Any],
+    kept: list[dict[str, Any]],
+    shortlist: list[dict[str, Any]],
+) -> Path:
+    """Returns the folder written for trial ``t`` at ``rank``: its ``arch.json``, weights
+    (when kept) and the run's artifacts marked for export."""
+    d = make_folder(out / f"rank{rank}_trial{t.id}", "export folder")
+    weights = None
+    ckpt = _checkpoint(directory, t)
+    if ckpt is not None:
+        shutil.copyfile(ckpt, d / "weights.pt")
+        weights = "weights.pt"
+    note = None
+    if ckpt is None and kept and not t.error and t.evaluation == "trained":
+        note = not_kept(kept[-1].get("keep"))
+        log.warning("%s (rank %d, trial %d): %s", d, rank, t.id, note)
+    files: dict[str, str] = {}  # artifact name -> file copied beside arch.json
+    meta = {
+        "format": EXPORT_FORMAT,
+        "rank": rank,
+        "trial": t.id,
+        "arch_id": t.arch_id,
+        "arch": t.arch,
+        "metrics": t.metrics,
+        "evaluation": t.evaluation,
+        "status": t.status,  # "pruned"/"early_stopped": metrics of its last report
+        "resource": len(t.intermediates),  # reports (epochs) it reached
+        "kind": cfg.get("kind"),
+        "objective": obj,
+        "space": cfg.get("space"),
+        "run": str(directory.resolve()),
+        "weights": weights,
+        "weights_note": note,
+        "files": files,
+    }
+    for name, a in needed.items():
+        src = Path(a["path"])
+        if src.exists():
+            shutil.copyfile(src, d / src.name)
+            files[name] = src.name
+    entry = [r for r in shortlist if r.get("arch_id") == t.arch_id]
+    if entry:
+        meta["shortlist"] = {k: v for k, v in entry[0].items() if k != "arch"}
+    (d / "arch.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
+    return d
 
 
 def _deploy(

@@ -168,53 +168,18 @@ def evaluation_data(
 ) -> tuple[tuple[torch.Tensor, torch.Tensor], str] | None:
     """Returns ``((inputs, labels), where they come from)`` of the data a run's evaluator
     scores on (at most ``limit`` samples), or None when the run's record cannot rebuild it:
-    a multi-trial run's built-in classification evaluator (its validation split) or a
-    once-for-all run's data (its held-out part). A run of another kind, or whose evaluator is
-    a function of the user's, has none: its int8 report gives the output difference only."""
-    import torch
+    each kind of run says what it can (:meth:`~nasforge.run.runner.BaseRunner.evaluation_data`;
+    a multi-trial run's built-in classification evaluator gives its validation split, a
+    once-for-all run the held-out part of its data); otherwise the int8 report gives the
+    output difference only."""
+    from nasforge.run.runner import get_runner
 
     kind = config.get("kind")
     section = config.get(kind) if isinstance(kind, str) else None
     if not isinstance(section, dict):
         return None
-    evaluator = section.get("evaluator")
-    if kind == "multitrial" and isinstance(evaluator, dict):
-        built, name = _classification(evaluator)
-        if built is None:
-            return None
-        val = built.splits().val
-        xs, ys = zip(*(val[i] for i in range(min(len(val), limit))), strict=True)
-        data = (torch.stack(list(xs)), torch.as_tensor([int(v) for v in ys]))
-        return data, f"the validation split of the run's evaluator {name}"
-    run = section.get("run")
-    if kind == "ofa" and isinstance(run, dict) and isinstance(run.get("data"), str):
-        from nasforge.ofa.runner import load_data
-
-        _, (x, y) = load_data(run["data"])
-        return (x[:limit], y[:limit]), f"the held-out part of the run's data {run['data']!r}"
-    return None
-
-
-def _classification(ref: dict[str, Any]) -> tuple[Any, str]:
-    """Returns the built-in classification evaluator a run's evaluator record rebuilds (its
-    settings, or a reference to a script's or module's evaluator object) and its name, or
-    (None, "") when it is another evaluator or cannot be rebuilt (logged)."""
-    from nasforge.engine.classification import ClassificationEvaluator
-
-    if ref.get("type") == "classification":
-        from nasforge.engine._experiment_section import evaluator_from
-
-        return evaluator_from(ref), f"(data {ref.get('data')!r})"
-    if "object" not in ref:
-        return None, ""
-    from nasforge.run.refs import from_ref
-
     try:
-        built = from_ref(ref)
-    except Exception as exc:  # the int8 report falls back to the output difference
-        log.warning("the run's evaluator %s cannot be rebuilt (%s)", ref["object"], exc)
-        return None, ""
-    name = str(ref["object"])
-    if "file" in ref:  # a script's global: __main__:evaluator names it as the script's
-        name = f"{Path(str(ref['file'])).name}:{name.rsplit(':', 1)[-1]}"
-    return (built, name) if isinstance(built, ClassificationEvaluator) else (None, "")
+        runner = get_runner(str(kind))
+    except ConfigError:  # a kind this installation does not know
+        return None
+    return runner.evaluation_data(section, limit)

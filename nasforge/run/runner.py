@@ -251,6 +251,14 @@ class BaseRunner(abc.ABC):
         """
 
     @classmethod
+    def evaluation_data(cls, section: Mapping[str, Any], limit: int) -> tuple[Any, str] | None:
+        """Returns ``((inputs, labels), where they come from)``: at most ``limit`` samples of
+        the data a recorded run of this kind scores its models on, rebuilt from its config
+        ``section`` (``nasforge export --quantize`` reports the accuracy change on it), or
+        None when the record cannot rebuild it (the default)."""
+        return None
+
+    @classmethod
     def from_record(
         cls, config: Mapping[str, Any], directory: Path, **overrides: Any
     ) -> BaseRunner:
