@@ -22,7 +22,7 @@ from typing import Any
 
 from nasforge.engine.evaluator import BaseEvaluator, FunctionEvaluator
 from nasforge.errors import ConfigError
-from nasforge.run.refs import materialize
+from nasforge.run.refs import from_ref, materialize
 from nasforge.run.runner import Objective, find_ref
 from nasforge.space.search_space import SearchSpace
 from nasforge.strategy import (
@@ -214,7 +214,6 @@ def _recorded(ref: Mapping[str, Any]) -> tuple[Any, str]:
     if "object" not in ref:
         return None, ""
     from nasforge.engine.classification import ClassificationEvaluator
-    from nasforge.run.refs import from_ref
 
     try:
         built = from_ref(dict(ref))
