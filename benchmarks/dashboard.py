@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from nasforge.dashboard import data  # noqa: E402
+from nasforge.dashboard.overview import summarize  # noqa: E402
 from nasforge.run.records import TrialOutcome  # noqa: E402
 from nasforge.run.store import Store  # noqa: E402
 from tests.dashboard.conftest import Server, _chromium  # noqa: E402
@@ -130,7 +131,7 @@ def main() -> None:
         # the data layer alone, cold (a fresh cache), in this process
         cache = data.TrialCache()
         t0 = time.perf_counter()
-        data.summarize("0/runs/big", "runs/big", runs / "big", cache)
+        summarize("0/runs/big", "runs/big", runs / "big", cache)
         summary_s = time.perf_counter() - t0
         cache = data.TrialCache()
         t0 = time.perf_counter()
