@@ -10,7 +10,7 @@ Each search runs with ``--seeds`` (default 5) seeds, unconstrained and constrain
 processes of one thread (``benchmarks/_budgeted.py``):
 
     two-stage   ``TwoStageSearch`` with the shipped defaults (stage 1 SPOS at its own defaults,
-                ``k`` 8 of a ``pool`` of 64, ASHA at its defaults; ``--k``, ``--pool``,
+                ``k`` 8 of a ``pool`` of 64, stage 2 with no stopper; ``--k``, ``--pool``,
                 ``--oneshot`` change them), its pool drawn from the whole space with the seed;
                 stage 2 trains the shortlist by the table's recipe (seed: the table's seeds in
                 turn), one trial at a time

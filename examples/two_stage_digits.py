@@ -1,6 +1,6 @@
 """A two-stage run file: SPOS shortlists 4 architectures of the benchmark cell space within a
-parameter budget, then the engine trains them on real digits under ASHA and picks by
-validation accuracy.
+parameter budget, then the engine trains all 4 on real digits (stage 2's default: no stopper) and
+picks by validation accuracy.
 
 Run:  nasforge run examples/two_stage_digits.py --dir runs/two-stage
       nasforge status runs/two-stage      # the shortlist, stage 1's scores beside stage 2's
@@ -30,6 +30,7 @@ strategy = {
         "population": 4,
         "selection": "loss",
     },
-    "stopper": {"rule": "asha", "min_resource": 1, "eta": 2, "max_resource": 3},
+    # stage 2 trains the whole shortlist by default; with many trials at once a multi-fidelity
+    # stopper saves epochs: "stopper": {"rule": "asha", "min_resource": 1, "eta": 2}
 }
 config = {"executor": "pool", "concurrency": 2}

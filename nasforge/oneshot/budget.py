@@ -2,9 +2,11 @@
 size lies over it. Pure (no torch); :mod:`nasforge.oneshot.budgeted` counts sizes and applies
 the budget to the algorithms.
 
-    budget   ``{"params": 2e4}``, ``{"flops": 5e5}`` or both: each bounded size at most its
-             limit (the sizes :func:`nasforge.proxies.size.arch_size` counts: parameters, and
-             multiply-accumulates of one example's forward pass)
+    budget   ``{"params": 2e4}``, ``{"flops": 5e5}``, ``{"latency": 1.5}`` or several: each
+             bounded size at most its limit (the sizes :func:`nasforge.proxies.size.arch_size`
+             counts: parameters, and multiply-accumulates of one example's forward pass; and
+             latency, milliseconds by the supernet's latency table,
+             :mod:`nasforge.oneshot.op_latency`: measured on this machine or given)
     load     the sum over the bounded sizes of size / limit (what a projection lowers)
     excess   the sum over the bounded sizes of max(0, size / limit - 1) (0: within)
 
@@ -23,8 +25,9 @@ from nasforge.errors import ConfigError
 
 __all__ = ["BUDGET_SIZES", "check_budget", "within", "load", "excess", "describe"]
 
-#: what a budget may bound (the sizes :mod:`nasforge.proxies.size` counts)
-BUDGET_SIZES = ("params", "flops")
+#: what a budget may bound (the sizes :mod:`nasforge.proxies.size` counts, and the latency
+#: in ms a supernet's latency table gives)
+BUDGET_SIZES = ("params", "flops", "latency")
 
 
 def check_budget(budget: Any, setting: str = "budget") -> dict[str, float] | None:
@@ -38,7 +41,8 @@ def check_budget(budget: Any, setting: str = "budget") -> dict[str, float] | Non
         return None
     if not isinstance(budget, Mapping) or not budget:
         raise ConfigError(
-            f"{setting} must be a mapping such as {{params: 20000}} or {{flops: 5e5}}, got "
+            f"{setting} must be a mapping such as {{params: 20000}}, {{flops: 5e5}} or "
+            f"{{latency: 1.5}} (ms), got "
             f"{budget!r:.80}"
         )
     out: dict[str, float] = {}
@@ -75,8 +79,13 @@ def excess(sizes: Mapping[str, float], budget: Mapping[str, float]) -> float:
 
 
 def describe(sizes: Mapping[str, float], budget: Mapping[str, float]) -> str:
-    """Returns ``"params 31,000 > 20,000"``-like text of each bounded size against its limit."""
+    """Returns ``"params 31,000 > 20,000"``-like text of each bounded size against its limit
+    (latency in ms, to three decimals)."""
     return ", ".join(
-        f"{k} {sizes[k]:,.0f} {'<=' if sizes[k] <= limit else '>'} {limit:,.0f}"
+        f"{k} {_figure(k, sizes[k])} {'<=' if sizes[k] <= limit else '>'} {_figure(k, limit)}"
         for k, limit in budget.items()
     )
+
+
+def _figure(size: str, value: float) -> str:
+    return f"{value:,.3f} ms" if size == "latency" else f"{value:,.0f}"

@@ -3,7 +3,12 @@ gradient penalty and its final pick, all against the budget given once for the r
 setting ``budget``, :mod:`nasforge.oneshot.budget`).
 
 Sizes are those of :func:`nasforge.proxies.size.arch_size` (each architecture frozen from the
-space and counted once, cached by its id). Two rules, one per family of algorithm
+space and counted once, cached by its id), and for a latency budget the milliseconds the
+supernet's latency table gives (:func:`nasforge.oneshot.op_latency.arch_latency`: the sum of
+the chosen candidates' entries over the layers the frozen network keeps; the table measured
+on this machine when the search starts, or given). A table is a model of latency, exact for
+the table and additive by construction, so the penalty's first-order estimate below is exact
+for it where no layer's presence depends on another decision. Two rules, one per family of algorithm
 (``Algorithm.budget_rule``):
 
     reject    sampling searches (SPOS, few-shot, ENAS, the evolution of their selection) draw
@@ -70,30 +75,58 @@ class Budgeted:
     """Returns nothing; a budget applied to one space: exact sizes (cached), the feasibility
     check, bounded rejection sampling, the resource penalty and the projection (see the
     module docstring). ``example`` is an input batch (its first item sets the input shape);
-    ``weight`` the penalty's weight (``budget_weight``).
+    ``weight`` the penalty's weight (``budget_weight``); ``latency`` the milliseconds of an
+    architecture (needed by a latency budget: the supernet's table, see the module docstring).
 
     Raises:
-        ConfigError: a malformed budget (:func:`~nasforge.oneshot.budget.check_budget`).
+        ConfigError: a malformed budget (:func:`~nasforge.oneshot.budget.check_budget`), a
+            latency budget without ``latency``.
     """
 
     def __init__(
-        self, space: Any, budget: Mapping[str, float], example: torch.Tensor, weight: float = 1.0
+        self,
+        space: Any,
+        budget: Mapping[str, float],
+        example: torch.Tensor,
+        weight: float = 1.0,
+        latency: Callable[[Mapping[str, Any]], float] | None = None,
     ) -> None:
         checked = check_budget(budget)
         assert checked is not None, "Budgeted needs a budget"
+        if "latency" in checked and latency is None:
+            raise ConfigError(
+                "a latency budget needs the supernet's latency table (a one-shot search attaches "
+                "it: measured, or budget_latency_table)"
+            )
         self.space, self.budget, self.weight = space, checked, float(weight)
+        self.latency = latency
         self.example = example[:1].detach().cpu()
         self._sizes: dict[str, dict[str, float]] = {}
+        self._latency: dict[str, float] = {}
         self.smallest: Arch | None = None  # within the budget once check() passed
         self._marginal: tuple[dict[str, float], dict[str, dict[str, list[float]]]] | None = None
 
     # -- sizes ---------------------------------------------------------------------------------
     def sizes(self, arch: Mapping[str, Any]) -> dict[str, float]:
-        """Returns ``{"params", "flops"}`` of ``arch`` (counted once per architecture)."""
+        """Returns ``{"params", "flops"}`` of ``arch`` (counted once per architecture), and
+        its ``latency`` (ms) under a latency budget."""
         key = arch_id(arch)
         if key not in self._sizes:
             self._sizes[key] = arch_size(self.space, arch, self.example)
-        return self._sizes[key]
+        if self.latency is None:
+            return self._sizes[key]
+        if key not in self._latency:
+            self._latency[key] = float(self.latency(arch))
+        return {**self._sizes[key], "latency": self._latency[key]}
+
+    def forget(self) -> None:
+        """Returns None after dropping what the latency table decided (the latencies, the
+        penalty's marginal costs, the smallest architecture) and checking the budget again:
+        after the table changed (a resume's, rank 0's on several ranks)."""
+        if self.latency is None:
+            return
+        self._latency, self._marginal, self.smallest = {}, None, None
+        self.check()
 
     def fits(self, arch: Mapping[str, Any]) -> bool:
         """Returns whether ``arch`` lies within the budget."""

@@ -85,10 +85,16 @@ class SearchConfig:
     # on several ranks: batch norm normalises by the whole batch's statistics in the gradient
     # steps (nasforge/runtime/sync_bn.py), not by each rank's shard's
     sync_bn: bool = False
-    # a hard budget for the architecture found: {params: N}, {flops: N} or both (the sizes of
-    # nasforge.proxies.size); sampling searches propose none over it, gradient searches are
-    # penalised towards it and project their pick into it (nasforge/oneshot/budgeted.py)
+    # a hard budget for the architecture found: {params: N}, {flops: N}, {latency: ms} or
+    # several (the sizes of nasforge.proxies.size; latency by the supernet's latency table,
+    # nasforge/oneshot/op_latency.py); sampling searches propose none over it, gradient
+    # searches are penalised towards it and project their pick into it
+    # (nasforge/oneshot/budgeted.py)
     budget: dict[str, float] | None = None
+    # a latency budget's table (a JSON file or mapping op_latency.load_table reads); None:
+    # each candidate timed on this machine when the search starts (rank 0's on several ranks,
+    # kept in the checkpoints so a resume uses the same)
+    budget_latency_table: str | dict[str, Any] | None = None
     budget_weight: float = 1.0  # the resource penalty's weight (gradient searches, ENAS)
     # the algorithm's own settings (its ``settings_class``); None: its defaults
     algo: Any = None
@@ -110,6 +116,16 @@ class SearchConfig:
                 f"epoch; 0: at each epoch's end), got {c!r}"
             )
         check_budget(self.budget)
+        t = self.budget_latency_table
+        if t is not None and not isinstance(t, (str, Mapping)):
+            raise ConfigError(
+                "budget_latency_table must be a JSON file or a mapping of milliseconds, got "
+                f"{t!r:.80}"
+            )
+        if t is not None and "latency" not in (self.budget or {}):
+            raise ConfigError(
+                "budget_latency_table is the table of a latency budget; give budget: {latency: ms}"
+            )
         w = self.budget_weight
         if isinstance(w, bool) or not isinstance(w, (int, float)) or not w >= 0:
             raise ConfigError(

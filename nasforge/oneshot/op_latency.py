@@ -28,7 +28,7 @@ import copy
 import json
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ __all__ = [
     "OpLatency",
     "arch_latency",
     "attach",
+    "attach_for_budget",
     "conditions",
     "load_table",
     "measure_table",
@@ -215,6 +216,33 @@ def attach(net: Supernet, table: Mapping[str, Mapping[str, float]]) -> OpLatency
     lat = OpLatency(net, table)
     net.add_module("latency", lat)
     return lat
+
+
+def attach_for_budget(
+    net: Supernet,
+    source: str | Mapping[str, Any] | None,
+    measure: Callable[[], Mapping[str, Mapping[str, float]]],
+) -> OpLatency:
+    """Returns the latency table a latency budget reads, made ``net.latency`` when it was not:
+    ``source`` when given (:func:`load_table`), else the table ``net`` already keeps
+    (ProxylessNAS's: one table per supernet), else ``measure()`` (every candidate timed at
+    its input shape: ``proxyless.latency_table``, whose pass reaches every layer).
+
+    Raises:
+        ConfigError: ``source`` given while ``net`` keeps a table of its own (give it once:
+            ProxylessNAS's ``latency_table`` is the budget's too); a bad table; a layer whose
+            input shape is unknown.
+    """
+    own = getattr(net, "latency", None)
+    if isinstance(own, OpLatency):
+        if source is not None:
+            raise ConfigError(
+                "this search already keeps a latency table (ProxylessNAS's latency_table); it "
+                "is the budget's too: give the table once, as latency_table"
+            )
+        return own
+    table = load_table(net, source) if source is not None else measure()
+    return attach(net, table)
 
 
 #: what a layer's presence in a network depends on: (mixed op, key), where the key is the

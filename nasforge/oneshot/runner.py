@@ -57,17 +57,16 @@ from nasforge.oneshot.algorithms import (
     setting_names,
 )
 from nasforge.oneshot.baseline import record_agreement, size_baseline
-from nasforge.oneshot.budgeted import Budgeted
 from nasforge.oneshot.cmp import DEFAULT_WORKERS, CMPSettings, check_parallel, cmp_search
 from nasforge.oneshot.common import Batch, SearchResult, Split, accuracy, recalibrate_bn, split_data
-from nasforge.oneshot.search import SearchState, search
+from nasforge.oneshot.search import SearchState, budget_for, search
 from nasforge.oneshot.search import supernet as make_supernet
 from nasforge.run.files import read_recorded
 from nasforge.run.progress import fmt_time
 from nasforge.run.refs import materialize
 from nasforge.run.runner import BaseRunner, Objective, did_you_mean, find_ref, register_runner
 from nasforge.run.store import Store, TrialOutcome
-from nasforge.runtime.threads import set_threads
+from nasforge.runtime.threads import set_threads, threads_for
 from nasforge.runtime.weights import load_weights, save_state, save_weights
 from nasforge.space import ModelSpace, arch_id
 from nasforge.space.search_space import Arch
@@ -265,7 +264,10 @@ class OneShotSearch(BaseRunner):
         self.split, self.test = load_data(data, self.strategy.config.seed)
         cfg = self.strategy.config
         if cfg.budget is not None:  # infeasible: one error before the record exists
-            Budgeted(space, cfg.budget, self.example(), cfg.budget_weight).check()
+            example = self.split.train[0][:2]
+            with threads_for(threads):  # a latency table is timed as the search will time it
+                net = make_supernet(space, self.strategy.name, example)
+                budget_for(net, space, cfg, example)
         self.progress_mode = progress
         self.threads = threads
         self.parallel: _Parallel = {"model_parallel": model_parallel, "schedule": schedule,

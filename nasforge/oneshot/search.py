@@ -31,12 +31,13 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
 
 from nasforge.errors import DivergenceError, NasforgeError
-from nasforge.oneshot import darts, enas, fewshot, nasb, proxyless, spos  # noqa: F401 - registered
+from nasforge.oneshot import darts, enas, fewshot, nasb, op_latency, proxyless, spos  # noqa: F401 - registered
 from nasforge.oneshot.algorithms import ALGORITHMS, config_for, get_algorithm, with_settings
 from nasforge.oneshot.budget import describe
 from nasforge.oneshot.budgeted import Budgeted, budget_of
@@ -218,6 +219,8 @@ def _search(
     split, state = initial_state(space, algo, data, cfg, weights, resume_from, cfg.device)
     state.net.ranks = ranks
     ranks.sync_module(state.net)  # equal already (same seed); rank 0's, whatever a rank did
+    if state.net.budget is not None and ranks.distributed:  # rank 0's latency table now
+        state.net.budget.forget()
     if ranks.distributed and cfg.sync_bn:
         sync_bn.convert(state.net)
     if resume_from is not None:
@@ -304,12 +307,11 @@ def initial_state(
             reset = getattr(m, "reset_parameters", None)
             if callable(reset):
                 reset()
-    if cfg.budget is not None:  # sized on the CPU; infeasible: one error before training
-        net.budget = Budgeted(space, cfg.budget, split.train[0], cfg.budget_weight)
-        net.budget.check()
     net.to(device)
     split = split.to(device)
     algo.prepare(net, split, cfg)
+    if cfg.budget is not None:  # sized on the CPU; infeasible: one error before training
+        net.budget = budget_for(net, space, cfg, split.train[0].cpu())
     opt_w, sched = weight_optimizer(net.weights(), cfg, n_steps(split, cfg))
     state = SearchState(
         net,
@@ -321,7 +323,31 @@ def initial_state(
     )
     if resume_from is not None:
         state.load_state_dict(resume_from)
+        if net.budget is not None:  # the latency table the search started with
+            net.budget.forget()
     return split, state
+
+
+def budget_for(net: Supernet, space: ModelSpace, cfg: SearchConfig, example: torch.Tensor
+               ) -> Budgeted:  # fmt: skip
+    """Returns ``cfg.budget`` applied to ``net``'s space, checked feasible. A latency budget
+    reads the supernet's latency table (:mod:`~nasforge.oneshot.op_latency`), attached here:
+    ``cfg.budget_latency_table`` when given, else the one the algorithm keeps
+    (ProxylessNAS's), else each candidate timed on this machine.
+
+    Raises:
+        ConfigError: no architecture meets the budget; a bad table; two tables given (the
+            budget's and ProxylessNAS's ``latency_table``).
+    """
+    assert cfg.budget is not None
+    latency = None
+    if "latency" in cfg.budget:
+        op_latency.attach_for_budget(net, cfg.budget_latency_table,
+                                     partial(proxyless.latency_table, space, example))  # fmt: skip
+        latency = partial(op_latency.arch_latency, net)
+    budget = Budgeted(space, cfg.budget, example, cfg.budget_weight, latency)
+    budget.check()
+    return budget
 
 
 def _epoch_line(name: str, row: dict[str, Any], epochs: int, elapsed: float, first: int) -> str:

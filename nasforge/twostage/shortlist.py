@@ -89,6 +89,12 @@ class ShortlistSettings:
         if not isinstance(self.algorithm, str):
             raise ConfigError(f"shortlist algorithm must be a name, got {self.algorithm!r}")
         check_budget(self.budget)  # the one check of a budget, a one-shot search's too
+        if "latency" in (self.budget or {}):
+            raise ConfigError(
+                "a shortlist's budget bounds params and flops; a latency budget belongs to a "
+                "one-shot search (its supernet's latency table): run stage 1's algorithm with "
+                "budget: {latency: ms}, or bound params or flops here"
+            )
 
     def data(self) -> dict[str, Any]:
         """Returns the settings as JSON-able data (the record's, and :meth:`from_mapping`'s)."""

@@ -87,37 +87,50 @@ def _digest(state: Any) -> str:
     return h.hexdigest()[:16]
 
 
-def run(algorithm: str, ranks: Ranks = ONE, bn: str = "") -> dict[str, Any]:
+def run(
+    algorithm: str, ranks: Ranks = ONE, bn: str = "", extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Returns what a search of :class:`MlpSpace` on :func:`data` ends with: the pick, the
     supernet's state, the architecture after each epoch and a digest of every step; ``bn``
-    ``shard`` or ``sync`` searches :class:`BnSpace` (``sync``: with ``sync_bn``)."""
+    ``shard`` or ``sync`` searches :class:`BnSpace` (``sync``: with ``sync_bn``); ``extra``:
+    more settings of the search (a budget)."""
     torch.set_num_threads(1)
     steps: list[str] = []
     space = BnSpace() if bn else MlpSpace()
     result = search(space, algorithm, data(), threads=1, progress="off", ranks=ranks,
                     checkpoint=lambda row, state: steps.append(_digest(state)),
-                    sync_bn=bn == "sync", **SETTINGS, **OWN[algorithm])  # fmt: skip
+                    sync_bn=bn == "sync", **SETTINGS, **OWN[algorithm],
+                    **(extra or {}))  # fmt: skip
     assert result.supernet is not None
     return {
         "arch": result.arch,
+        "metrics": dict(result.metrics),
         "state": {k: v.detach().clone() for k, v in result.supernet.state_dict().items()},
         "archs": [row["arch"] for row in result.history],
         "steps": steps,
     }
 
 
-def _rank(rank: int, folder: str, world: int, algorithm: str, bn: str) -> dict[str, Any]:
+def _rank(
+    rank: int, folder: str, world: int, algorithm: str, bn: str, extra: dict[str, Any] | None
+) -> dict[str, Any]:
     """Returns :func:`run` on rank ``rank`` of ``world``, its global generators first set
     apart from every other rank's (the search must not read them)."""
     ranks = join_group(rank, world, file_rendezvous(folder), timeout_s=120)
     torch.manual_seed(1000 + rank)
     random.seed(1000 + rank)
-    return run(algorithm, ranks, bn)
+    return run(algorithm, ranks, bn, extra)
 
 
-def on_ranks(algorithm: str, folder: Path, world: int = 2, bn: str = "") -> list[dict[str, Any]]:
+def on_ranks(
+    algorithm: str,
+    folder: Path,
+    world: int = 2,
+    bn: str = "",
+    extra: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """Returns :func:`run` on each of ``world`` ranks (processes on loopback), in rank order."""
     folder.mkdir(parents=True, exist_ok=True)
-    with LocalGroup(world, _rank, (str(folder), world, algorithm, bn), folder=folder,
+    with LocalGroup(world, _rank, (str(folder), world, algorithm, bn, extra), folder=folder,
                     what="rank", timeout_s=300) as group:  # fmt: skip
         return group.results(weights_only=False)

@@ -3,7 +3,9 @@ resource penalty and a projected pick (gradient searches), and a pick always wit
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -12,7 +14,7 @@ import nasforge as nf
 from nasforge.cli import main
 from nasforge.engine import Store
 from nasforge.errors import ConfigError
-from nasforge.oneshot import search
+from nasforge.oneshot import op_latency, proxyless, search
 from nasforge.oneshot.budget import check_budget, excess, within
 from nasforge.oneshot.budgeted import Budgeted
 from nasforge.oneshot.search import ALGORITHMS
@@ -95,6 +97,71 @@ def test_without_a_budget_the_toy_picks_go_over_it(data: tuple) -> None:
     result = search(space, "darts", data, epochs=2, batch_size=16)
     sizes = arch_size(space, result.arch, data[0][:1])
     assert all(not within(sizes, b) for b in BUDGETS), sizes
+    assert table_latency(result.arch, data) > LATENCY_BUDGET
+
+
+#: a latency table of the toy's candidates (ms, one figure per candidate name)
+TABLE = FAST["proxylessnas"]["latency_table"]
+LATENCY_BUDGET = 1.0
+
+
+def table_latency(arch: dict, data: tuple) -> float:
+    """Returns ``arch``'s latency by :data:`TABLE` (the layers its network keeps)."""
+    net = nf.oneshot.supernet(ToySpace(), "darts", data[0][:2])
+    op_latency.attach(net, op_latency.load_table(net, TABLE))
+    return op_latency.arch_latency(net, arch)
+
+
+@pytest.mark.parametrize("algo", sorted(FAST))
+def test_the_pick_lies_within_a_latency_budget_by_the_table(data: tuple, algo: str) -> None:
+    """Every algorithm's pick keeps to a latency budget read from a given table (ProxylessNAS:
+    its own latency_table is the budget's), and the pick's metrics carry its latency."""
+    own = {"latency_table": TABLE} if algo == "proxylessnas" else {"budget_latency_table": TABLE}
+    settings = {**FAST[algo], **own}
+    result = search(ToySpace(), algo, data, epochs=2, batch_size=16,
+                    budget={"latency": LATENCY_BUDGET}, **settings)  # fmt: skip
+    latency = table_latency(result.arch, data)
+    assert latency <= LATENCY_BUDGET, (result.arch, latency)
+    assert result.metrics["latency"] == pytest.approx(latency)
+    assert result.metrics["budget_latency"] == LATENCY_BUDGET
+
+
+def test_a_measured_latency_budget_holds_and_a_resume_keeps_the_table(data: tuple) -> None:
+    """Without a table, each candidate is timed when the search starts; the pick keeps to the
+    budget by that table, which the checkpoint carries: a search resumed from it reads the
+    table it started with (not a new timing) and ends with the same pick."""
+    saved: dict[int, dict] = {}
+
+    def keep(row: dict, state: Any) -> None:
+        saved[row["epoch"]] = copy.deepcopy(state.state_dict())
+
+    x = data[0][:2]
+    times = proxyless.latency_table(ToySpace(), x)
+    budget = {"latency": sorted(times["e1"].values())[-1] + times["blocks.0.op"]["id"]}
+    kw = dict(epochs=2, batch_size=16, budget=budget, threads=1, progress="off", **FAST["spos"])
+    torch.manual_seed(0)
+    whole = search(ToySpace(), "spos", data, checkpoint=keep, **kw)
+    assert whole.metrics["latency"] <= budget["latency"]
+    table = whole.supernet.latency.table()
+    assert set(table) == set(times) and table != times  # timed again, by this search
+    torch.manual_seed(0)
+    resumed = search(ToySpace(), "spos", data, resume_from=saved[1], **kw)
+    assert resumed.supernet.latency.table() == table
+    assert resumed.arch == whole.arch and resumed.metrics["latency"] == whole.metrics["latency"]
+
+
+def test_latency_budget_errors_are_one_line_before_training(data: tuple) -> None:
+    """A latency budget no architecture meets, a table without a latency budget, and a table
+    given twice (ProxylessNAS keeps its own) are each one ConfigError."""
+    with pytest.raises(ConfigError, match=r"meets the budget.*latency 0\.\d+ ms > 0\.010 ms"):
+        search(ToySpace(), "spos", data, epochs=1, budget={"latency": 0.01},
+               budget_latency_table=TABLE, **FAST["spos"])  # fmt: skip
+    with pytest.raises(ConfigError, match="budget_latency_table is the table of a latency"):
+        search(ToySpace(), "spos", data, epochs=1, budget={"params": 300},
+               budget_latency_table=TABLE, **FAST["spos"])  # fmt: skip
+    with pytest.raises(ConfigError, match="give the table once"):
+        search(ToySpace(), "proxylessnas", data, epochs=1, budget={"latency": 2.0},
+               budget_latency_table=TABLE, **FAST["proxylessnas"])  # fmt: skip
 
 
 def test_the_penalty_is_differentiable_and_drives_towards_the_budget(data: tuple) -> None:
@@ -136,7 +203,7 @@ def test_projection_replaces_the_costliest_choice_by_a_cheaper_one(data: tuple) 
 @pytest.mark.parametrize(
     "budget, fragment",
     [
-        ({"latency": 3.0}, "bounds 'latency'"),
+        ({"memory": 3.0}, "bounds 'memory'"),
         ({"params": -1}, "params must be a finite number > 0"),
         ({"flops": True}, "flops must be a finite number > 0"),
         ([20000], "must be a mapping"),
@@ -185,6 +252,28 @@ def test_the_run_record_states_the_budget_and_the_pick_s_size(tmp_path: Path) ->
     m = pick.metrics
     assert m["budget_params"] == 150 and m["params"] <= 150 and m["flops"] > 0
     assert pick.arch["op"] == "pool"  # the conv alone would take the net over 150 parameters
+
+
+def test_a_run_file_s_latency_budget_and_table_reach_the_record(tmp_path: Path) -> None:
+    """A run file's latency budget with its table: the record keeps both, and the pick's
+    trial its latency beside the limit (the conv's 1 ms would take it over 0.5)."""
+    from .test_runner import SPACE
+
+    (tmp_path / "bmod3.py").write_text(SPACE)
+    f = tmp_path / "exp.yaml"
+    f.write_text(
+        "space: bmod3:Net\ndata: bmod3:load\nprogress: 'off'\n"
+        "strategy: {name: darts, epochs: 1, batch_size: 32, budget: {latency: 0.5},\n"
+        "           budget_latency_table: {conv: 1.0, pool: 0.2}}\n"
+    )
+    d = tmp_path / "run"
+    assert main(["run", str(f), "--dir", str(d)]) == 0
+    with Store.open(d) as store:
+        cfg, (pick,) = store.config()["oneshot"]["strategy"]["config"], store.trials()
+    assert cfg["budget"] == {"latency": 0.5}
+    assert cfg["budget_latency_table"] == {"conv": 1.0, "pool": 0.2}
+    assert pick.arch["op"] == "pool" and pick.metrics["latency"] == pytest.approx(0.2)
+    assert pick.metrics["budget_latency"] == 0.5
 
 
 def test_an_infeasible_budget_fails_before_the_record_exists(tmp_path: Path) -> None:

@@ -52,3 +52,21 @@ def test_sync_bn_makes_a_batch_norm_space_match_one_process(tmp_path) -> None:
     synced = on_ranks("darts", tmp_path / "sync", bn="sync")[0]
     sharded = on_ranks("darts", tmp_path / "shard", bn="shard")[0]
     assert _worst(synced, one) < TOLERANCE < _worst(sharded, one)
+
+
+@pytest.mark.slow
+def test_a_measured_latency_budget_is_rank_0_s_table_on_every_rank(tmp_path) -> None:
+    """Each rank times the candidates itself (the timings differ); the search then reads rank
+    0's table on every rank, so both ranks keep to the same budget and pick the same."""
+    from nasforge.oneshot import proxyless
+    from tests.oneshot._dp import MlpSpace, data
+
+    times = proxyless.latency_table(MlpSpace(), data()[0][:2])
+    low = sum(min(row.values()) for row in times.values())
+    high = sum(max(row.values()) for row in times.values())
+    extra = {"budget": {"latency": (low + high) / 2}}
+    a, b = on_ranks("spos", tmp_path, extra=extra)
+    tables = [k for k in a["state"] if k.startswith("latency.")]
+    assert tables and all(torch.equal(a["state"][k], b["state"][k]) for k in tables)
+    assert a["arch"] == b["arch"] and a["archs"] == b["archs"] and a["steps"] == b["steps"]
+    assert a["metrics"]["latency"] == b["metrics"]["latency"] <= extra["budget"]["latency"]

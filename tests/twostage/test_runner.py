@@ -50,6 +50,29 @@ def test_a_rule_shortlist_is_trained_and_status_shows_it_beside_the_tau(
     assert "stage 1 (params)" in out and "(the pick)" in out
 
 
+def test_stage_2_trains_the_whole_shortlist_to_the_end_by_default(tmp_path: Path) -> None:
+    """No stopper given: every shortlisted architecture reports all its epochs and finishes;
+    the same shortlist under ASHA (trained one at a time) stops the ones the first beats at
+    its first rung, which is why ASHA is not the default."""
+    def by_size(model, report):  # the shortlist comes largest first: each below the one before
+        n = sum(p.numel() for p in model.parameters())
+        for epoch in range(1, 4):
+            report(epoch * n / 1e5)
+        return {"default": 3 * n / 1e5}
+
+    shortlist = {"algorithm": "params", "k": 3, "pool": 8, "budget": {"params": 3000}}
+    run = TwoStageSearch(DigitsNet(), by_size, "digits", shortlist, executor="inprocess",
+                         progress="off", directory=tmp_path / "default").run()  # fmt: skip
+    trials = run.trials()
+    assert len(trials) == 3
+    assert all(t.status == "done" and len(t.intermediates) == 3 for t in trials)
+    asha = TwoStageSearch(DigitsNet(), by_size, "digits", shortlist, stopper="asha",
+                          executor="inprocess", progress="off",
+                          directory=tmp_path / "asha").run()  # fmt: skip
+    assert [t.arch_id for t in asha.trials()] == [t.arch_id for t in trials]
+    assert any(t.status == "pruned" for t in asha.trials())
+
+
 def test_bad_settings_are_refused_before_the_record(tmp_path: Path) -> None:
     """An unknown rule, an engine setting misplaced, a pool below k: one line, no record."""
     d = tmp_path / "run"
@@ -58,6 +81,7 @@ def test_bad_settings_are_refused_before_the_record(tmp_path: Path) -> None:
         ({"algorithm": "params", "k": 4, "pool": 2}, {}, "pool >= k"),
         ({"algorithm": "params", "epochs": 3}, {}, "belong to a one-shot algorithm"),
         ({"algorithm": "spos"}, {"n_trials": 3}, "no settings of a two-stage search"),
+        ({"algorithm": "params", "budget": {"latency": 2.0}}, {}, "latency budget belongs to"),
     ]:
         with pytest.raises(ConfigError, match=words):
             TwoStageSearch(DigitsNet(), evaluate, "digits", shortlist, directory=d, **extra)
