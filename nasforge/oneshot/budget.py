@@ -23,7 +23,16 @@ from typing import Any
 
 from nasforge.errors import ConfigError
 
-__all__ = ["BUDGET_SIZES", "check_budget", "within", "load", "excess", "describe"]
+__all__ = [
+    "BUDGET_SIZES",
+    "MEASURE_KEYS",
+    "check_budget",
+    "latency_recipe",
+    "within",
+    "load",
+    "excess",
+    "describe",
+]
 
 #: what a budget may bound (the sizes :mod:`nasforge.proxies.size` counts, and the latency
 #: in ms a supernet's latency table gives)
@@ -61,6 +70,34 @@ def check_budget(budget: Any, setting: str = "budget") -> dict[str, float] | Non
             raise ConfigError(f"{setting} {key} must be a finite number > 0, got {limit!r}")
         out[str(key)] = float(limit)
     return out
+
+
+#: how a latency budget's table may be timed (``budget_latency_table: {measure: {...}}``):
+#: the arguments of ``nasforge.oneshot.proxyless.latency_table``
+MEASURE_KEYS = ("runtime", "threads", "batch", "n_warmup", "n_runs")
+
+
+def latency_recipe(source: Any) -> dict[str, Any] | None:
+    """Returns the timing settings of ``source`` when it asks for a measured table
+    (``{"measure": {"runtime": "onnxruntime", "threads": 1}}``), else None (a table, a file,
+    or nothing: timed with the defaults).
+
+    Raises:
+        ConfigError: ``measure`` beside other keys, not a mapping, or with a key that is no
+            timing setting (:data:`MEASURE_KEYS`).
+    """
+    if not isinstance(source, Mapping) or "measure" not in source:
+        return None
+    how = source["measure"]
+    if len(source) != 1 or not isinstance(how, Mapping):
+        raise ConfigError(
+            "budget_latency_table: {measure: {runtime: onnxruntime, threads: 1}} asks for a "
+            f"measured table and takes nothing beside it, got {dict(source)!r:.120}"
+        )
+    unknown = sorted(set(how) - set(MEASURE_KEYS))
+    if unknown:
+        raise ConfigError(f"budget_latency_table measure takes {list(MEASURE_KEYS)}, not {unknown}")
+    return dict(how)
 
 
 def within(sizes: Mapping[str, float], budget: Mapping[str, float] | None) -> bool:

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from nasforge.errors import ConfigError
-from nasforge.oneshot.budget import check_budget
+from nasforge.oneshot.budget import check_budget, latency_recipe
 from nasforge.oneshot.budgeted import resource_penalty
 from nasforge.runtime.devices import check_device
 from nasforge.runtime.distributed import ONE, Ranks
@@ -91,9 +91,10 @@ class SearchConfig:
     # searches are penalised towards it and project their pick into it
     # (nasforge/oneshot/budgeted.py)
     budget: dict[str, float] | None = None
-    # a latency budget's table (a JSON file or mapping op_latency.load_table reads); None:
-    # each candidate timed on this machine when the search starts (rank 0's on several ranks,
-    # kept in the checkpoints so a resume uses the same)
+    # a latency budget's table (a JSON file or mapping op_latency.load_table reads); None or
+    # {measure: {runtime: onnxruntime, threads: 1, ...}}: each candidate timed on this machine
+    # when the search starts (rank 0's on several ranks, kept in the checkpoints so a resume
+    # uses the same)
     budget_latency_table: str | dict[str, Any] | None = None
     budget_weight: float = 1.0  # the resource penalty's weight (gradient searches, ENAS)
     # the algorithm's own settings (its ``settings_class``); None: its defaults
@@ -122,6 +123,7 @@ class SearchConfig:
                 "budget_latency_table must be a JSON file or a mapping of milliseconds, got "
                 f"{t!r:.80}"
             )
+        latency_recipe(t)
         if t is not None and "latency" not in (self.budget or {}):
             raise ConfigError(
                 "budget_latency_table is the table of a latency budget; give budget: {latency: ms}"

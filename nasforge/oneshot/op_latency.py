@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from nasforge.errors import ConfigError
+from nasforge.oneshot.budget import latency_recipe
 from nasforge.oneshot.supernet import MixedLayer, MixedRepeat, Supernet
 from nasforge.run.deploy import measure_latency
 
@@ -224,9 +225,10 @@ def attach_for_budget(
     measure: Callable[[], Mapping[str, Mapping[str, float]]],
 ) -> OpLatency:
     """Returns the latency table a latency budget reads, made ``net.latency`` when it was not:
-    ``source`` when given (:func:`load_table`), else the table ``net`` already keeps
+    ``source`` when it is a table (:func:`load_table`), else the table ``net`` already keeps
     (ProxylessNAS's: one table per supernet), else ``measure()`` (every candidate timed at
-    its input shape: ``proxyless.latency_table``, whose pass reaches every layer).
+    its input shape: ``proxyless.latency_table``, whose pass reaches every layer; ``source``
+    ``{"measure": {...}}`` says how, :func:`~nasforge.oneshot.budget.latency_recipe`).
 
     Raises:
         ConfigError: ``source`` given while ``net`` keeps a table of its own (give it once:
@@ -241,7 +243,8 @@ def attach_for_budget(
                 "is the budget's too: give the table once, as latency_table"
             )
         return own
-    table = load_table(net, source) if source is not None else measure()
+    measured = source is None or latency_recipe(source) is not None
+    table = measure() if measured else load_table(net, source)
     return attach(net, table)
 
 

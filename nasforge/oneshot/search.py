@@ -39,7 +39,7 @@ import torch
 from nasforge.errors import DivergenceError, NasforgeError
 from nasforge.oneshot import darts, enas, fewshot, nasb, op_latency, proxyless, spos  # noqa: F401 - registered
 from nasforge.oneshot.algorithms import ALGORITHMS, config_for, get_algorithm, with_settings
-from nasforge.oneshot.budget import describe
+from nasforge.oneshot.budget import describe, latency_recipe
 from nasforge.oneshot.budgeted import Budgeted, budget_of
 from nasforge.oneshot.common import (
     Pass,
@@ -332,8 +332,8 @@ def budget_for(net: Supernet, space: ModelSpace, cfg: SearchConfig, example: tor
                ) -> Budgeted:  # fmt: skip
     """Returns ``cfg.budget`` applied to ``net``'s space, checked feasible. A latency budget
     reads the supernet's latency table (:mod:`~nasforge.oneshot.op_latency`), attached here:
-    ``cfg.budget_latency_table`` when given, else the one the algorithm keeps
-    (ProxylessNAS's), else each candidate timed on this machine.
+    ``cfg.budget_latency_table`` when it is a table, else the one the algorithm keeps
+    (ProxylessNAS's), else each candidate timed on this machine (as its ``measure`` asks).
 
     Raises:
         ConfigError: no architecture meets the budget; a bad table; two tables given (the
@@ -342,8 +342,9 @@ def budget_for(net: Supernet, space: ModelSpace, cfg: SearchConfig, example: tor
     assert cfg.budget is not None
     latency = None
     if "latency" in cfg.budget:
-        op_latency.attach_for_budget(net, cfg.budget_latency_table,
-                                     partial(proxyless.latency_table, space, example))  # fmt: skip
+        how = latency_recipe(cfg.budget_latency_table) or {}  # e.g. onnxruntime, one thread
+        measure = partial(proxyless.latency_table, space, example, **how)
+        op_latency.attach_for_budget(net, cfg.budget_latency_table, measure)
         latency = partial(op_latency.arch_latency, net)
     budget = Budgeted(space, cfg.budget, example, cfg.budget_weight, latency)
     budget.check()

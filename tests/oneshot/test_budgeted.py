@@ -150,6 +150,19 @@ def test_a_measured_latency_budget_holds_and_a_resume_keeps_the_table(data: tupl
     assert resumed.arch == whole.arch and resumed.metrics["latency"] == whole.metrics["latency"]
 
 
+def test_a_latency_budget_timed_on_onnxruntime(data: tuple) -> None:
+    """``budget_latency_table: {measure: {runtime: onnxruntime, threads: 1}}``: each candidate
+    exported and timed in a one-thread onnxruntime session; the pick keeps to that table."""
+    pytest.importorskip("onnxruntime")
+    recipe = {"measure": {"runtime": "onnxruntime", "threads": 1, "n_runs": 3}}
+    result = search(ToySpace(), "darts", data, epochs=1, batch_size=16, budget={"latency": 5.0},
+                    budget_latency_table=recipe, progress="off")  # fmt: skip
+    table = result.supernet.latency.table()
+    assert set(table) == {"e0", "e1", "blocks.0.op", "blocks.1.op", "blocks.2.op"}
+    assert all(ms > 0 for row in table.values() for ms in row.values())
+    assert result.metrics["latency"] <= 5.0
+
+
 def test_latency_budget_errors_are_one_line_before_training(data: tuple) -> None:
     """A latency budget no architecture meets, a table without a latency budget, and a table
     given twice (ProxylessNAS keeps its own) are each one ConfigError."""
@@ -159,6 +172,9 @@ def test_latency_budget_errors_are_one_line_before_training(data: tuple) -> None
     with pytest.raises(ConfigError, match="budget_latency_table is the table of a latency"):
         search(ToySpace(), "spos", data, epochs=1, budget={"params": 300},
                budget_latency_table=TABLE, **FAST["spos"])  # fmt: skip
+    with pytest.raises(ConfigError, match=r"measure takes \['runtime'.*not \['clock'\]"):
+        search(ToySpace(), "spos", data, epochs=1, budget={"latency": 2.0},
+               budget_latency_table={"measure": {"clock": "cpu"}}, **FAST["spos"])  # fmt: skip
     with pytest.raises(ConfigError, match="give the table once"):
         search(ToySpace(), "proxylessnas", data, epochs=1, budget={"latency": 2.0},
                budget_latency_table=TABLE, **FAST["proxylessnas"])  # fmt: skip
