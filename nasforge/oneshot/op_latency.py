@@ -243,9 +243,9 @@ def attach_for_budget(
                 "is the budget's too: give the table once, as latency_table"
             )
         return own
-    measured = source is None or latency_recipe(source) is not None
-    table = measure() if measured else load_table(net, source)
-    return attach(net, table)
+    if source is None or latency_recipe(source) is not None:
+        return attach(net, measure())
+    return attach(net, load_table(net, source))
 
 
 #: what a layer's presence in a network depends on: (mixed op, key), where the key is the
