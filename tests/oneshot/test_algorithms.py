@@ -177,7 +177,14 @@ def test_a_run_recorded_when_one_config_held_every_setting_resumes(tmp_path: Pat
         for name in ("darts", "nasb", "spos", "enas", "proxylessnas"):
             legacy.update(json.loads(json.dumps(flat_settings(config_for(name)))))
         legacy.update(ours)
-        for added in ("checkpoint_every", "sync_bn", "budget", "budget_weight", "pick"):
+        for added in (
+            "checkpoint_every",
+            "sync_bn",
+            "budget",
+            "budget_weight",
+            "budget_latency_table",
+            "pick",
+        ):
             legacy.pop(added)  # added since: a record of then lacks these (DARTS's pick too)
         assert len(legacy) == 31  # the one config's fields
         config["oneshot"]["strategy"]["config"] = legacy

@@ -54,6 +54,7 @@ def test_stage_2_trains_the_whole_shortlist_to_the_end_by_default(tmp_path: Path
     """No stopper given: every shortlisted architecture reports all its epochs and finishes;
     the same shortlist under ASHA (trained one at a time) stops the ones the first beats at
     its first rung, which is why ASHA is not the default."""
+
     def by_size(model, report):  # the shortlist comes largest first: each below the one before
         n = sum(p.numel() for p in model.parameters())
         for epoch in range(1, 4):

@@ -26,7 +26,8 @@ def test_settings_take_the_one_shot_settings_beside_their_own_and_refuse_bad_one
     assert s.settings == {"epochs": 3} and s.data()["k"] == 2
     assert ShortlistSettings.from_mapping(s.data()) == s
     for bad, words in [({"k": 0}, "k must be"), ({"k": 9, "pool": 4}, "pool >= k"),
-                       ({"budget": {"latency": 3}}, "bounds 'latency'"),
+                       ({"budget": {"latency": 3}}, "latency budget belongs to a one-shot"),
+                       ({"budget": {"memory": 3}}, "bounds 'memory'"),
                        ({"budget": {"params": -1}}, "number > 0"), ([1], "a mapping")]:  # fmt: skip
         with pytest.raises(ConfigError, match=words):
             ShortlistSettings.from_mapping(bad)  # type: ignore[arg-type]
