@@ -72,6 +72,9 @@ log = logging.getLogger("nasforge.benchmarks.budgeted_search")
 DATA = Path(__file__).resolve().parent / "data"
 #: stage 1's rules: the supernet (SPOS, the two-stage default) and the trivial ones
 RULES = {"supernet": "spos", "flops": "flops", "params": "params", "random": "random"}
+#: per rule, shortlist settings over the shipped ones (a trivial rule hedges with nothing)
+RULE_SETTINGS: dict[str, dict[str, Any]] = {"flops": {"by_size": 0}, "params": {"by_size": 0},
+                                            "random": {"by_size": 0}}  # fmt: skip
 BOUNDS = ("unconstrained", "constrained")
 
 
@@ -133,8 +136,8 @@ def run_table(
             for b in (None, budget):
                 for name, rule in rules.items():
                     jobs[("two", name, s, b)] = pool.submit(
-                        two_stage_job, recipe, rule, s, b, tseeds[s % len(tseeds)], shortlist,
-                        oneshot)  # fmt: skip
+                        two_stage_job, recipe, rule, s, b, tseeds[s % len(tseeds)],
+                        {**shortlist, **RULE_SETTINGS.get(name, {})}, oneshot)  # fmt: skip
                 for a in algorithms:
                     jobs[("one", a, s, b)] = pool.submit(single_stage_job, recipe, a, s, b,
                                                          oneshot)  # fmt: skip
@@ -214,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rules", nargs="*", default=list(RULES), choices=list(RULES))
     p.add_argument("--algorithms", nargs="*", help="single-stage searches (default: every one)")
     p.add_argument("--k", type=int, help="shortlist size (default: the shipped 8)")
+    p.add_argument("--by-size", type=int, help="of k, slots for the largest (the supernet's)")
     p.add_argument("--pool", type=int, help="architectures stage 1 scores (shipped: 64)")
     p.add_argument(
         "--oneshot",
@@ -228,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     t0 = time.perf_counter()
     load_before = os.getloadavg()[0]
-    shortlist = {k: v for k, v in (("k", args.k), ("pool", args.pool)) if v is not None}
+    shortlist = {k: v for k, v in (("k", args.k), ("pool", args.pool),
+                                   ("by_size", args.by_size)) if v is not None}  # fmt: skip
     algorithms = algorithm_names() if args.algorithms is None else args.algorithms
     tables: dict[str, dict] = {}
     if args.quick:

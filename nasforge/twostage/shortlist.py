@@ -7,7 +7,9 @@ K architectures from the candidates it scored. Pure (no torch).
                 function says so; otherwise the space's id of the architecture)
     choose      best score first (ties: the order scored); an architecture over the budget
                 is left out, and so is one whose function a better one already computes;
-                the first K that remain are the shortlist
+                the first K - ``by_size`` that remain, then the largest (FLOPs, then
+                parameters) of the rest up to K, are the shortlist: ``by_size`` slots hedge
+                a ranking that sizes would have beaten (docs/oneshot.md measures when)
 
 Invariants: the shortlist holds at most K architectures, no two with one function key, none
 over the budget, in stage 1's order; the same candidates give the same shortlist.
@@ -42,6 +44,9 @@ class ShortlistSettings:
     pool: int = 64
     budget: dict[str, float] | None = None  # {"params": 5e4, "flops": 2e6}: none over it
     seed: int = 0  # the pool's draws
+    # of the k, how many go to the largest candidates (FLOPs, then parameters) that stage 1's
+    # scores did not already take
+    by_size: int = 0
     # the one-shot algorithm's settings, flat (epochs, batch_size, cycles, selection, ...)
     settings: dict[str, Any] = field(default_factory=dict)
 
@@ -62,7 +67,7 @@ class ShortlistSettings:
             raise ConfigError(
                 f"shortlist must be a mapping such as {{algorithm: spos, k: 16}}, got {spec!r:.80}"
             )
-        own = {"algorithm", "k", "pool", "budget", "seed"}
+        own = {"algorithm", "k", "pool", "budget", "seed", "by_size"}
         rest = {k: v for k, v in spec.items() if k not in own and k != "settings"}
         out = cls(**{k: v for k, v in spec.items() if k in own},
                   settings={**dict(spec.get("settings") or {}), **rest})  # fmt: skip
@@ -77,14 +82,19 @@ class ShortlistSettings:
                 that bounds something else than params or flops or by no positive number, a
                 seed that is not an int.
         """
-        for name in ("k", "pool", "seed"):
-            v, low = getattr(self, name), 0 if name == "seed" else 1
+        for name in ("k", "pool", "seed", "by_size"):
+            v, low = getattr(self, name), 0 if name in ("seed", "by_size") else 1
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise ConfigError(f"shortlist {name} must be an int >= {low}, got {v!r}")
         if self.pool < self.k:
             raise ConfigError(
                 f"shortlist pool ({self.pool}) is smaller than k ({self.k}); stage 1 scores "
                 "the pool and keeps k of it: give pool >= k"
+            )
+        if self.by_size > self.k:
+            raise ConfigError(
+                f"shortlist by_size ({self.by_size}) is more than k ({self.k}): it is how many "
+                "of the k go to the largest candidates"
             )
         if not isinstance(self.algorithm, str):
             raise ConfigError(f"shortlist algorithm must be a name, got {self.algorithm!r}")
@@ -100,7 +110,8 @@ class ShortlistSettings:
         """Returns the settings as JSON-able data (the record's, and :meth:`from_mapping`'s)."""
         return {"algorithm": self.algorithm, "k": self.k, "pool": self.pool,
                 "budget": None if self.budget is None else dict(self.budget),
-                "seed": self.seed, "settings": dict(self.settings)}  # fmt: skip
+                "seed": self.seed, "by_size": self.by_size,
+                "settings": dict(self.settings)}  # fmt: skip
 
 
 @dataclass
@@ -130,19 +141,28 @@ def function_key(space: Any, arch: Mapping[str, Any]) -> str:
 
 
 def choose(
-    candidates: Sequence[Candidate], k: int, budget: Mapping[str, float] | None
+    candidates: Sequence[Candidate],
+    k: int,
+    budget: Mapping[str, float] | None,
+    by_size: int = 0,
 ) -> list[Candidate]:
-    """Returns the shortlist: the first ``k`` of ``candidates``, best score first (ties in
-    the order given), within ``budget`` and one per function key (see the module docstring)."""
-    order = sorted(range(len(candidates)), key=lambda i: -candidates[i].score)
+    """Returns the shortlist: the first ``k - by_size`` of ``candidates``, best score first
+    (ties in the order given), then the largest of the rest up to ``k``; all within
+    ``budget`` and one per function key (see the module docstring)."""
+    by_score = sorted(range(len(candidates)), key=lambda i: -candidates[i].score)
+    largest = sorted(
+        range(len(candidates)),
+        key=lambda i: (-candidates[i].sizes["flops"], -candidates[i].sizes["params"]),
+    )
     seen: set[str] = set()
     out: list[Candidate] = []
-    for i in order:
-        c = candidates[i]
-        if c.key in seen or not within(c.sizes, budget):
-            continue
-        seen.add(c.key)
-        out.append(c)
-        if len(out) == k:
-            break
+    for order, up_to in ((by_score, k - by_size), (largest, k)):
+        for i in order:
+            if len(out) >= up_to:
+                break
+            c = candidates[i]
+            if c.key in seen or not within(c.sizes, budget):
+                continue
+            seen.add(c.key)
+            out.append(c)
     return out
