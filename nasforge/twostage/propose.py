@@ -28,6 +28,7 @@ from nasforge.errors import ConfigError
 from nasforge.oneshot.algorithms import algorithm_names
 from nasforge.oneshot.runner import OneShot, OneShotSearch, load_data
 from nasforge.proxies import get_proxy, list_proxies, score_arch
+from nasforge.proxies.size import SIZES
 from nasforge.run.store import Store
 from nasforge.space.search_space import Arch, arch_id
 from nasforge.twostage.shortlist import ShortlistSettings
@@ -64,6 +65,17 @@ class Proposer(abc.ABC):
 
     #: what its scores are, as the size baseline's sentence names it
     scorer: str = ""
+    #: whether half the shortlist hedges its ranking with the largest candidates by default
+    #: (``by_size``): a score may rank below size (docs/oneshot.md), a random draw must not
+    hedged: bool = True
+
+    def by_size(self) -> int:
+        """Returns how many of the shortlist's ``k`` go to the largest candidates: the
+        setting, else half of ``k`` for a rule whose ranking is hedged, else none."""
+        s = self.settings
+        if s.by_size is not None:
+            return s.by_size
+        return s.k // 2 if self.hedged else 0
 
     def __init__(
         self,
@@ -163,6 +175,7 @@ class ProxyProposer(_Sampled):
                  threads: int | None = None, progress: str = "auto") -> None:  # fmt: skip
         super().__init__(space, settings, data, directory, threads, progress)
         self.proxy = get_proxy(settings.algorithm)
+        self.hedged = settings.algorithm not in SIZES  # a size hedged by size is itself
         self.scorer = f"proxy {settings.algorithm}"
 
     def value(self, i: int, arch: Arch) -> float:
@@ -176,6 +189,7 @@ class RandomProposer(_Sampled):
     """Returns uniform samples, the first drawn first."""
 
     scorer = "random draw"
+    hedged = False  # the floor every rule must beat stays random
 
     def value(self, i: int, arch: Arch) -> float:
         """Returns minus the draw's position."""

@@ -238,21 +238,22 @@ class TwoStageSearch(BaseRunner):
         record_agreement(
             store, size_agreement([c.score for c in candidates], sizes, self.proposer.scorer)
         )
-        chosen = choose(candidates, s.k, s.budget, s.by_size)
+        by_size = self.proposer.by_size()
+        chosen = choose(candidates, s.k, s.budget, by_size)
         if not chosen:
             raise ConfigError(
                 f"none of the {len(candidates)} candidates stage 1 scored lies within the "
                 f"budget {s.budget}; raise the budget or the pool"
             )
         write_shortlist(store, {"rule": s.algorithm, "k": s.k, "pool": len(candidates),
-                                "budget": s.budget, "by_size": s.by_size,
+                                "budget": s.budget, "by_size": by_size,
                                 "candidates": [c.data() for c in chosen]})  # fmt: skip
         functions = len({c.key for c in candidates})
         store.add_note(
             "two-stage", "shortlist",
             f"stage 1 ({s.algorithm}) scored {len(candidates)} candidates ({functions} "
             f"functions); the shortlist keeps the best {len(chosen)} within the budget, one "
-            "per function" + (f", {s.by_size} of them the largest" if s.by_size else ""),
+            "per function" + (f", {by_size} of them the largest" if by_size else ""),
             candidates=len(candidates), shortlist=len(chosen),
         )  # fmt: skip
         log.info("shortlist: %s", json.dumps([c.arch_id for c in chosen]))

@@ -45,8 +45,9 @@ class ShortlistSettings:
     budget: dict[str, float] | None = None  # {"params": 5e4, "flops": 2e6}: none over it
     seed: int = 0  # the pool's draws
     # of the k, how many go to the largest candidates (FLOPs, then parameters) that stage 1's
-    # scores did not already take
-    by_size: int = 0
+    # scores did not already take; None: half of k when stage 1 ranks by a score (one-shot,
+    # proxy), none for random draws (TwoStageSearch resolves it)
+    by_size: int | None = None
     # the one-shot algorithm's settings, flat (epochs, batch_size, cycles, selection, ...)
     settings: dict[str, Any] = field(default_factory=dict)
 
@@ -84,6 +85,8 @@ class ShortlistSettings:
         """
         for name in ("k", "pool", "seed", "by_size"):
             v, low = getattr(self, name), 0 if name in ("seed", "by_size") else 1
+            if v is None and name == "by_size":
+                continue
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise ConfigError(f"shortlist {name} must be an int >= {low}, got {v!r}")
         if self.pool < self.k:
@@ -91,7 +94,7 @@ class ShortlistSettings:
                 f"shortlist pool ({self.pool}) is smaller than k ({self.k}); stage 1 scores "
                 "the pool and keeps k of it: give pool >= k"
             )
-        if self.by_size > self.k:
+        if self.by_size is not None and self.by_size > self.k:
             raise ConfigError(
                 f"shortlist by_size ({self.by_size}) is more than k ({self.k}): it is how many "
                 "of the k go to the largest candidates"

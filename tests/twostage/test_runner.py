@@ -74,6 +74,22 @@ def test_stage_2_trains_the_whole_shortlist_to_the_end_by_default(tmp_path: Path
     assert any(t.status == "pruned" for t in asha.trials())
 
 
+def test_half_a_scored_shortlist_hedges_with_the_largest_by_default(tmp_path: Path) -> None:
+    """by_size unset: half of k for a supernet or a proxy's ranking, none for random draws or
+    a size rule; a given by_size is kept."""
+
+    def hedge(shortlist: dict) -> int:
+        run = TwoStageSearch(DigitsNet(), evaluate, "digits", shortlist,
+                             directory=tmp_path / "unused")  # fmt: skip
+        return run.proposer.by_size()
+
+    assert hedge({"algorithm": "spos", "k": 8}) == 4
+    assert hedge({"algorithm": "synflow", "k": 5}) == 2
+    assert hedge({"algorithm": "random", "k": 8}) == 0
+    assert hedge({"algorithm": "flops", "k": 8}) == 0
+    assert hedge({"algorithm": "spos", "k": 8, "by_size": 0}) == 0
+
+
 def test_bad_settings_are_refused_before_the_record(tmp_path: Path) -> None:
     """An unknown rule, an engine setting misplaced, a pool below k: one line, no record."""
     d = tmp_path / "run"
