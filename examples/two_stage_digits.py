@@ -1,6 +1,6 @@
 """A two-stage run file: SPOS shortlists 4 architectures of the benchmark cell space within a
-parameter budget, then the engine trains all 4 on real digits (stage 2's default: no stopper) and
-picks by validation accuracy.
+parameter budget (its best 2, and the largest 2 of the rest), then the engine trains all 4 on
+real digits (stage 2's default: no stopper) and picks by validation accuracy.
 
 Run:  nasforge run examples/two_stage_digits.py --dir runs/two-stage
       nasforge status runs/two-stage      # the shortlist, stage 1's scores beside stage 2's
@@ -22,7 +22,7 @@ strategy = {
     "name": "two-stage",
     "shortlist": {
         "algorithm": "spos",  # or darts, nasb, fewshot, a proxy (synflow), params, flops, random
-        "k": 4,  # architectures trained in stage 2
+        "k": 4,  # trained in stage 2: the supernet's best 2 and the largest 2 (by_size)
         "pool": 16,  # architectures stage 1 scores
         "budget": {"params": 4000},  # none over it is shortlisted
         "epochs": 2,  # SPOS's own settings from here on
