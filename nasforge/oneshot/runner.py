@@ -255,7 +255,7 @@ class OneShotSearch(BaseRunner):
         self.search_space = space.search_space()
         if len(self.search_space) == 0:
             raise ConfigError(f"the space {type(space).__name__} has no decisions to search")
-        make_supernet(space, self.strategy.name)  # SpaceError now rather than mid-training
+        probe = make_supernet(space, self.strategy.name)  # SpaceError now, not mid-training
         get_algorithm(self.strategy.name).check_space(space, self.strategy.config)
         self.supernet_run = None if supernet is None else str(supernet)
         self._weights = None if supernet is None else _supernet_weights(Path(supernet))
@@ -265,9 +265,10 @@ class OneShotSearch(BaseRunner):
         cfg = self.strategy.config
         if cfg.budget is not None:  # infeasible: one error before the record exists
             example = self.split.train[0][:2]
+            if "latency" in cfg.budget:  # the table's layers, placed in their nodes
+                probe.find_nodes(example)
             with threads_for(threads):  # a latency table is timed as the search will time it
-                net = make_supernet(space, self.strategy.name, example)
-                budget_for(net, space, cfg, example)
+                budget_for(probe, space, cfg, example)
         self.progress_mode = progress
         self.threads = threads
         self.parallel: _Parallel = {"model_parallel": model_parallel, "schedule": schedule,
