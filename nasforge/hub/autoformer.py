@@ -27,6 +27,7 @@ them is AutoFormer's own weight entanglement, not a path sampler's mixed op).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,7 +55,7 @@ class RelativePosition2D(nn.Module):
         self.cols = nn.Parameter(torch.randn(2 * _MAX_REL + 2, dim) * 0.02)
 
     def forward(self, n_tokens: int) -> torch.Tensor:
-        side = int(round((n_tokens - 1) ** 0.5))
+        side = math.isqrt(int(n_tokens) - 1)  # int(): a traced shape is a tensor
         pos = torch.arange(side * side, device=self.rows.device)
         r, c = pos // side, pos % side
         dr = (r[None, :] - r[:, None]).clamp(-_MAX_REL, _MAX_REL) + _MAX_REL + 1

@@ -170,6 +170,18 @@ def test_a_hub_architecture_exports_in_every_format(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_vision_transformer_of_the_hub_exports_in_every_format(tmp_path: Path) -> None:
+    """AutoFormer-Tiny (224x224, relative position embeddings) exports in every format: the
+    token grid's side is computed from a traced shape (TorchScript's trace once refused
+    ``round`` of it)."""
+    from nasforge import hub
+
+    torch.manual_seed(0)
+    name = "autoformer-tiny"
+    _every_format(hub.model(name), hub.example_input(name, batch=2), tmp_path)
+
+
+@pytest.mark.slow
 def test_a_compofa_run_exports_its_sub_networks_in_every_format(tmp_path: Path, capsys) -> None:
     """`nasforge export --per target --format ...` of a CompOFA run writes each target's
     sub-network in every format, verified, that runs another batch size."""
