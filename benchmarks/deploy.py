@@ -233,11 +233,12 @@ def table_vs_measured(n: int, repeats: int, calibrate: int = CALIBRATE) -> dict[
 
 
 def nni_equal(n_archs: int) -> dict[str, Any]:
-    """Returns {"nni_equal": {space: fraction}} from ``NNI_EQUAL_HOOK``, or null and why."""
+    """Returns {"nni_equal": {space: fraction}, "nni_equal_freeze": ...} from
+    ``NNI_EQUAL_HOOK``, or null and why."""
     module, name = NNI_EQUAL_HOOK
     try:
-        fn = getattr(importlib.import_module(module), name)
-        return {"nni_equal": fn(n=n_archs)["nni_equal"]}
+        out = getattr(importlib.import_module(module), name)(n=n_archs)
+        return {k: out[k] for k in ("nni_equal", "nni_equal_freeze", "unmapped")}
     except (ImportError, AttributeError, NasforgeError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return {"nni_equal": None, "nni_equal_reason": f"{module}.{name}: {reason}"}

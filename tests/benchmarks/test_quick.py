@@ -93,7 +93,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "memory_ratio",
     ),
     "naspipe_run": ("samples_per_s", "equals_sequential"),
-    "nni_equal": ("nni_equal", "max_abs_diff", "unmapped", "mismatch"),
+    "nni_equal": ("nni_equal", "nni_equal_freeze", "max_abs_diff", "unmapped", "mismatch"),
     "naspipe_sim": ("configs", "summary"),
     "ofa_extract": ("extract_ms", "max_abs_diff"),
     "ofa_predictor": ("spearman", "top10_overlap", "n_train", "baseline_spearman"),

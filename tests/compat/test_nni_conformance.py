@@ -29,8 +29,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from nni_equal import SPACES, nni_equal  # noqa: E402 - the benchmark's table of spaces
 
-#: the spaces nasforge maps and NNI freezes the same way (see test_mobilenetv3_differs)
-EQUAL = ["hello_nas", "NasBench201", "DARTS", "ENAS", "ProxylessNAS", "ShuffleNetSpace"]
+#: the spaces nasforge maps (NasBench101 and AutoformerSpace are not: see the last test)
+EQUAL = [
+    "hello_nas", "NasBench201", "DARTS", "ENAS", "ProxylessNAS", "ShuffleNetSpace",
+    "MobileNetV3Space",
+]  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
@@ -85,26 +88,25 @@ def test_fifty_architectures_equal(name: str) -> None:
     result = _check(name, 50)
     assert result.mismatches == [], result.mismatches[:1]
     assert result.fraction == 1.0
+    if name != "MobileNetV3Space":  # NNI's in-place freeze agrees with its own build here
+        assert result.fraction_freeze == 1.0
 
 
 @pytest.mark.slow
-def test_mobilenetv3_differs_in_nni_in_place_freeze() -> None:
-    """MobileNetV3Space is the known difference: NNI freezes the built space in place (an
-    unchosen squeeze-excite stays as an Identity at its index), nasforge re-runs __init__
-    (NNI's simplify_sequential drops that Identity), so the state-dict keys are numbered
-    differently; the parameter counts still agree."""
+def test_mobilenetv3_equals_nni_s_model_context_build_not_its_in_place_freeze() -> None:
+    """NNI's two ways to a fixed MobileNetV3Space differ: its in-place ``space.freeze`` keeps
+    an unchosen squeeze-excite as an ``Identity`` and rebuilds searched batch norms with
+    torch's default eps; the ``model_context`` build (how NNI 3.0 builds an exported
+    architecture) does neither. nasforge equals the latter, and the check sees the former."""
     result = _check("MobileNetV3Space", 3)
-    assert result.mismatches
-    for m in result.mismatches:
-        assert m["params_nni"] == m["params_nasforge"]
-        assert "state_dict" in m.get("error", "")
+    assert (result.equal, result.equal_freeze) == (3, 0), result.mismatches[:1]
 
 
 @pytest.mark.slow
 def test_unmapped_hub_spaces_are_named() -> None:
     """NNI's NasBench101 (constraints between choices) and AutoformerSpace (NNI's dry-run
-    context) are reported as unmapped, the construct named, and count 0.0."""
+    context) are reported as unmapped, the construct named, and not measured (null)."""
     out = nni_equal(n=1, spaces=["NasBench101", "AutoformerSpace"])
-    assert out["nni_equal"] == {"NasBench101": 0.0, "AutoformerSpace": 0.0}
+    assert out["nni_equal"] == {"NasBench101": None, "AutoformerSpace": None}
     assert "Constraint" in out["unmapped"]["NasBench101"]
     assert "frozen_context" in out["unmapped"]["AutoformerSpace"]
