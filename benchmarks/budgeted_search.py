@@ -39,6 +39,11 @@ the algorithm refused: ``extra.errors`` says why), ``n_seeds``, ``tables``, ``se
     python benchmarks/budgeted_search.py                       # both tables, 5 seeds
     python benchmarks/budgeted_search.py --seeds 0 1 --tables v4
     python benchmarks/budgeted_search.py --quick               # smoke run: a miniature table
+    python benchmarks/budgeted_search.py --merge a.json b.json  # single-stage seeds of 2 runs
+
+``--merge`` reads the ``--out`` files of runs of other seeds (for instance ``--seeds 1 2
+--rules --out b.json``: the single-stage searches alone) and prints the single-stage figures
+over all their seeds, with the seeds each covers.
 
 ``--quick`` builds the tests' miniature table (4 rows, 2 seeds) in memory and runs one seed
 with one-epoch supernets, a pool of 6 and a shortlist of 2: a check that it runs, not a result.
@@ -68,7 +73,7 @@ from ranking import Retrainer, competent_rows, percentile  # noqa: E402
 from nasforge.oneshot.algorithms import algorithm_names  # noqa: E402
 from nasforge.spaces.cell_canon import function_key  # noqa: E402
 
-__all__ = ["RULES", "run_table", "main"]
+__all__ = ["RULES", "run_table", "merge_single_stage", "main"]
 
 log = logging.getLogger("nasforge.benchmarks.budgeted_search")
 DATA = Path(__file__).resolve().parent / "data"
@@ -217,6 +222,45 @@ def _summary(per_table: dict[str, dict], rules: dict, algorithms: list[str]) -> 
     return out
 
 
+def merge_single_stage(files: list[Path]) -> dict[str, Any]:
+    """Returns ``single_stage_percentile`` and ``p_vs_random`` {algorithm: {table: {bound:
+    ...}}} and ``seeds`` {algorithm: {table: [...]}} over the single-stage picks of several
+    ``--out`` files (runs of other seeds: a 5-seed figure of every algorithm is hours of CPU,
+    so it may be made in parts). A (table, algorithm, seed, bound) found in two files is
+    taken from the first; each file's ``tables_detail`` must hold its jobs and picks."""
+    picks: dict[tuple[str, str, str], dict[str, float]] = {}  # (table, algorithm, bound)
+    for f in files:
+        detail = json.loads(Path(f).read_text())["tables_detail"]
+        for t, rep in detail.items():
+            budget = rep["param_budget"]
+            for key, job in rep["jobs"].items():
+                kind, a, seed, b = key.split("/")
+                if kind != "one" or job.get("pick") is None:
+                    continue
+                bound = BOUNDS[0] if b == "None" else BOUNDS[1]
+                assert b == "None" or int(b) == budget, (f, key)
+                want = function_key(job["pick"])
+                mean = next(p["mean"] for p in rep["single_stage"][a][bound]["picks"]
+                            if function_key(p["arch"]) == want)  # fmt: skip
+                picks.setdefault((t, a, bound), {}).setdefault(seed, mean)
+    out: dict[str, Any] = {"single_stage_percentile": {}, "p_vs_random": {}, "seeds": {}}
+    tables: dict[str, tuple[list[dict], int]] = {}
+    for (t, a, bound), by_seed in sorted(picks.items()):
+        if t not in tables:
+            rows = competent_rows(json.loads((DATA / f"ground_truth_mnist1d_{t}.json")
+                                             .read_text()))[0]  # fmt: skip
+            tables[t] = rows, int(statistics.median(r["params"] for r in rows))
+        rows, budget = tables[t]
+        means = [r["mean"] for r in rows if bound == BOUNDS[0] or r["params"] <= budget]
+        pm = list(by_seed.values())
+        pct = statistics.mean(percentile(m, means) for m in pm)
+        p_value = float(stats.mannwhitneyu(pm, means, alternative="greater").pvalue)
+        out["single_stage_percentile"].setdefault(a, {}).setdefault(t, {})[bound] = pct
+        out["p_vs_random"].setdefault(a, {}).setdefault(t, {})[bound] = p_value
+        out["seeds"].setdefault(a, {})[t] = sorted(by_seed, key=int)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Returns 0 after printing the figures' JSON as the last line."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -237,7 +281,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, help="also write every pick, shortlist and trial here")
     p.add_argument("--quick", action="store_true", help="a miniature table, one seed")
+    p.add_argument("--merge", type=Path, nargs="+",
+                   help="only merge the single-stage picks of these --out files")  # fmt: skip
     args = p.parse_args(argv)
+    if args.merge:
+        print(json.dumps(merge_single_stage(args.merge), sort_keys=True))
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     t0 = time.perf_counter()
     load_before = os.getloadavg()[0]

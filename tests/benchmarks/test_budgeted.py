@@ -68,3 +68,34 @@ def test_a_two_stage_job_shortlists_within_the_budget_and_counts_its_epochs() ->
     assert all(common.param_count(MINI, c["arch"], base) <= 800 for c in res["shortlist"])
     assert res["stage2_epochs"] == sum(t["epochs"] for t in res["trials"]) > 0
     assert res["stage1_epochs"] == 0
+
+
+@pytest.mark.slow  # reads the v4 and v5 tables' rows (their parameter counts computed)
+def test_merging_runs_of_other_seeds_counts_each_seed_once(tmp_path) -> None:
+    """``--merge`` of the committed one-seed single-stage runs reproduces each run's figures,
+    and a run given twice, or a second copy under another seed, is counted per seed."""
+    import json
+    from pathlib import Path
+
+    data = Path(bench.DATA)
+    files = [data / "budgeted_single_v4.json", data / "budgeted_single_v5.json"]
+    runs = [json.loads(f.read_text()) for f in files]
+    merged = bench.merge_single_stage(files + files[:1])  # the first again: counted once
+    for run in runs:
+        for a, by_table in run["single_stage_percentile"].items():
+            for t, fig in by_table.items():
+                assert merged["single_stage_percentile"][a][t] == pytest.approx(fig)
+                assert merged["seeds"][a][t] == ["0"]
+    # the v4 run as seed 9 too: two seeds, each pick counted once, the mean of the two
+    copy = json.loads(files[0].read_text())
+    detail = copy["tables_detail"]["v4"]
+    detail["jobs"] = {k.replace("/0/", "/9/"): v for k, v in detail["jobs"].items()}
+    (tmp_path / "seed9.json").write_text(json.dumps(copy))
+    twice = bench.merge_single_stage([files[0], tmp_path / "seed9.json"])
+    assert twice["seeds"]["spos"]["v4"] == ["0", "9"]
+    assert twice["single_stage_percentile"]["spos"]["v4"] == pytest.approx(
+        runs[0]["single_stage_percentile"]["spos"]["v4"]
+    )
+    p_once = merged["p_vs_random"]["spos"]["v4"]["constrained"]
+    p_twice = twice["p_vs_random"]["spos"]["v4"]["constrained"]
+    assert p_twice < p_once  # the same pick twice is more evidence against a random pick
