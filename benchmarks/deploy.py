@@ -14,8 +14,9 @@ built on onnxruntime predicts onnxruntime's measured end-to-end latency (issue 5
   ``failures`` names each export that failed, in one line.
 - ``table_vs_measured``: for ``--n-ofa`` random sub-networks of the same supernet, the layer
   table's prediction against measured end-to-end latency on onnxruntime, both with 1 thread,
-  batch 1, medians of ``--repeats`` calls on the calling thread's CPU clock (``clock``; the
-  wall clock's medians on a loaded machine measure the scheduler): Spearman rho and the median
+  batch 1, medians of ``--repeats`` calls (50, the table's shipped default) on the calling
+  thread's CPU clock (``clock``; the wall clock's medians on a loaded machine measure the
+  scheduler): Spearman rho and the median
   absolute relative error. The table is built in this run as a deployment search builds it
   (:func:`nasforge.ofa.deploy.make_latency`, ``mode: table``): every distinct layer shape
   timed interleaved, then calibrated (``scale * sum + offset``) on ``calibrate`` other
@@ -53,7 +54,7 @@ import torch
 
 from nasforge import hub
 from nasforge.errors import NasforgeError
-from nasforge.ofa.deploy import CALIBRATE, CALIBRATION_SEED
+from nasforge.ofa.deploy import CALIBRATE, CALIBRATION_SEED, N_RUNS
 from nasforge.ofa.latency import LatencyTable, distinct_shapes
 from nasforge.ofa.measure import network_latencies, table_latencies
 from nasforge.ofa.mobilenet import OFAMobileNetV3, extract
@@ -247,7 +248,8 @@ def nni_equal(n_archs: int) -> dict[str, Any]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n-ofa", type=int, default=50, help="random OFA sub-networks")
-    p.add_argument("--repeats", type=int, default=20, help="timed calls per latency (median)")
+    p.add_argument("--repeats", type=int, default=N_RUNS["table"],
+                   help="timed calls per latency (median; a table's shipped default)")  # fmt: skip
     p.add_argument("--n-nni", type=int, default=50, help="architectures per NNI space")
     p.add_argument("--formats", default=",".join(FORMATS), help="comma-separated formats")
     p.add_argument(
