@@ -116,7 +116,7 @@ def _context_build(nni_space: Any, arch: dict[str, Any]) -> nn.Module:
     """Returns NNI's network of ``arch`` built the way NNI 3.0 builds an exported
     architecture: the space's class called again, with its own arguments, under
     ``model_context(arch)``."""
-    from nni.nas.space import model_context
+    model_context = importlib.import_module("nni.nas.space").model_context  # NNI: optional
 
     with model_context(arch):
         return type(nni_space)(*nni_space.trace_args, **nni_space.trace_kwargs)
