@@ -97,19 +97,33 @@ def _figures(picks: list[Any], accs: dict, rows: list[dict], budget: int) -> dic
     (``picks[i]``: (unconstrained, constrained) of seed i; None: the search refused)."""
     out: dict[str, Any] = {}
     for j, bound in enumerate(BOUNDS):
-        means = [r["mean"] for r in rows if j == 0 or r["params"] <= budget]
+        means = _row_means(rows, budget, bound)
         found = [p[j] for p in picks if p[j] is not None]
         if not found:
             out[bound] = {"percentile": None, "p_vs_random": None, "picks": []}
             continue
         pm = [statistics.mean(accs[function_key(a)]["accuracies"]) for a in found]
+        pct, p_value = _placement(pm, means)
         out[bound] = {
-            "percentile": statistics.mean(percentile(m, means) for m in pm),
-            "p_vs_random": float(stats.mannwhitneyu(pm, means, alternative="greater").pvalue),
+            "percentile": pct,
+            "p_vs_random": p_value,
             "picks": [{"arch": a, "mean": m, "percentile": percentile(m, means),
                        "source": accs[function_key(a)]["source"]} for a, m in zip(found, pm)],
         }  # fmt: skip
     return out
+
+
+def _row_means(rows: list[dict], budget: int, bound: str) -> list[float]:
+    """Returns the mean test accuracies of the rows a pick is placed among under ``bound``:
+    every competent row, or those within ``budget`` parameters."""
+    return [r["mean"] for r in rows if bound == BOUNDS[0] or r["params"] <= budget]
+
+
+def _placement(pick_means: list[float], means: list[float]) -> tuple[float, float]:
+    """Returns (the picks' mean percentile among ``means``, the one-sided Mann-Whitney p of
+    the picks above them: a uniform pick among the rows being random)."""
+    pct = statistics.mean(percentile(m, means) for m in pick_means)
+    return pct, float(stats.mannwhitneyu(pick_means, means, alternative="greater").pvalue)
 
 
 def _consistency(results: dict, rows: list[dict], seeds: list[int], epochs: int) -> dict:
@@ -229,10 +243,12 @@ def merge_single_stage(files: list[Path]) -> dict[str, Any]:
     so it may be made in parts). A (table, algorithm, seed, bound) found in two files is
     taken from the first; each file's ``tables_detail`` must hold its jobs and picks."""
     picks: dict[tuple[str, str, str], dict[str, float]] = {}  # (table, algorithm, bound)
+    budgets: dict[str, int] = {}  # the parameter budget each table's runs recorded
     for f in files:
         detail = json.loads(Path(f).read_text())["tables_detail"]
         for t, rep in detail.items():
-            budget = rep["param_budget"]
+            budget = budgets.setdefault(t, rep["param_budget"])
+            assert rep["param_budget"] == budget, (f, t, "another budget")
             for key, job in rep["jobs"].items():
                 kind, a, seed, b = key.split("/")
                 if kind != "one" or job.get("pick") is None:
@@ -244,17 +260,12 @@ def merge_single_stage(files: list[Path]) -> dict[str, Any]:
                             if function_key(p["arch"]) == want)  # fmt: skip
                 picks.setdefault((t, a, bound), {}).setdefault(seed, mean)
     out: dict[str, Any] = {"single_stage_percentile": {}, "p_vs_random": {}, "seeds": {}}
-    tables: dict[str, tuple[list[dict], int]] = {}
+    rows: dict[str, list[dict]] = {}
     for (t, a, bound), by_seed in sorted(picks.items()):
-        if t not in tables:
-            rows = competent_rows(json.loads((DATA / f"ground_truth_mnist1d_{t}.json")
-                                             .read_text()))[0]  # fmt: skip
-            tables[t] = rows, int(statistics.median(r["params"] for r in rows))
-        rows, budget = tables[t]
-        means = [r["mean"] for r in rows if bound == BOUNDS[0] or r["params"] <= budget]
-        pm = list(by_seed.values())
-        pct = statistics.mean(percentile(m, means) for m in pm)
-        p_value = float(stats.mannwhitneyu(pm, means, alternative="greater").pvalue)
+        if t not in rows:
+            path = DATA / f"ground_truth_mnist1d_{t}.json"
+            rows[t] = competent_rows(json.loads(path.read_text()))[0]
+        pct, p_value = _placement(list(by_seed.values()), _row_means(rows[t], budgets[t], bound))
         out["single_stage_percentile"].setdefault(a, {}).setdefault(t, {})[bound] = pct
         out["p_vs_random"].setdefault(a, {}).setdefault(t, {})[bound] = p_value
         out["seeds"].setdefault(a, {})[t] = sorted(by_seed, key=int)
