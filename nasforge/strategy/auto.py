@@ -50,6 +50,8 @@ log = logging.getLogger("nasforge.strategy")
 
 #: the most numeric ranges ``auto`` gives a Gaussian process
 MAX_GP_DIMS = 16
+#: random start-up trials before the GP (Optuna's default)
+GP_STARTUP = 10
 
 
 @dataclass(frozen=True)
@@ -108,13 +110,20 @@ class AutoStrategy(OptunaStrategy):
             picks a GP.
     """
 
-    def __init__(self, seed: int = 0, gp_trials: int = 200, n_resamples: int = 0) -> None:
+    def __init__(
+        self, seed: int = 0, gp_trials: int = 200, tpe_every: int = 5, n_resamples: int = 0
+    ) -> None:
         super().__init__(seed, n_resamples)
         self.gp_trials = check_count("gp_trials", gp_trials, 0)
+        self.tpe_every = check_count("tpe_every", tpe_every, 0)
 
     def config(self) -> dict[str, Any]:
         """Returns the constructor arguments as plain JSON-able data."""
-        out: dict[str, Any] = {"seed": self.seed, "gp_trials": self.gp_trials}
+        out: dict[str, Any] = {
+            "seed": self.seed,
+            "gp_trials": self.gp_trials,
+            "tpe_every": self.tpe_every,
+        }
         if self.n_resamples:
             out["n_resamples"] = self.n_resamples
         return out
@@ -147,8 +156,9 @@ class AutoStrategy(OptunaStrategy):
 
     def _sampler(self, optuna: Any) -> BaseSampler:
         self._model = choose(self.space).model
+        self._tpe_between: BaseSampler | None = None  # the GP phase's interleaved TPE
         if self._model == "gp" and self.gp_trials > 0:
-            return gp_sampler(optuna, self.seed, 10, deterministic=False)
+            return gp_sampler(optuna, self.seed, GP_STARTUP, deterministic=False)
         if self._model == "cmaes":
             return cmaes_sampler(optuna, self.seed)
         self._model = "tpe"
@@ -164,6 +174,22 @@ class AutoStrategy(OptunaStrategy):
             self._model = "tpe"  # the hand-over: TPE starts from the GP's whole history
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # ExperimentalWarning: multivariate
-                self._study.sampler = self._tpe(self._optuna)
+                self._study.sampler = self._tpe_between or self._tpe(self._optuna)
             log.info("auto: %d trials told; multivariate TPE from here on", self.n_observed)
-        return super()._ask()
+        if self._model != "gp" or not _interleaved(self.n_observed, self.tpe_every):
+            return super()._ask()
+        if self._tpe_between is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # ExperimentalWarning: multivariate
+                self._tpe_between = self._tpe(self._optuna)
+        gp, self._study.sampler = self._study.sampler, self._tpe_between
+        try:
+            return super()._ask()
+        finally:
+            self._study.sampler = gp
+
+
+def _interleaved(n_observed: int, every: int) -> bool:
+    """Returns whether the ask after ``n_observed`` told trials goes to TPE instead of the GP:
+    every ``every``-th ask once the GP's start-up trials are told (never when ``every`` is 0)."""
+    return every > 0 and n_observed >= GP_STARTUP and (n_observed - GP_STARTUP) % every == every - 1

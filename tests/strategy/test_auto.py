@@ -87,6 +87,38 @@ def test_the_gp_hands_over_to_tpe_after_gp_trials() -> None:
     assert again.model == "tpe" and again.ask() == s.ask()
 
 
+def test_the_gp_phase_gives_every_fifth_ask_to_tpe() -> None:
+    """After the GP's 10 start-up trials, every 5th ask goes to TPE (asks 15 and 20 of 20), the
+    others to the GP; a replay of the history asks the same next architecture, and
+    tpe_every=0 leaves every ask to the GP."""
+    space = SearchSpace(_floats(3))
+
+    def f(arch: dict) -> float:
+        return -sum((arch[f"x{i}"] - 0.3) ** 2 for i in range(3))
+
+    def run(every: int) -> tuple[int, list, AutoStrategy]:
+        s = AutoStrategy(seed=2, tpe_every=every)
+        s.setup(space)
+        gp, calls = s._study.sampler, []
+        original = gp.sample_relative
+        gp.sample_relative = lambda *a: calls.append(1) or original(*a)
+        history = []
+        for _ in range(20):
+            arch = s.ask()
+            s.tell(arch, f(arch))
+            history.append((arch, f(arch)))
+        assert s._study.sampler is gp and s.model == "gp"
+        return len(calls), history, s
+
+    n_gp, history, s = run(5)
+    assert n_gp == 18
+    assert run(0)[0] == 20
+    again = AutoStrategy(seed=2, tpe_every=5)
+    again.setup(space)
+    again.replay(history)
+    assert again.ask() == s.ask()
+
+
 def test_bad_gp_trials_is_refused() -> None:
     """gp_trials must be an int >= 0; the message names it."""
     with pytest.raises(ConfigError, match="gp_trials"):
