@@ -35,10 +35,12 @@ in ``nasforge.engine._experiment_section``; this module is the loop.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
 import math
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -634,7 +636,8 @@ class Experiment(BaseRunner):
         # the run's elapsed time goes in the trial's transaction: one commit per trial
         self.store.finish_trial(tid, outcome, meta={"elapsed": repr(loop.elapsed())})
         finish_log(trial_log(self._root, tid), tid, result, result.log_text)
-        cancel_marker(self._root, tid).unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(cancel_marker(self._root, tid))
         self.timings.setdefault(tid, {}).update(result.timing, recorded=time.time())
         if result.retries:
             self.store.add_note(

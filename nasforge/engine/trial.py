@@ -42,8 +42,8 @@ def cancel_marker(directory: str | Path, trial: int) -> Path:
     executor's way; the others kill the trial's worker): ``DIR/control/trial_N.cancel``, an
     absolute path (an absolute ``directory`` is kept as given: resolving it costs a ``stat``
     per part, on every trial, and names the same file)."""
-    root = Path(directory)
-    return (root if root.is_absolute() else root.resolve()) / "control" / f"trial_{trial}.cancel"
+    root = directory if os.path.isabs(directory) else Path(directory).resolve()
+    return Path(root, "control", f"trial_{trial}.cancel")  # one Path built: this runs per trial
 
 
 @dataclass(frozen=True)

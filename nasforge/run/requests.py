@@ -184,7 +184,7 @@ def take_requests(directory: str | Path) -> list[Request]:
     each; an unreadable one (not a regular file, too long, not JSON, a symlink) is returned as
     a ``bad`` request naming the file. Files whose names do not end in ``.json`` are left (a
     request being written is ``.<name>.tmp``)."""
-    folder = Path(directory) / CONTROL
+    folder = os.path.join(directory, CONTROL)  # a string: this runs at every pass of the loop
     try:
         if not stat.S_ISDIR(os.lstat(folder).st_mode):  # a symlinked folder is not read
             return []
@@ -193,7 +193,7 @@ def take_requests(directory: str | Path) -> list[Request]:
         return []
     out = []
     for name in names:
-        path = folder / name
+        path = Path(folder, name)
         try:
             out.append(Request.from_data(_read(path)))
         except (OSError, ValueError) as exc:

@@ -74,7 +74,7 @@ _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 
 def trial_log(directory: str | Path, trial: int) -> Path:
     """Returns the path of trial ``trial``'s log in the run directory."""
-    return Path(directory) / LOGS / f"trial_{trial}.log"
+    return Path(directory, LOGS, f"trial_{trial}.log")  # one Path built: this runs per trial
 
 
 def run_log(directory: str | Path) -> Path:
@@ -89,12 +89,10 @@ def captured(path: str | Path | None, trial: int, where: str = "") -> Iterator[N
     if path is None:
         yield
         return
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    fd = os.open(path, _APPEND, 0o644)
+    fd = _open_append(path)
     head = f"--- trial {trial}: pid {os.getpid()} on {socket.gethostname()}{where}\n"
     os.write(fd, head.encode())
     saved = [os.dup(1), os.dup(2)]
@@ -117,6 +115,17 @@ def captured(path: str | Path | None, trial: int, where: str = "") -> Iterator[N
         os.dup2(saved[1], 2)
         for f in (*saved, fd):
             os.close(f)
+
+
+def _open_append(path: str | Path) -> int:
+    """Returns a descriptor of the log at ``path`` opened for appending (never through a
+    link), its folder made first when missing (tried after the open: the folder exists for
+    every trial but the first)."""
+    try:
+        return os.open(path, _APPEND, 0o644)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return os.open(path, _APPEND, 0o644)
 
 
 def crash_traceback(path: str | Path | None) -> None:
@@ -289,8 +298,6 @@ def finish_log(
     """Returns None after bounding the log at ``path`` to its last ``limit`` bytes (or writing
     ``text``, a Ray worker's captured output) and appending the trial's footer: status,
     duration, placement, and the error with its traceback when it failed."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     where = result.placement or {}
     seconds = "?" if result.duration is None else f"{result.duration:.2f} s"
     footer = f"--- trial {trial}: {result.status} after {seconds} on {where.get('node', '?')}"
@@ -301,6 +308,8 @@ def finish_log(
         footer += result.error.rstrip() + "\n"
     if text is None and _append_within(path, footer, limit):
         return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     body = text if text is not None else tail(path, limit)
     tmp = path.with_suffix(".log.tmp")
     text = body + ("" if not body or body.endswith("\n") else "\n") + footer
@@ -314,7 +323,7 @@ def finish_log(
         tmp.unlink(missing_ok=True)
 
 
-def _append_within(path: Path, footer: str, limit: int) -> bool:
+def _append_within(path: str | Path, footer: str, limit: int) -> bool:
     """Returns whether ``footer`` was appended to the log at ``path`` in place: only when the
     log is a regular file of at most ``limit`` bytes ending in a newline (most trials' logs),
     so nothing of it needs dropping; False leaves the log as it was (missing, a link, longer,
