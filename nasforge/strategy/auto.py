@@ -20,7 +20,15 @@ The default for spaces with ranges (``nf.uniform``, ``nf.integer``). The rule, i
                                                      function; once ``gp_trials`` trials are
                                                      told (its ask costs about 0.25 s at 200
                                                      and seconds at 1,000) TPE takes over, with
-                                                     the whole history
+                                                     the whole history; within the GP phase,
+                                                     every ``tpe_every``-th ask (5) is TPE's
+
+Why TPE between the GP's asks. A GP fitted to points that all share a value of one range (a
+bound: 50 trials of one Hartmann-6 seed sat at x1 = 1.0) learns that the range does not
+matter there and keeps proposing on the bound; its expected improvement elsewhere is tiny. TPE
+draws around the good points with a spread of its own, so it shows the GP values it would not
+propose; the GP then models them. At one TPE ask in five, the 20-seed mean regret on
+Hartmann-6 fell from 0.035 to 0.018, the others moved within their spread (docs/hparams.md).
 
 The budget enters through the history, not through ``n_trials``: the hand-over depends only on
 how many trials were told, so a resume that raises ``n_trials`` replays the same choices. Pure
@@ -99,7 +107,9 @@ class AutoStrategy(OptunaStrategy):
     after, CMA-ES, or TPE throughout; :meth:`explain` says which and why.
 
     Arguments: ``gp_trials`` the history at which a GP hands over to TPE (the GP's ask grows
-    with the history: about 0.25 s at 200 trials, seconds at 1,000); ``n_resamples`` as TPE's.
+    with the history: about 0.25 s at 200 trials, seconds at 1,000); ``tpe_every`` during the
+    GP phase, every such ask after the GP's 10 start-up trials is TPE's (0: the GP's only);
+    ``n_resamples`` as TPE's.
 
     Invariants: as every Optuna-backed strategy (:class:`~nasforge.strategy._optuna.
     OptunaStrategy`); the choice depends on the space and the number of trials told only, so a
@@ -145,10 +155,11 @@ class AutoStrategy(OptunaStrategy):
         """Returns what ``auto`` chose for the space and why, one line for the run's log."""
         choice = choose(self.space)
         if choice.model == "gp":
+            between = f" (every {self.tpe_every}th ask TPE's)" if self.tpe_every else ""
             return (
-                f"auto: a Gaussian process (GP) for the first {self.gp_trials} trials, then "
-                f"multivariate TPE: {choice.why}; after {self.gp_trials} trials a GP's ask costs "
-                "more than TPE's by far"
+                f"auto: a Gaussian process (GP) for the first {self.gp_trials} trials{between}, "
+                f"then multivariate TPE: {choice.why}; after {self.gp_trials} trials a GP's ask "
+                "costs more than TPE's by far"
             )
         if choice.model == "cmaes":
             return f"auto: CMA-ES: {choice.why}"
