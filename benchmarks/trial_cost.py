@@ -28,7 +28,12 @@ Three measurements, all on the handwritten digits with a real optimizer (Adam):
    details give each search's epochs).
 
 Run:  PYTHONPATH=. python benchmarks/trial_cost.py [--seeds 5] [--trials 8] [--no-ray] [--quick]
-(--quick: 2 seeds of 9 architectures, 4 start-up trials, no Ray.)
+      [--asha-only] [--load N]
+(--quick: 2 seeds of 9 architectures, 4 start-up trials, no Ray. --asha-only: the ASHA
+comparison alone. --load N: N busy processes run beside the whole measurement, a steady load
+that weighs on every search alike, where another job's load changes during a run; the run
+starts once the load average has risen to 0.8 N.) nasforge's ASHA search and Optuna's take
+turns going first, seed by seed.
 
 Targets: pool start-up <= 50 ms/trial; training_share >= 0.85; asha_wall_over_full <=
 asha_epochs_over_full + 0.15; nasforge's ASHA wall the lowest of the three. The line before the
@@ -316,14 +321,65 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=None, help="trials per start-up run")
     parser.add_argument("--no-ray", action="store_true", help="skip Ray and Ray Tune")
     parser.add_argument("--quick", action="store_true", help="2 seeds of 9 archs, no Ray")
+    parser.add_argument(
+        "--load", type=int, default=0, help="busy processes beside the run (a steady load)"
+    )
+    parser.add_argument(
+        "--asha-only", action="store_true", help="skip the start-up runs (ASHA figures only)"
+    )
     args = parser.parse_args()
     n_seeds = args.seeds or (2 if args.quick else 5)
     n_trials = args.trials or (4 if args.quick else 8)
     n_archs = 9 if args.quick else 24
     no_ray = args.no_ray or args.quick
     logging.basicConfig(level=logging.WARNING)
+    spinners = background_load(args.load)
     load_before = os.getloadavg()[0]
-    executors = ["inprocess", "pool"] + ([] if no_ray else ["ray"])
+    try:
+        run(args, n_seeds, n_trials, n_archs, no_ray, load_before)
+    finally:
+        for proc in spinners:
+            proc.terminate()
+            proc.join()
+
+
+def background_load(n: int) -> list[Any]:
+    """Returns ``n`` started processes that each keep one core busy (a Python loop) until
+    terminated: a steady load beside the benchmark, the same for every search (``--load``).
+    Waits until the load average (a one-minute mean, so it lags) reaches 0.8 ``n``, at most
+    180 s, so the first seed runs under the load the last one does."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_spin, daemon=True) for _ in range(n)]
+    for proc in procs:
+        proc.start()
+    start = time.monotonic()
+    while procs and os.getloadavg()[0] < 0.8 * n and time.monotonic() - start < 180:
+        time.sleep(5)
+    if procs:
+        logging.warning("background load: %d busy processes, load average %.1f", n,
+                        os.getloadavg()[0])  # fmt: skip
+    return procs
+
+
+def _spin() -> None:
+    """Returns never: a busy loop (a ``--load`` process)."""
+    x = 0
+    while True:
+        x = (x + 1) % 1000003
+
+
+def run(
+    args: argparse.Namespace,
+    n_seeds: int,
+    n_trials: int,
+    n_archs: int,
+    no_ray: bool,
+    load_before: float,
+) -> None:
+    """Returns None after running the measurements and printing the details and the JSON."""
+    executors = [] if args.asha_only else ["inprocess", "pool"] + ([] if no_ray else ["ray"])
     details: dict[str, Any] = {"startup": {}, "asha": []}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -332,13 +388,17 @@ def main() -> None:
                 "quickstart": _guarded(startup_run, ex, QS_EVALUATOR, n_trials, root),
                 "trivial": _guarded(startup_run, ex, trivial, n_trials, root),
             }
+        asha_rule = {"rule": "asha", "min_resource": 1, "eta": ETA, "max_resource": MAX_EPOCHS}
         for seed in range(n_seeds):
             archs = archs_for(seed, n_archs)
             full = nasforge_search(archs, None, root / f"full-{seed}")
-            asha_rule = {"rule": "asha", "min_resource": 1, "eta": ETA, "max_resource": MAX_EPOCHS}
+            # nasforge's ASHA and Optuna's take turns going first, so that a load that drifts
+            # during a seed weighs on each side as often
+            opt = _guarded(optuna_search, archs) if seed % 2 else None
             asha = nasforge_search(archs, asha_rule, root / f"asha-{seed}")
+            if seed % 2 == 0:
+                opt = _guarded(optuna_search, archs)
             tune_ = None if no_ray else _guarded(ray_tune_search, archs, root / f"tune-{seed}")
-            opt = _guarded(optuna_search, archs)
             print(json.dumps({"seed": seed, "full": full, "asha": asha, "tune": tune_,
                               "optuna": opt}), file=sys.stderr, flush=True)  # fmt: skip
             details["asha"].append(
@@ -401,7 +461,9 @@ def main() -> None:
         "startup_ms_per_trial": {
             ex: (details["startup"][ex]["quickstart"] or {}).get("startup_ms") for ex in executors
         },
-        "training_share": details["startup"]["pool"]["quickstart"]["training_share"],
+        "training_share": (details["startup"].get("pool", {}).get("quickstart") or {}).get(
+            "training_share"
+        ),
         "asha_wall_over_full": median(per_seed["asha_wall_over_full"]),
         "asha_epochs_over_full": median(per_seed["asha_epochs_over_full"]),
         "ray_tune_wall_s": tune_wall,
@@ -415,6 +477,7 @@ def main() -> None:
             if k != "seed" and all(r[k] is not None for r in rows)
         },
         "seeds": n_seeds,
+        "background_load": args.load,
         "load_average_before_after": details["load_average_before_after"],
     }
     print(json.dumps(result))
