@@ -13,6 +13,10 @@ it out of the best ``keep`` (like Ray Tune's ``CheckpointConfig(num_to_keep=...)
     resume   trials still running at a kill are run again and write their file again, so
              only finished trials' files are ever dropped; the kept set is rebuilt by feeding
              the replayed trials in their tell order
+    skip     once ``keep`` trials are kept, a trial is dispatched with the lowest kept score
+             (:meth:`CheckpointKeeper.threshold`); one that ends below it writes no weights,
+             since the keeper would drop them at once (the kept scores only rise). The record
+             is the same as with the file written and dropped: no checkpoint
 
 The run's notes say what was kept (``source="checkpoints"``, ``keep``): export and
 ``load_model`` use it to explain a trial without weights.
@@ -77,6 +81,22 @@ class CheckpointKeeper:
             last = max(self._kept, key=lambda a: self._kept[a][0])
             _, tid, path = self._kept.pop(last)
             self._drop(tid, path)
+
+    def threshold(self) -> float | None:
+        """Returns the lowest score among the kept trials once ``keep`` of them are kept, else
+        None (every trial may still rank). The kept set only improves as trials finish, so a
+        trial that ends below this score is dropped as soon as it is added: a worker need not
+        write its weights at all (the engine passes it as ``TrialTask.save_above``)."""
+        if self.keep is None or len(self._kept) < self.keep:
+            return None
+        return -max(entry[0] for entry in self._kept.values())[0]
+
+    def unsaved(self) -> None:
+        """Returns None after noting, once, that weights are kept for the best trials only: a
+        trial that scored below :meth:`threshold` has no weight file, and ``export`` says
+        why from that note."""
+        if self.keep is not None and not self._noted:
+            self._note()
 
     def sweep(self, records: list[TrialRecord]) -> None:
         """Deletes ``checkpoints/trial_<id>.pt`` files of finished trials whose record names

@@ -584,7 +584,7 @@ class Experiment(BaseRunner):
         loop.dups_in_row = 0
         loop.running[aid] = tid
         checkpoint = None
-        if s.save_weights and hasattr(self.space, "freeze"):
+        if self._saves_weights():
             ckpt_dir = self._root / "checkpoints"
             ckpt_dir.mkdir(exist_ok=True)
             checkpoint = str(ckpt_dir / f"trial_{tid}.pt")
@@ -600,8 +600,14 @@ class Experiment(BaseRunner):
                 checkpoint=checkpoint,
                 log=str(trial_log(self._root, tid)),
                 cancel_marker=str(cancel_marker(self._root, tid)),
+                save_above=None if checkpoint is None else self._keeper.threshold(),
             )
         )
+
+    def _saves_weights(self) -> bool:
+        """Returns whether trials write their weights (``save_weights`` and a space that
+        freezes to a model)."""
+        return self.settings.save_weights and hasattr(self.space, "freeze")
 
     def _resolve_cached(self, tid: int, source: int) -> None:
         assert self.store is not None
@@ -629,6 +635,8 @@ class Experiment(BaseRunner):
         if missing is not None:  # the first such trial stops the run: the rest would fail too
             status, error, loop.failure = "failed", missing, missing
         checkpoint = result.checkpoint
+        if checkpoint is None and result.status != "failed" and self._saves_weights():
+            self._keeper.unsaved()  # below the kept trials' scores: written never, not dropped
         if checkpoint is not None and Path(checkpoint).is_relative_to(self._root):
             checkpoint = str(Path(checkpoint).relative_to(self._root))
         outcome = TrialOutcome(status, metrics, result.intermediates, error, result.duration,

@@ -61,6 +61,10 @@ class TrialTask:
     #: a file whose appearance cancels the trial at its next report (``nasforge stop --trial``
     #: on the in-process executor; the others kill the trial's worker instead)
     cancel_marker: str | None = None
+    #: write the weights only when ``sign * metric`` is at least this (None: always): the run
+    #: keeps only its best trials' weights, and a lower score is dropped at once
+    #: (:meth:`nasforge.engine.checkpoints.CheckpointKeeper.threshold`)
+    save_above: float | None = None
 
     def without_timeout(self) -> TrialTask:
         """Returns the task with no timeout (the parent enforces it by killing the worker)."""
@@ -128,6 +132,14 @@ def run_trial(
     raises for a failure of the trial itself (see :func:`_run_trial`)."""
     with captured(task.log, task.trial):
         return _run_trial(space, evaluator, task, live)
+
+
+def _worth_saving(task: TrialTask, metrics: dict[str, float] | None) -> bool:
+    """Returns whether the trial's weights could be kept: no ``save_above``, no score to
+    compare, or a score (``sign * metric``) at least ``save_above``."""
+    if task.save_above is None or not metrics or task.metric not in metrics:
+        return True
+    return task.sign * metrics[task.metric] >= task.save_above
 
 
 def _run_trial(
@@ -199,7 +211,12 @@ def _run_trial(
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
     model = getattr(evaluator, "last_model", None)
-    if task.checkpoint and model is not None and result.status != "failed":
+    if (
+        task.checkpoint
+        and model is not None
+        and result.status != "failed"
+        and _worth_saving(task, result.metrics)
+    ):
         try:
             result.checkpoint = save_weights(model, task.checkpoint)
         except Exception as exc:  # noqa: BLE001 - a failed save must not lose the metrics

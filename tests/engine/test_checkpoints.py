@@ -81,6 +81,32 @@ def test_twenty_trials_keep_exactly_the_best_three_files(tmp_path):
         assert store.notes("checkpoints")[-1]["keep"] == 3  # status prints it
 
 
+def test_a_trial_below_the_kept_scores_writes_no_weights(tmp_path, monkeypatch):
+    """Once keep_checkpoints trials are kept, a trial that ends below the lowest kept score
+    writes no file (the keeper would delete it at once); the run ends with the same files as
+    when every trial wrote one and the keeper dropped them."""
+    import nasforge.engine.trial as trial_module
+
+    written: list[str] = []
+    real = trial_module.save_weights
+
+    def spy(model, path):
+        written.append(Path(path).name)
+        return real(model, path)
+
+    monkeypatch.setattr(trial_module, "save_weights", spy)
+    d = tmp_path / "run"
+    Experiment(Wide(), _score, "random", directory=d, n_trials=20, executor="inprocess",
+               progress="off", keep_checkpoints=3).run()  # fmt: skip
+    trials = _check_invariant(d, 3)
+    assert 3 <= len(written) < 20
+    done = sorted((t for t in trials if t.status == "done"), key=lambda t: t.id)
+    for i, t in enumerate(done):  # unwritten: below the 3rd best of the trials before it
+        before = sorted((u.metrics["default"] for u in done[:i]), reverse=True)
+        if f"trial_{t.id}.pt" not in written:
+            assert len(before) >= 3 and t.metrics["default"] < before[2]
+
+
 def test_keep_all_and_bad_values(tmp_path):
     """keep_checkpoints=None keeps every file; 0 or a non-int is a ConfigError up front."""
     d = tmp_path / "all"
