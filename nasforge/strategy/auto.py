@@ -121,7 +121,7 @@ class AutoStrategy(OptunaStrategy):
     """
 
     def __init__(
-        self, seed: int = 0, gp_trials: int = 200, tpe_every: int = 5, n_resamples: int = 0
+        self, seed: int = 0, gp_trials: int = 200, n_resamples: int = 0, tpe_every: int = 5
     ) -> None:
         super().__init__(seed, n_resamples)
         self.gp_trials = check_count("gp_trials", gp_trials, 0)
