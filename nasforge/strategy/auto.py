@@ -183,21 +183,24 @@ class AutoStrategy(OptunaStrategy):
     def _ask(self) -> Arch | None:
         if self._model != self.model:
             self._model = "tpe"  # the hand-over: TPE starts from the GP's whole history
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # ExperimentalWarning: multivariate
-                self._study.sampler = self._tpe_between or self._tpe(self._optuna)
+            self._study.sampler = self._gp_phase_tpe()
             log.info("auto: %d trials told; multivariate TPE from here on", self.n_observed)
         if self._model != "gp" or not _interleaved(self.n_observed, self.tpe_every):
             return super()._ask()
-        if self._tpe_between is None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # ExperimentalWarning: multivariate
-                self._tpe_between = self._tpe(self._optuna)
-        gp, self._study.sampler = self._study.sampler, self._tpe_between
+        gp, self._study.sampler = self._study.sampler, self._gp_phase_tpe()
         try:
             return super()._ask()
         finally:
             self._study.sampler = gp
+
+    def _gp_phase_tpe(self) -> BaseSampler:
+        """Returns the TPE sampler that asks between the GP's asks and takes over after them,
+        made at its first use (one sampler, so its seeded stream goes on across both)."""
+        if self._tpe_between is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # ExperimentalWarning: multivariate
+                self._tpe_between = self._tpe(self._optuna)
+        return self._tpe_between
 
 
 def _interleaved(n_observed: int, every: int) -> bool:
