@@ -394,9 +394,11 @@ def run(
             full = nasforge_search(archs, None, root / f"full-{seed}")
             # nasforge's ASHA and Optuna's take turns going first, so that a load that drifts
             # during a seed weighs on each side as often
-            opt = _guarded(optuna_search, archs) if seed % 2 else None
-            asha = nasforge_search(archs, asha_rule, root / f"asha-{seed}")
-            if seed % 2 == 0:
+            if seed % 2:
+                opt = _guarded(optuna_search, archs)
+                asha = nasforge_search(archs, asha_rule, root / f"asha-{seed}")
+            else:
+                asha = nasforge_search(archs, asha_rule, root / f"asha-{seed}")
                 opt = _guarded(optuna_search, archs)
             tune_ = None if no_ray else _guarded(ray_tune_search, archs, root / f"tune-{seed}")
             print(json.dumps({"seed": seed, "full": full, "asha": asha, "tune": tune_,
