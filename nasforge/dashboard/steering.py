@@ -49,7 +49,7 @@ from nasforge.dashboard.runs import ServedRuns
 from nasforge.errors import ConfigError, NasforgeError
 from nasforge.run import control
 from nasforge.run.requests import CONTROLS
-from nasforge.run.trial_logs import dropped_bytes, read_log, trial_log
+from nasforge.run.trial_logs import dropped_bytes, read_log, shown_log
 
 __all__ = [
     "CONTROL_PREFIX",
@@ -212,7 +212,7 @@ def _register_log(app: dash.Dash, served: ServedRuns) -> None:
         if not isinstance(trial, int) or isinstance(trial, bool) or trial < 1:
             return layout.message("enter a trial id", error=False), None
         try:
-            path = trial_log(served.resolve(key), trial)
+            path = shown_log(served.resolve(key), trial)  # a running in-process trial's too
         except NasforgeError as exc:
             return layout.message(str(exc)), None
         try:
@@ -224,8 +224,9 @@ def _register_log(app: dash.Dash, served: ServedRuns) -> None:
             return dash.no_update, dash.no_update
         if new.endswith(":none"):
             text = (
-                f"trial {trial} has no log: it has not started, or the run was made before "
-                "nasforge kept logs"
+                f"trial {trial} has no log: it has not started, or it ran in-process or on "
+                "Ray and ended having printed nothing and not failed (no file is kept for "
+                "such a trial), or the run was made before nasforge kept logs"
             )
             return layout.message(text, error=False), new
         try:

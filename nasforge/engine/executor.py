@@ -18,6 +18,7 @@ slots) and sets ``CUDA_VISIBLE_DEVICES`` in the child before the trial runs; Ray
 from __future__ import annotations
 
 import collections
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,6 +30,7 @@ from nasforge.engine._executor_base import BaseExecutor, executors, register_exe
 from nasforge.engine.process_pool import ProcessPoolExecutor  # registers "pool"
 from nasforge.engine.trial import TrialResult, TrialTask, run_trial
 from nasforge.errors import ConfigError
+from nasforge.run.trial_logs import ScratchLog
 from nasforge.runtime.devices import placed
 
 __all__ = [
@@ -48,6 +50,7 @@ class InProcessExecutor(BaseExecutor):
 
     def __init__(self) -> None:
         self._done: collections.deque[TrialResult] = collections.deque()
+        self._scratch: ScratchLog | None = None  # made at the first trial that has a log
 
     @property
     def n_running(self) -> int:
@@ -55,15 +58,32 @@ class InProcessExecutor(BaseExecutor):
         return len(self._done)
 
     def submit(self, task: TrialTask) -> None:
-        """Runs the trial now, on the configured devices; its result waits for the next poll."""
+        """Runs the trial now, on the configured devices, its output captured in the run's
+        scratch log (:class:`~nasforge.run.trial_logs.ScratchLog`: no file per trial); its
+        result, with that text, waits for the next poll."""
+        if task.log is None:
+            capture = None
+        else:
+            if self._scratch is None:
+                self._scratch = ScratchLog(os.path.dirname(task.log))
+            capture = self._scratch.captured(task.trial)
         with placed(self.local_placement()):
-            self._done.append(run_trial(self._space, self._evaluator, task))
+            result = run_trial(self._space, self._evaluator, task, capture=capture)
+        if self._scratch is not None and capture is not None:
+            result.log_text = self._scratch.output()
+        self._done.append(result)
 
     def poll(self, timeout: float) -> list[TrialResult]:
         """Returns every result finished since the last poll."""
         out = list(self._done)
         self._done.clear()
         return out
+
+    def shutdown(self) -> None:
+        """Closes (and removes) the scratch log."""
+        if self._scratch is not None:
+            self._scratch.close()
+            self._scratch = None
 
     def most_concurrency(self) -> int:
         """Returns 1: this executor runs one trial at a time."""

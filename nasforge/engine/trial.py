@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 import traceback
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -126,11 +127,16 @@ class LiveStopper(Protocol):
 
 
 def run_trial(
-    space: Any, evaluator: BaseEvaluator, task: TrialTask, live: LiveStopper | None = None
+    space: Any,
+    evaluator: BaseEvaluator,
+    task: TrialTask,
+    live: LiveStopper | None = None,
+    capture: AbstractContextManager[Any] | None = None,
 ) -> TrialResult:
-    """Returns the result dict of one trial, its output captured in ``task.log``; never
-    raises for a failure of the trial itself (see :func:`_run_trial`)."""
-    with captured(task.log, task.trial):
+    """Returns the result dict of one trial, its output captured in ``task.log`` (or by
+    ``capture``, a context that captures it elsewhere: the in-process executor's scratch
+    log); never raises for a failure of the trial itself (see :func:`_run_trial`)."""
+    with captured(task.log, task.trial) if capture is None else capture:
         return _run_trial(space, evaluator, task, live)
 
 

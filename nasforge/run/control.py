@@ -19,7 +19,9 @@ request the run's kind does not take is refused here, in one line, before any fi
                     once here (this machine's usable cores, its GPU slots, 1 in-process) is
                     refused in one line naming the bound
     logs DIR [N]    the run's log, or trial N's (``--follow`` goes on showing what is
-                    appended until the trial, or the run, ends)
+                    appended until the trial, or the run, ends); for a trial that ran
+                    in-process or on Ray, printed nothing and did not fail (it has no log
+                    file), one line saying so, with its status and duration
 """
 
 from __future__ import annotations
@@ -32,11 +34,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nasforge.errors import ConfigError, StoreError
+from nasforge.errors import ConfigError, NasforgeError, StoreError
 from nasforge.run._schema import DB_NAME
 from nasforge.run.lock import HOLDER_NAME, LOCK_NAME, WriterLock
 from nasforge.run.requests import BOUND_META, CONTROL, SETTABLE, Request, describe
-from nasforge.run.trial_logs import SHOWN_LIMIT, read_from, read_log, run_log, trial_log
+from nasforge.run.store import Store
+from nasforge.run.trial_logs import (
+    SHOWN_LIMIT,
+    read_from,
+    read_log,
+    run_log,
+    shown_log,
+    trial_log,
+)
 
 __all__ = [
     "CONTROL",
@@ -224,10 +234,12 @@ def parse_settings(pairs: list[str]) -> dict[str, int]:
     return out
 
 
-def _follow(path: Path, directory: Path, done: Any) -> None:
-    """Prints what is appended to ``path`` until ``done()`` says it is over, read as
-    :func:`~nasforge.run.trial_logs.read_log` reads (never through a link, only a regular
-    file), a bounded chunk at a time.
+def _follow(where: Any, done: Any) -> None:
+    """Prints what is appended to the file ``where()`` names until ``done()`` says it is
+    over, read as :func:`~nasforge.run.trial_logs.read_log` reads (never through a link, only
+    a regular file), a bounded chunk at a time. The file may change (an in-process trial's
+    scratch log, then its log, which begins with the same text): reading goes on at the same
+    offset.
 
     Raises:
         StoreError: the log is, or becomes, something else than a regular file (a link
@@ -236,6 +248,7 @@ def _follow(path: Path, directory: Path, done: Any) -> None:
     pos = 0
     while True:
         over = done()  # read before the file: what is written before the end is shown
+        path = where()
         while True:
             data = read_from(path, pos)
             pos += len(data)
@@ -250,10 +263,14 @@ def _follow(path: Path, directory: Path, done: Any) -> None:
 
 
 def _cmd_logs(args: argparse.Namespace) -> int:
-    directory = Path(args.directory)
-    path = run_log(directory) if args.trial is None else trial_log(directory, args.trial)
+    directory, trial = Path(args.directory), args.trial
+    path = run_log(directory) if trial is None else shown_log(directory, trial)
     if not os.path.lexists(path) and not args.follow:
-        what = "the run" if args.trial is None else f"trial {args.trial}"
+        said = None if trial is None else _printed_nothing(directory, trial)
+        if said is not None:
+            sys.stdout.write(said + "\n")
+            return 0
+        what = "the run" if trial is None else f"trial {trial}"
         raise StoreError(
             f"{path} does not exist: {what} has no log (a run made before nasforge kept logs, "
             "a trial not started yet, or a wrong directory)"
@@ -266,10 +283,33 @@ def _cmd_logs(args: argparse.Namespace) -> int:
     def done() -> bool:
         if not WriterLock.held(directory):
             return True
-        return args.trial is not None and os.path.lexists(path) and _ended(path, args.trial)
+        if trial is None:
+            return False
+        log = trial_log(directory, trial)
+        if os.path.lexists(log):
+            return _ended(log, trial)
+        # no log and not in the scratch log: ended having printed nothing, or not started
+        return shown_log(directory, trial) == log and _printed_nothing(directory, trial) is not None
 
-    _follow(path, directory, done)
+    _follow(lambda: path if trial is None else shown_log(directory, trial), done)
     return 0
+
+
+def _printed_nothing(directory: Path, trial: int) -> str | None:
+    """Returns the line saying that trial ``trial`` ended having printed nothing (so it has
+    no log file), from the run's record; None when the record has no such ended trial."""
+    try:
+        with Store.open(directory) as store:
+            rec = store.trial(trial)
+    except NasforgeError:
+        return None
+    if rec.status == "running":
+        return None
+    seconds = "?" if rec.duration is None else f"{rec.duration:.2f} s"
+    return (
+        f"trial {trial} printed nothing: {rec.status} after {seconds} (a trial run in-process "
+        "or on Ray keeps a log file only when it printed something or failed)"
+    )
 
 
 def _ended(path: Path, trial: int) -> bool:
