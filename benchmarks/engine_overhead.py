@@ -4,17 +4,21 @@ evaluator, against Optuna's own loop on the same space (issues 3 and 52).
 Measured in one run, on a space of twelve 4-way decisions (4**12 architectures):
 
 1. ``inprocess_ms_per_trial``: nasforge in-process with its defaults (the SQLite record, its
-   ask/tell events, a log per trial) and the random strategy, over 1,000 no-op trials;
+   ask/tell events, trial logs) and the random strategy, over runs of 1,000 no-op trials;
    ``optuna_inmemory_ms_per_trial`` and ``optuna_sqlite_ms_per_trial``: Optuna's
    ``study.optimize`` with ``RandomSampler``, one ``suggest_categorical`` per decision, in an
-   in-memory study (1,000 trials) and in a SQLite one (``sqlite:///``, 100 trials: Optuna
-   commits each change, and its SQLite storage waits on the disk for each commit).
-2. ``tpe``: the time per trial of 2,000 no-op trials (wall / trials) for nasforge's ``tpe`` and
-   ``auto`` strategies (``auto`` is multivariate TPE on this architecture space) through the
-   engine with its defaults, and Optuna's ``TPESampler`` (its defaults, multivariate since
-   Optuna 5) in an in-memory study, timed between nasforge's two so that a load that drifts
-   during the run weighs on both sides; ``tpe_ratio`` and ``auto_ratio`` are nasforge over
-   Optuna by wall time.
+   in-memory study (runs of 1,000 trials) and in a SQLite one (``sqlite:///``, 100 trials:
+   Optuna commits each change, and its SQLite storage waits on the disk for each commit).
+   nasforge in-process and Optuna in memory take turns in mirrored order, four runs each
+   (N O O N N O O N; ``repeats``), and each figure is the sum over its runs: the speed of this
+   shared machine swung by a third between back-to-back runs of the same loop, CPU time
+   included, and a fixed order gave that drift to one side.
+2. ``tpe``: the time per trial of runs of 2,000 no-op trials (wall / trials) for nasforge's
+   ``tpe`` and ``auto`` strategies (``auto`` is multivariate TPE on this architecture space)
+   through the engine with its defaults, and Optuna's ``TPESampler`` (its defaults,
+   multivariate since Optuna 5) in an in-memory study, two runs each in mirrored order
+   (tpe, Optuna, auto, auto, Optuna, tpe); ``tpe_ratio`` and ``auto_ratio`` are nasforge
+   over Optuna by wall time.
    ``cpu_ms_per_trial`` gives the CPU time of this process per trial beside each, and
    ``cpu_ratios`` the ratios by CPU time (``inprocess_vs_optuna_inmemory``, ``tpe``,
    ``auto``): on a loaded machine the wall time mostly measures the other processes.
@@ -32,6 +36,7 @@ the pool).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -45,6 +50,8 @@ from nasforge.space.search_space import Decision, SearchSpace
 
 #: the decisions of the space: twelve of four candidates each
 N_DECISIONS, N_CANDIDATES = 12, 4
+#: mirrored rounds of the in-process and Optuna in-memory runs (2 runs of each per round)
+IN_ROUNDS = 2
 
 
 def noop(arch: Any, report: Any) -> float:
@@ -80,7 +87,8 @@ def timed(n: int, executor: str, concurrency: int, root: Path, strategy: str = "
     start, cpu = time.perf_counter(), time.process_time()
     exp.run()
     wall = time.perf_counter() - start
-    CPU[f"nasforge_{strategy}_{executor}"] = time.process_time() - cpu
+    key = f"nasforge_{strategy}_{executor}"
+    CPU[key] = CPU.get(key, 0.0) + time.process_time() - cpu
     trained = [t for t in exp.trials() if t.status == "done"]
     assert len(trained) == n, (len(trained), n)
     return wall
@@ -109,8 +117,24 @@ def optuna_timed(n: int, sampler: str, storage: str | None) -> float:
         study.optimize(objective, n_trials=20)
     start, cpu = time.perf_counter(), time.process_time()
     study.optimize(objective, n_trials=n)
-    CPU[f"optuna_{sampler}_{'memory' if storage is None else 'sqlite'}"] = time.process_time() - cpu
+    key = f"optuna_{sampler}_{'memory' if storage is None else 'sqlite'}"
+    CPU[key] = CPU.get(key, 0.0) + time.process_time() - cpu
     return time.perf_counter() - start
+
+
+def mirrored(runs: dict[str, Any], rounds: int = 1) -> dict[str, float]:
+    """Returns the wall seconds summed per name of ``runs`` (name -> a function returning
+    the wall seconds of one run), each run ``2 * rounds`` times in mirrored order (A B C C B
+    A ...): every name sits on average at the same place in the sequence, so a machine that
+    speeds up or slows down during the measurement weighs on each side alike (the CPU
+    seconds add up in ``CPU`` the same way)."""
+    order = list(runs)
+    walls = dict.fromkeys(order, 0.0)
+    for _ in range(rounds):
+        for name in order + order[::-1]:
+            gc.collect()  # the garbage of the run before is not collected during this one
+            walls[name] += runs[name]()
+    return walls
 
 
 def ms(wall: float, n: int) -> float:
@@ -130,14 +154,31 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         timed(20, "inprocess", 1, root / "warm")  # imports, sqlite
-        t_in = timed(n_in, "inprocess", 1, root)
-        t_mem = optuna_timed(n_in, "random", None)
+        optuna_timed(20, "random", None)
+        CPU.clear()  # the warm-up runs are not counted
+        runs = iter(range(1_000_000))  # each nasforge run in a folder of its own
+        walls = mirrored(
+            {
+                "inprocess": lambda: timed(n_in, "inprocess", 1, root / str(next(runs))),
+                "optuna": lambda: optuna_timed(n_in, "random", None),
+            },
+            rounds=IN_ROUNDS,
+        )
+        t_in, t_mem = walls["inprocess"], walls["optuna"]
         t_sql = optuna_timed(n_sql, "random", f"sqlite:///{root / 'optuna.db'}")
-        tpe = {"nasforge_tpe_ms_per_trial": ms(timed(n_tpe, "inprocess", 1, root, "tpe"), n_tpe)}
-        tpe["optuna_tpe_ms_per_trial"] = ms(optuna_timed(n_tpe, "tpe", None), n_tpe)
-        tpe["nasforge_auto_ms_per_trial"] = ms(timed(n_tpe, "inprocess", 1, root, "auto"), n_tpe)
+        walls = mirrored(
+            {
+                "nasforge_tpe": lambda: timed(n_tpe, "inprocess", 1, root / str(next(runs)), "tpe"),
+                "optuna_tpe": lambda: optuna_timed(n_tpe, "tpe", None),
+                "nasforge_auto": lambda: timed(
+                    n_tpe, "inprocess", 1, root / str(next(runs)), "auto"
+                ),
+            }
+        )
+        tpe = {f"{name}_ms_per_trial": ms(wall, 2 * n_tpe) for name, wall in walls.items()}
         t_pool = timed(n_pool, "pool", 2, root)
         t_pool1 = timed(50, "pool", 1, root)
+    n_in_all = 2 * IN_ROUNDS * n_in  # the trials timed per side
     optuna_tpe = tpe["optuna_tpe_ms_per_trial"]
     cpu_ratios = {
         "inprocess_vs_optuna_inmemory": round(
@@ -147,8 +188,8 @@ def main() -> None:
         "auto": round(CPU["nasforge_auto_inprocess"] / CPU["optuna_tpe_memory"], 3),
     }
     result = {
-        "inprocess_ms_per_trial": ms(t_in, n_in),
-        "optuna_inmemory_ms_per_trial": ms(t_mem, n_in),
+        "inprocess_ms_per_trial": ms(t_in, n_in_all),
+        "optuna_inmemory_ms_per_trial": ms(t_mem, n_in_all),
         "optuna_sqlite_ms_per_trial": ms(t_sql, n_sql),
         "inprocess_vs_optuna_inmemory": round(t_in / t_mem, 3),
         "tpe": tpe,
@@ -158,17 +199,18 @@ def main() -> None:
         "pool_concurrency": 2,
         "pool_serial_ms_per_trial": ms(t_pool1, 50),
         "cpu_ms_per_trial": {
-            "nasforge_inprocess": ms(CPU["nasforge_random_inprocess"], n_in),
-            "optuna_inmemory": ms(CPU["optuna_random_memory"], n_in),
+            "nasforge_inprocess": ms(CPU["nasforge_random_inprocess"], n_in_all),
+            "optuna_inmemory": ms(CPU["optuna_random_memory"], n_in_all),
             "optuna_sqlite": ms(CPU["optuna_random_sqlite"], n_sql),
-            "nasforge_tpe": ms(CPU["nasforge_tpe_inprocess"], n_tpe),
-            "nasforge_auto": ms(CPU["nasforge_auto_inprocess"], n_tpe),
-            "optuna_tpe": ms(CPU["optuna_tpe_memory"], n_tpe),
+            "nasforge_tpe": ms(CPU["nasforge_tpe_inprocess"], 2 * n_tpe),
+            "nasforge_auto": ms(CPU["nasforge_auto_inprocess"], 2 * n_tpe),
+            "optuna_tpe": ms(CPU["optuna_tpe_memory"], 2 * n_tpe),
         },
         "cpu_ratios": cpu_ratios,
-        "inprocess_trials_per_s": round(n_in / t_in, 1),
+        "inprocess_trials_per_s": round(n_in_all / t_in, 1),
         "pool_trials_per_s": round(n_pool / t_pool, 1),
         "n_trials": {"inprocess": n_in, "optuna_sqlite": n_sql, "tpe": n_tpe, "pool": n_pool},
+        "repeats": {"inprocess": 2 * IN_ROUNDS, "tpe": 2},
         "inprocess_wall_s": round(t_in, 2),
         "pool_wall_s": round(t_pool, 2),
         "targets": {

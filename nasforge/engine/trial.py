@@ -27,6 +27,7 @@ from nasforge.strategy.stopping import should_stop
 
 __all__ = [
     "cancel_marker",
+    "cancel_marker_name",
     "TrialTask",
     "TrialResult",
     "LiveStopper",
@@ -44,7 +45,12 @@ def cancel_marker(directory: str | Path, trial: int) -> Path:
     absolute path (an absolute ``directory`` is kept as given: resolving it costs a ``stat``
     per part, on every trial, and names the same file)."""
     root = directory if os.path.isabs(directory) else Path(directory).resolve()
-    return Path(root, "control", f"trial_{trial}.cancel")  # one Path built: this runs per trial
+    return Path(root, "control", cancel_marker_name(trial))
+
+
+def cancel_marker_name(trial: int) -> str:
+    """Returns the file name of ``trial``'s cancel marker in the run's ``control/`` folder."""
+    return f"trial_{trial}.cancel"
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ __all__ = [
     "LOG_LIMIT",
     "LOGS",
     "trial_log",
+    "trial_log_name",
     "run_log",
     "captured",
     "crash_traceback",
@@ -89,7 +90,12 @@ _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 
 def trial_log(directory: str | Path, trial: int) -> Path:
     """Returns the path of trial ``trial``'s log in the run directory."""
-    return Path(directory, LOGS, f"trial_{trial}.log")  # one Path built: this runs per trial
+    return Path(directory, LOGS, trial_log_name(trial))
+
+
+def trial_log_name(trial: int) -> str:
+    """Returns the file name of trial ``trial``'s log in the run's ``logs/`` folder."""
+    return f"trial_{trial}.log"
 
 
 def run_log(directory: str | Path) -> Path:
