@@ -4,24 +4,23 @@ evaluator, against Optuna's own loop on the same space (issues 3 and 52).
 Measured in one run, on a space of twelve 4-way decisions (4**12 architectures):
 
 1. ``inprocess_ms_per_trial``: nasforge in-process with its defaults (the SQLite record, its
-   ask/tell events, trial logs) and the random strategy, over runs of 1,000 no-op trials;
-   ``optuna_inmemory_ms_per_trial`` and ``optuna_sqlite_ms_per_trial``: Optuna's
-   ``study.optimize`` with ``RandomSampler``, one ``suggest_categorical`` per decision, in an
-   in-memory study (runs of 1,000 trials) and in a SQLite one (``sqlite:///``, 100 trials:
-   Optuna commits each change, and its SQLite storage waits on the disk for each commit).
-   nasforge in-process and Optuna in memory take turns in mirrored order, four runs each
-   (N O O N N O O N; ``repeats``), and each figure is the sum over its runs: the speed of this
-   shared machine swung by a third between back-to-back runs of the same loop, CPU time
-   included, and a fixed order gave that drift to one side.
+   ask/tell events, trial logs) and the random strategy, over three runs of 1,000 no-op
+   trials; ``optuna_inmemory_ms_per_trial``: Optuna's in-memory study with
+   ``RandomSampler``, one ``suggest_categorical`` per decision, 1,000 trials beside each run
+   of nasforge's, in lock-step (:func:`lockstep`: each of nasforge's trials runs one of
+   Optuna's, ``study.optimize(objective, n_trials=1)``, timed apart);
+   ``optuna_sqlite_ms_per_trial``: ``study.optimize`` in a SQLite study (``sqlite:///``, 100
+   trials: Optuna commits each change, and its SQLite storage waits on the disk for each
+   commit). Why lock-step: back-to-back runs of the same loop on this shared machine
+   differed by up to half, CPU time included, so loops timed one after the other compared
+   the machine's moments more than the loops.
 2. ``tpe``: the time per trial of runs of 2,000 no-op trials (wall / trials) for nasforge's
    ``tpe`` and ``auto`` strategies (``auto`` is multivariate TPE on this architecture space)
-   through the engine with its defaults, and Optuna's ``TPESampler`` (its defaults,
-   multivariate since Optuna 5) in an in-memory study, two runs each in mirrored order
-   (tpe, Optuna, auto, auto, Optuna, tpe); ``tpe_ratio`` and ``auto_ratio`` are nasforge
-   over Optuna by wall time.
-   ``cpu_ms_per_trial`` gives the CPU time of this process per trial beside each, and
-   ``cpu_ratios`` the ratios by CPU time (``inprocess_vs_optuna_inmemory``, ``tpe``,
-   ``auto``): on a loaded machine the wall time mostly measures the other processes.
+   through the engine with its defaults, each in lock-step with a study of Optuna's
+   ``TPESampler`` (its defaults, multivariate since Optuna 5) in memory:
+   ``optuna_tpe_ms_per_trial`` beside ``tpe``, ``optuna_tpe_beside_auto_ms_per_trial``
+   beside ``auto``; ``tpe_ratio`` and ``auto_ratio`` are nasforge over the Optuna loop it
+   ran beside, by wall time.
 3. ``pool_ms_per_trial``: the process pool (2 workers), and one at a time.
 
 Targets: in-process <= 5 ms/trial (issue 3) and <= Optuna in-memory (issue 52); process pool
@@ -29,14 +28,15 @@ Targets: in-process <= 5 ms/trial (issue 3) and <= Optuna in-memory (issue 52); 
 for each whether it was met, by wall time and by CPU time.
 Last line: one JSON object with those fields, the trial counts and the load average.
 Run: PYTHONPATH=. python benchmarks/engine_overhead.py [--quick]
-(--quick: 300 in-process and Optuna trials, 30 with Optuna's SQLite, 300 TPE trials, 100 in
-the pool).
+(--quick: 300 trials per in-process and Optuna run, 30 with Optuna's SQLite, 300 TPE trials,
+100 in the pool).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import logging
 import os
@@ -50,8 +50,8 @@ from nasforge.space.search_space import Decision, SearchSpace
 
 #: the decisions of the space: twelve of four candidates each
 N_DECISIONS, N_CANDIDATES = 12, 4
-#: mirrored rounds of the in-process and Optuna in-memory runs (2 runs of each per round)
-IN_ROUNDS = 2
+#: lock-step runs of nasforge in-process and Optuna in memory, summed
+IN_RUNS = 3
 
 
 def noop(arch: Any, report: Any) -> float:
@@ -69,16 +69,25 @@ def big_space() -> SearchSpace:
 #: CPU seconds of this process per timed run, by name: on a loaded machine the wall time
 #: mostly measures the other processes; the CPU time of a one-thread loop does not
 CPU: dict[str, float] = {}
+#: numbers the folders of nasforge's runs
+_RUNS = itertools.count()
 
 
-def timed(n: int, executor: str, concurrency: int, root: Path, strategy: str = "random") -> float:
-    """Returns the wall seconds of an experiment of n no-op trials (its CPU seconds go in
-    ``CPU``)."""
+def timed(
+    n: int,
+    executor: str,
+    concurrency: int,
+    root: Path,
+    strategy: str = "random",
+    evaluate: Any = noop,
+) -> float:
+    """Returns the wall seconds of an experiment of n trials of ``evaluate`` (no-op by
+    default; its CPU seconds go in ``CPU``)."""
     exp = Experiment(
         big_space(),
-        noop,
+        evaluate,
         strategy,
-        directory=root / f"{executor}-{strategy}-{n}",
+        directory=root / f"{executor}-{strategy}-{n}-{next(_RUNS)}",
         n_trials=n,
         executor=executor,
         concurrency=concurrency,
@@ -87,17 +96,16 @@ def timed(n: int, executor: str, concurrency: int, root: Path, strategy: str = "
     start, cpu = time.perf_counter(), time.process_time()
     exp.run()
     wall = time.perf_counter() - start
-    key = f"nasforge_{strategy}_{executor}"
-    CPU[key] = CPU.get(key, 0.0) + time.process_time() - cpu
+    CPU[f"nasforge_{strategy}_{executor}"] = time.process_time() - cpu
     trained = [t for t in exp.trials() if t.status == "done"]
     assert len(trained) == n, (len(trained), n)
     return wall
 
 
-def optuna_timed(n: int, sampler: str, storage: str | None) -> float:
-    """Returns the wall seconds of Optuna's ``study.optimize`` over n no-op trials on the same
-    space (one ``suggest_categorical`` per decision), after 20 trials of warm-up (its CPU
-    seconds go in ``CPU``)."""
+def _optuna_study(sampler: str, storage: str | None) -> tuple[Any, Any]:
+    """Returns (an Optuna study with ``sampler``, the no-op objective on the same space: one
+    ``suggest_categorical`` per decision), after 20 trials of warm-up but for TPE, whose
+    first trials are random ones (timed, as nasforge's)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -113,28 +121,52 @@ def optuna_timed(n: int, sampler: str, storage: str | None) -> float:
     else:
         chosen = optuna.samplers.RandomSampler(seed=0)
     study = optuna.create_study(storage=storage, sampler=chosen)
-    if sampler != "tpe":  # TPE's first trials are random ones: time them all, as nasforge's
+    if sampler != "tpe":
         study.optimize(objective, n_trials=20)
+    return study, objective
+
+
+def optuna_timed(n: int, sampler: str, storage: str | None) -> float:
+    """Returns the wall seconds of Optuna's ``study.optimize`` over n no-op trials (its CPU
+    seconds go in ``CPU``)."""
+    study, objective = _optuna_study(sampler, storage)
     start, cpu = time.perf_counter(), time.process_time()
     study.optimize(objective, n_trials=n)
-    key = f"optuna_{sampler}_{'memory' if storage is None else 'sqlite'}"
-    CPU[key] = CPU.get(key, 0.0) + time.process_time() - cpu
+    CPU[f"optuna_{sampler}_{'memory' if storage is None else 'sqlite'}"] = time.process_time() - cpu
     return time.perf_counter() - start
 
 
-def mirrored(runs: dict[str, Any], rounds: int = 1) -> dict[str, float]:
-    """Returns the wall seconds summed per name of ``runs`` (name -> a function returning
-    the wall seconds of one run), each run ``2 * rounds`` times in mirrored order (A B C C B
-    A ...): every name sits on average at the same place in the sequence, so a machine that
-    speeds up or slows down during the measurement weighs on each side alike (the CPU
-    seconds add up in ``CPU`` the same way)."""
-    order = list(runs)
-    walls = dict.fromkeys(order, 0.0)
-    for _ in range(rounds):
-        for name in order + order[::-1]:
-            gc.collect()  # the garbage of the run before is not collected during this one
-            walls[name] += runs[name]()
-    return walls
+def lockstep(n: int, strategy: str, sampler: str, root: Path) -> dict[str, float]:
+    """Returns the wall and CPU seconds of n no-op trials of nasforge in-process with
+    ``strategy`` and of n no-op trials of Optuna's in-memory study with ``sampler``, run in
+    lock-step: each of nasforge's trials runs one of Optuna's (``study.optimize(objective,
+    n_trials=1)``: blocks of 50 one-trial calls took 0.97-0.98x the time of 50-trial calls,
+    taking turns, while ``study.ask``/``tell`` took 1.2x), timed apart and taken out of
+    nasforge's time. Both loops see the same
+    machine, trial by trial: on this shared machine back-to-back runs of the same loop
+    differed by up to half, CPU time included, so runs one after the other compared the
+    machine's moments more than the loops. Keys: ``nasforge_wall``, ``nasforge_cpu``,
+    ``optuna_wall``, ``optuna_cpu``."""
+    study, objective = _optuna_study(sampler, None)
+    inner = {"wall": 0.0, "cpu": 0.0}
+
+    def evaluate(arch: Any, report: Any) -> float:
+        wall, cpu = time.perf_counter(), time.process_time()
+        study.optimize(objective, n_trials=1)
+        inner["cpu"] += time.process_time() - cpu
+        inner["wall"] += time.perf_counter() - wall
+        return 0.0
+
+    gc.collect()  # the garbage of the run before is not collected during this one
+    wall = timed(n, "inprocess", 1, root, strategy, evaluate)
+    cpu = CPU[f"nasforge_{strategy}_inprocess"]
+    return {"nasforge_wall": wall - inner["wall"], "nasforge_cpu": cpu - inner["cpu"],
+            "optuna_wall": inner["wall"], "optuna_cpu": inner["cpu"]}  # fmt: skip
+
+
+def summed(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Returns the figures of ``runs`` (:func:`lockstep`'s) summed key by key."""
+    return {key: sum(run[key] for run in runs) for key in runs[0]}
 
 
 def ms(wall: float, n: int) -> float:
@@ -154,38 +186,27 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         timed(20, "inprocess", 1, root / "warm")  # imports, sqlite
-        optuna_timed(20, "random", None)
-        CPU.clear()  # the warm-up runs are not counted
-        runs = iter(range(1_000_000))  # each nasforge run in a folder of its own
-        walls = mirrored(
-            {
-                "inprocess": lambda: timed(n_in, "inprocess", 1, root / str(next(runs))),
-                "optuna": lambda: optuna_timed(n_in, "random", None),
-            },
-            rounds=IN_ROUNDS,
-        )
-        t_in, t_mem = walls["inprocess"], walls["optuna"]
+        lockstep(20, "random", "random", root)
+        plain = summed([lockstep(n_in, "random", "random", root) for _ in range(IN_RUNS)])
+        t_in, t_mem = plain["nasforge_wall"], plain["optuna_wall"]
         t_sql = optuna_timed(n_sql, "random", f"sqlite:///{root / 'optuna.db'}")
-        walls = mirrored(
-            {
-                "nasforge_tpe": lambda: timed(n_tpe, "inprocess", 1, root / str(next(runs)), "tpe"),
-                "optuna_tpe": lambda: optuna_timed(n_tpe, "tpe", None),
-                "nasforge_auto": lambda: timed(
-                    n_tpe, "inprocess", 1, root / str(next(runs)), "auto"
-                ),
-            }
-        )
-        tpe = {f"{name}_ms_per_trial": ms(wall, 2 * n_tpe) for name, wall in walls.items()}
+        runs = {name: lockstep(n_tpe, name, "tpe", root) for name in ("tpe", "auto")}
+        tpe = {
+            "nasforge_tpe_ms_per_trial": ms(runs["tpe"]["nasforge_wall"], n_tpe),
+            "optuna_tpe_ms_per_trial": ms(runs["tpe"]["optuna_wall"], n_tpe),
+            "nasforge_auto_ms_per_trial": ms(runs["auto"]["nasforge_wall"], n_tpe),
+            "optuna_tpe_beside_auto_ms_per_trial": ms(runs["auto"]["optuna_wall"], n_tpe),
+        }
         t_pool = timed(n_pool, "pool", 2, root)
         t_pool1 = timed(50, "pool", 1, root)
-    n_in_all = 2 * IN_ROUNDS * n_in  # the trials timed per side
-    optuna_tpe = tpe["optuna_tpe_ms_per_trial"]
+    n_in_all = IN_RUNS * n_in  # the trials timed per side
     cpu_ratios = {
-        "inprocess_vs_optuna_inmemory": round(
-            CPU["nasforge_random_inprocess"] / CPU["optuna_random_memory"], 3
-        ),
-        "tpe": round(CPU["nasforge_tpe_inprocess"] / CPU["optuna_tpe_memory"], 3),
-        "auto": round(CPU["nasforge_auto_inprocess"] / CPU["optuna_tpe_memory"], 3),
+        "inprocess_vs_optuna_inmemory": round(plain["nasforge_cpu"] / plain["optuna_cpu"], 3),
+        "tpe": round(runs["tpe"]["nasforge_cpu"] / runs["tpe"]["optuna_cpu"], 3),
+        "auto": round(runs["auto"]["nasforge_cpu"] / runs["auto"]["optuna_cpu"], 3),
+    }
+    ratios = {
+        name: round(run["nasforge_wall"] / run["optuna_wall"], 3) for name, run in runs.items()
     }
     result = {
         "inprocess_ms_per_trial": ms(t_in, n_in_all),
@@ -193,24 +214,26 @@ def main() -> None:
         "optuna_sqlite_ms_per_trial": ms(t_sql, n_sql),
         "inprocess_vs_optuna_inmemory": round(t_in / t_mem, 3),
         "tpe": tpe,
-        "tpe_ratio": round(tpe["nasforge_tpe_ms_per_trial"] / optuna_tpe, 3),
-        "auto_ratio": round(tpe["nasforge_auto_ms_per_trial"] / optuna_tpe, 3),
+        "tpe_ratio": ratios["tpe"],
+        "auto_ratio": ratios["auto"],
         "pool_ms_per_trial": ms(t_pool, n_pool),
         "pool_concurrency": 2,
         "pool_serial_ms_per_trial": ms(t_pool1, 50),
         "cpu_ms_per_trial": {
-            "nasforge_inprocess": ms(CPU["nasforge_random_inprocess"], n_in_all),
-            "optuna_inmemory": ms(CPU["optuna_random_memory"], n_in_all),
+            "nasforge_inprocess": ms(plain["nasforge_cpu"], n_in_all),
+            "optuna_inmemory": ms(plain["optuna_cpu"], n_in_all),
             "optuna_sqlite": ms(CPU["optuna_random_sqlite"], n_sql),
-            "nasforge_tpe": ms(CPU["nasforge_tpe_inprocess"], 2 * n_tpe),
-            "nasforge_auto": ms(CPU["nasforge_auto_inprocess"], 2 * n_tpe),
-            "optuna_tpe": ms(CPU["optuna_tpe_memory"], 2 * n_tpe),
+            "nasforge_tpe": ms(runs["tpe"]["nasforge_cpu"], n_tpe),
+            "nasforge_auto": ms(runs["auto"]["nasforge_cpu"], n_tpe),
+            "optuna_tpe": ms(runs["tpe"]["optuna_cpu"], n_tpe),
+            "optuna_tpe_beside_auto": ms(runs["auto"]["optuna_cpu"], n_tpe),
         },
         "cpu_ratios": cpu_ratios,
         "inprocess_trials_per_s": round(n_in_all / t_in, 1),
         "pool_trials_per_s": round(n_pool / t_pool, 1),
         "n_trials": {"inprocess": n_in, "optuna_sqlite": n_sql, "tpe": n_tpe, "pool": n_pool},
-        "repeats": {"inprocess": 2 * IN_ROUNDS, "tpe": 2},
+        "repeats": {"inprocess": IN_RUNS, "tpe": 1},
+        "timing": "lock-step: each nasforge trial runs one Optuna trial (optimize, n_trials=1)",
         "inprocess_wall_s": round(t_in, 2),
         "pool_wall_s": round(t_pool, 2),
         "targets": {
@@ -225,11 +248,11 @@ def main() -> None:
                 "cpu": cpu_ratios["inprocess_vs_optuna_inmemory"] <= 1.0,
             },
             "tpe_ratio": {
-                "wall": tpe["nasforge_tpe_ms_per_trial"] <= optuna_tpe,
+                "wall": ratios["tpe"] <= 1.0,
                 "cpu": cpu_ratios["tpe"] <= 1.0,
             },
             "auto_ratio": {
-                "wall": tpe["nasforge_auto_ms_per_trial"] <= optuna_tpe,
+                "wall": ratios["auto"] <= 1.0,
                 "cpu": cpu_ratios["auto"] <= 1.0,
             },
         },
