@@ -8,11 +8,11 @@ with the run record in ``DIR/logs/trial_N.log``, and the run's own log ``DIR/log
               the file as it goes (``nasforge logs DIR N --follow`` shows it live); a Ray
               worker captures into a local file and sends its text back with the result,
               which the engine writes
-    in-process  the in-process executor captures every trial into one file, ``logs/inprocess.log``
-              (:class:`ScratchLog`), rewritten in place per trial: creating a file per trial
-              cost 0.01-0.3 ms on this project's disk, as much as the rest of a no-op trial.
-              When the trial ends its text goes to the engine like a Ray worker's (``--follow``
-              reads the scratch file while it names the trial)
+    scratch   the in-process executor captures every trial into one file,
+              ``logs/inprocess.log`` (:class:`ScratchLog`), rewritten in place per trial:
+              creating a file per trial cost 0.01-0.3 ms on this project's disk, as much as
+              the rest of a no-op trial. When the trial ends its text goes to the engine like
+              a Ray worker's (``--follow`` reads the scratch file while it names the trial)
     silent    a trial run in-process or on Ray that printed nothing and did not fail keeps no
               log file: its status, duration and placement are in the record, and ``nasforge
               logs`` says it printed nothing. A pool child writes its trial's log itself, so
