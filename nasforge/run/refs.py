@@ -25,6 +25,7 @@ import importlib
 import importlib.util
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ from nasforge._deprecated import redirect
 from nasforge.errors import ConfigError
 
 __all__ = [
+    "find_ref",
+    "keep_rebuildable",
     "to_ref",
     "from_ref",
     "object_path",
@@ -222,3 +225,62 @@ def materialize(value: Any, base: Path | None = None) -> Any:
     if isinstance(value, dict) and "object" in value:
         return from_ref(value)
     return value
+
+
+def find_ref(obj: object) -> dict[str, Any] | None:
+    """Returns a reference that finds ``obj`` again in a later process, or None.
+
+    In order: an object that records its constructor arguments (a model space) is rebuilt
+    from them; an object bound to a module-level name of the script being run (``__main__``)
+    is found by that name in the script; a module-level class or function by its path.
+    """
+    try:
+        return to_ref(obj)
+    except ConfigError:
+        pass
+    # the script being run, then the scripts a resume imported again (as SCRIPT_PREFIX
+    # modules: the record names them by their file, as the script's __main__)
+    scripts = [sys.modules.get("__main__")]
+    scripts += [m for n, m in list(sys.modules.items()) if n.startswith(SCRIPT_PREFIX)]
+    for module in scripts:
+        script = getattr(module, "__file__", None)
+        if module is None or script is None:
+            continue
+        for name, value in vars(module).items():
+            if value is obj and not name.startswith("_"):
+                return {"object": f"__main__:{name}", "file": str(Path(script).resolve())}
+    try:
+        path, script = object_path(obj)
+    except ConfigError:
+        return None
+    ref: dict[str, Any] = {"object": path}
+    if script:
+        ref["file"] = script
+    return ref
+
+
+def _rebuilds(value: Any) -> bool:
+    """Returns whether a recorded value is a reference that rebuilds an object."""
+    return isinstance(value, Mapping) and "object" in value
+
+
+def keep_rebuildable(stored: Mapping[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """Returns ``config`` (a resumed run's new config) with each reference of ``stored``
+    (the space, the kind section's evaluator or data) kept where the new value cannot
+    rebuild its object (None, or ``{"unrebuildable": ...}``): a resume never rewrites what it
+    could not rebuild better."""
+    out = dict(config)
+    if _rebuilds(stored.get("space")) and not _rebuilds(out.get("space")):
+        out["space"] = stored["space"]
+    kind = str(out.get("kind"))
+    old, new = stored.get(kind), out.get(kind)
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        section = dict(new)
+        for key, value in old.items():
+            if _rebuilds(value) and key in section and not _rebuilds(section[key]):
+                if section[key] is None or (
+                    isinstance(section[key], Mapping) and "unrebuildable" in section[key]
+                ):
+                    section[key] = value
+        out[kind] = section
+    return out

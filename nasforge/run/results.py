@@ -1,5 +1,6 @@
-"""Reading results out of trial records: feasibility under constraints, ranking, the Pareto
-front of two objectives. Pure functions over plain records (no torch)."""
+"""Reading results out of trial records: the objective that ranks them (:class:`Objective`),
+feasibility under constraints, ranking, the Pareto front of two objectives. Pure functions
+over plain records (no torch)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ __all__ = [
     "rank_trials",
     "pareto_front",
     "pareto_indices",
+    "Objective",
 ]
 
 #: constraints as a run file or a caller gives them: ``{metric: [op, bound]}``, a string like
@@ -157,3 +159,37 @@ def pareto_front(
         for _, m in kept
     ]  # fmt: skip
     return [kept[i][0] for i in pareto_indices(pts)]
+
+
+class Objective:
+    """Returns nothing; what ranks a run's trials: a metric, ``max`` or ``min``, constraints
+    such as ``params <= 1e5``, and an optional second objective for a Pareto front.
+
+    Raises:
+        ConfigError: a mode other than max/min, a bad constraint or second objective.
+    """
+
+    def __init__(
+        self,
+        metric: str = "accuracy",
+        mode: str = "max",
+        constraints: Constraints = None,
+        second: Sequence[str] | None = None,
+    ) -> None:
+        if mode not in ("max", "min"):
+            raise ConfigError(f"mode must be 'max' or 'min', got {mode!r}")
+        if second is not None and (len(second) != 2 or second[1] not in ("max", "min")):
+            raise ConfigError(f"second_objective must be (metric, 'max'|'min'), got {second!r}")
+        self.metric, self.mode = str(metric), mode
+        self.constraints = parse_constraints(constraints)
+        self.second = None if second is None else (str(second[0]), str(second[1]))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the objective as plain data (stored in every run's config)."""
+        return {"metric": self.metric, "mode": self.mode, "constraints": self.constraints,
+                "second": None if self.second is None else list(self.second)}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Objective:
+        """Returns the objective :meth:`to_dict` wrote."""
+        return cls(data["metric"], data["mode"], data.get("constraints"), data.get("second"))

@@ -30,7 +30,6 @@ import abc
 import argparse
 import difflib
 import logging
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -38,14 +37,16 @@ from typing import Any, ClassVar, TypeVar
 
 from nasforge.errors import ConfigError, StopRequested, StoreError
 from nasforge.run.progress import Progress
-from nasforge.run.refs import SCRIPT_PREFIX, object_path, to_ref
+from nasforge.run.refs import find_ref, keep_rebuildable
 from nasforge.run.requests import Request, check_controls, take_requests
-from nasforge.run.results import Constraints, parse_constraints, rank_trials
+from nasforge.run.results import Objective, rank_trials
 from nasforge.run.store import Store, TrialRecord, check_compatible
 from nasforge.run.tracking import BaseCallback, Trackers, get_callbacks
 from nasforge.run.trial_logs import RunLog
 from nasforge.runtime.distributed import ONE, Ranks, from_env, join, leave
 
+# Objective (nasforge.run.results), find_ref and keep_rebuildable (nasforge.run.refs) are
+# named here too, where the kinds' runners have always imported them
 __all__ = [
     "BaseRunner",
     "Objective",
@@ -73,104 +74,11 @@ _RUNNERS: dict[str, type[BaseRunner]] = {}
 _LOADERS: list[Callable[[str | None], None]] = []
 
 
-class Objective:
-    """Returns nothing; what ranks a run's trials: a metric, ``max`` or ``min``, constraints
-    such as ``params <= 1e5``, and an optional second objective for a Pareto front.
-
-    Raises:
-        ConfigError: a mode other than max/min, a bad constraint or second objective.
-    """
-
-    def __init__(
-        self,
-        metric: str = "accuracy",
-        mode: str = "max",
-        constraints: Constraints = None,
-        second: Sequence[str] | None = None,
-    ) -> None:
-        if mode not in ("max", "min"):
-            raise ConfigError(f"mode must be 'max' or 'min', got {mode!r}")
-        if second is not None and (len(second) != 2 or second[1] not in ("max", "min")):
-            raise ConfigError(f"second_objective must be (metric, 'max'|'min'), got {second!r}")
-        self.metric, self.mode = str(metric), mode
-        self.constraints = parse_constraints(constraints)
-        self.second = None if second is None else (str(second[0]), str(second[1]))
-
-    def to_dict(self) -> dict[str, Any]:
-        """Returns the objective as plain data (stored in every run's config)."""
-        return {"metric": self.metric, "mode": self.mode, "constraints": self.constraints,
-                "second": None if self.second is None else list(self.second)}  # fmt: skip
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Objective:
-        """Returns the objective :meth:`to_dict` wrote."""
-        return cls(data["metric"], data["mode"], data.get("constraints"), data.get("second"))
-
-
 def did_you_mean(name: str, names: Sequence[str], n: int = 3) -> str:
     """Returns ``"did you mean 'a' or 'b'?"`` for the ``names`` closest to ``name`` (difflib,
     cutoff 0.6), or ``""`` when none is close; the one way nasforge suggests a name."""
     close = difflib.get_close_matches(str(name), list(names), n=n, cutoff=0.6)
     return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-
-
-def find_ref(obj: object) -> dict[str, Any] | None:
-    """Returns a reference that finds ``obj`` again in a later process, or None.
-
-    In order: an object that records its constructor arguments (a model space) is rebuilt
-    from them; an object bound to a module-level name of the script being run (``__main__``)
-    is found by that name in the script; a module-level class or function by its path.
-    """
-    try:
-        return to_ref(obj)
-    except ConfigError:
-        pass
-    # the script being run, then the scripts a resume imported again (as SCRIPT_PREFIX
-    # modules: the record names them by their file, as the script's __main__)
-    scripts = [sys.modules.get("__main__")]
-    scripts += [m for n, m in list(sys.modules.items()) if n.startswith(SCRIPT_PREFIX)]
-    for module in scripts:
-        script = getattr(module, "__file__", None)
-        if module is None or script is None:
-            continue
-        for name, value in vars(module).items():
-            if value is obj and not name.startswith("_"):
-                return {"object": f"__main__:{name}", "file": str(Path(script).resolve())}
-    try:
-        path, script = object_path(obj)
-    except ConfigError:
-        return None
-    ref: dict[str, Any] = {"object": path}
-    if script:
-        ref["file"] = script
-    return ref
-
-
-def _rebuilds(value: Any) -> bool:
-    """Returns whether a recorded value is a reference that rebuilds an object."""
-    return isinstance(value, Mapping) and "object" in value
-
-
-def keep_rebuildable(stored: Mapping[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    """Returns ``config`` (a resumed run's new config) with each reference of ``stored``
-    (the space, the kind section's evaluator or data) kept where the new value cannot
-    rebuild its object (None, or ``{"unrebuildable": ...}``): a resume never rewrites what it
-    could not rebuild better."""
-    out = dict(config)
-    if _rebuilds(stored.get("space")) and not _rebuilds(out.get("space")):
-        out["space"] = stored["space"]
-    kind = str(out.get("kind"))
-    old, new = stored.get(kind), out.get(kind)
-    if isinstance(old, Mapping) and isinstance(new, Mapping):
-        section = dict(new)
-        for key, value in old.items():
-            if _rebuilds(value) and key in section and not _rebuilds(section[key]):
-                if section[key] is None or (
-                    isinstance(section[key], Mapping) and "unrebuildable" in section[key]
-                ):
-                    section[key] = value
-        out[kind] = section
-    return out
 
 
 class BaseRunner(abc.ABC):
