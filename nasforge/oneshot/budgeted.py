@@ -261,7 +261,12 @@ class Budgeted:
     def project(self, net: Any, arch: Mapping[str, Any]) -> Arch:
         """Returns ``arch`` within the budget: itself when it fits, else changed one decision
         at a time (the one whose change lowers the load the most, to its most preferred
-        candidate that lowers it) until it fits, or the smallest known architecture."""
+        candidate that lowers it) until it fits, or the smallest known architecture; then
+        filled back up to the budget (:meth:`_fill`). Where the space says which ops are
+        dead (its ``canonical_arch(arch)``: the same function, ops whose input is always
+        zero set to their empty candidate), the projection measures that form: on MNIST-1D
+        a DARTS pick projected to exactly the budget held it in dead ops, the same function
+        as the empty cell (424 parameters of a budget of 1,576)."""
         out: Arch = dict(arch)
         if self.fits(out):
             return out
@@ -287,10 +292,42 @@ class Budgeted:
                 out = dict(self.smallest)
                 break
             out[best[1]] = best[2]
+        out = self._fill(self._canonical(out), prefs)
         logger.info("budget %s: pick %s (%s) projected to %s (%s)", self.budget, arch_id(before),
                     describe(self.sizes(before), self.budget), arch_id(out),
                     describe(self.sizes(out), self.budget))  # fmt: skip
         return ss.validate(out)
+
+    def _canonical(self, arch: Arch) -> Arch:
+        """Returns the space's ``canonical_arch(arch)`` when it has one, else ``arch``."""
+        own = getattr(self.space, "canonical_arch", None)
+        return dict(own(arch)) if callable(own) else arch
+
+    def _fill(self, arch: Arch, prefs: dict[str, list[float]]) -> Arch:
+        """Returns ``arch`` (within the budget) grown while it stays within: each step takes
+        the single change that raises the load and still fits, to the candidate the supernet
+        prefers most (``prefs``; the larger load on a tie). The descent steps by whole
+        candidates, and the one that saves the most overshoots: on MNIST-1D a DARTS pick of
+        3,520 parameters under a budget of 1,648 ended at 424 to 1,216, below every table
+        row within the budget for the smallest (20th percentile on both tables)."""
+        ss = self.space.search_space()
+        out = dict(arch)
+        while True:
+            here, best = self._load(out), None
+            for d in ss.decisions:
+                for j, v in enumerate(d.values):
+                    if v == out[d.label]:
+                        continue
+                    cand = self._canonical({**out, d.label: v})  # a dead op adds nothing
+                    lv = self._load(cand)
+                    if lv <= here or not self.fits(cand):
+                        continue
+                    key = (prefs[d.label][j], lv)
+                    if best is None or key > best[0]:
+                        best = (key, cand)
+            if best is None:
+                return out
+            out = best[1]
 
 
 def budget_of(net: Any) -> Budgeted | None:

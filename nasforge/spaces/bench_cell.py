@@ -142,3 +142,12 @@ class BenchCellSpace(nf.ModelSpace):
         from nasforge.spaces.cell_canon import function_key
 
         return function_key(arch)
+
+    def canonical_arch(self, arch: dict[str, str]) -> dict[str, str]:
+        """Returns ``arch`` with every op off the cell's live paths set to ``none``: the same
+        function without the weights of ops whose input is always zero
+        (:func:`nasforge.spaces.cell_canon.canonical_arch`); a budget's projection measures
+        this (:meth:`nasforge.oneshot.budgeted.Budgeted.project`)."""
+        from nasforge.spaces.cell_canon import canonical_arch
+
+        return canonical_arch(arch)

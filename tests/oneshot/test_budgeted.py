@@ -216,6 +216,40 @@ def test_projection_replaces_the_costliest_choice_by_a_cheaper_one(data: tuple) 
     assert sizer.project(net, out) == out  # within the budget: unchanged
 
 
+def _larger_and_within(sizer: Budgeted, arch: dict[str, Any]) -> list[dict[str, Any]]:
+    """Returns the single changes of ``arch`` that raise its load and still fit the budget
+    (each measured in the space's canonical form where it has one)."""
+    ss, here, out = sizer.space.search_space(), sizer._load(arch), []
+    canonical = getattr(sizer.space, "canonical_arch", lambda a: a)
+    for d in ss.decisions:
+        for v in d.values:
+            cand = dict(canonical({**arch, d.label: v}))
+            if v != arch[d.label] and sizer._load(cand) > here and sizer.fits(cand):
+                out.append(cand)
+    return out
+
+
+def test_a_projection_measures_the_function_not_dead_ops_and_fills_the_budget() -> None:
+    """In a space that names its dead ops (``canonical_arch``: the benchmark cell), the
+    projected pick holds no op whose input is always zero: the budget buys live weights. An
+    all-convolution cell over the budget ends with live convolutions, not with the empty
+    cell's function, and grown while it fits: no single change that makes it larger still
+    fits the budget."""
+    from nasforge.spaces.bench_cell import BenchCellSpace
+    from nasforge.spaces.cell_canon import function_key
+
+    space = BenchCellSpace(channels=4, dims=1)
+    net = nf.oneshot.supernet(space, "darts")
+    example = torch.randn(2, 1, 40)
+    full = {d.label: "conv" for d in space.search_space().decisions}
+    sizer = Budgeted(space, {"params": 0.5 * arch_size(space, full, example)["params"]}, example)
+    sizer.check()
+    out = sizer.project(net, full)
+    assert sizer.fits(out) and out == space.canonical_arch(out)
+    assert function_key(out) != "0" and "conv" in out.values()
+    assert _larger_and_within(sizer, out) == []
+
+
 @pytest.mark.parametrize(
     "budget, fragment",
     [
