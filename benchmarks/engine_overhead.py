@@ -142,11 +142,10 @@ def lockstep(n: int, strategy: str, sampler: str, root: Path) -> dict[str, float
     lock-step: each of nasforge's trials runs one of Optuna's (``study.optimize(objective,
     n_trials=1)``: blocks of 50 one-trial calls took 0.97-0.98x the time of 50-trial calls,
     taking turns, while ``study.ask``/``tell`` took 1.2x), timed apart and taken out of
-    nasforge's time. Both loops see the same
-    machine, trial by trial: on this shared machine back-to-back runs of the same loop
-    differed by up to half, CPU time included, so runs one after the other compared the
-    machine's moments more than the loops. Keys: ``nasforge_wall``, ``nasforge_cpu``,
-    ``optuna_wall``, ``optuna_cpu``."""
+    nasforge's time. Both loops see the same machine, trial by trial: on this shared machine
+    back-to-back runs of the same loop differed by up to half, CPU time included, so runs
+    one after the other compared the machine's moments more than the loops. Keys:
+    ``nasforge_wall``, ``nasforge_cpu``, ``optuna_wall``, ``optuna_cpu``."""
     study, objective = _optuna_study(sampler, None)
     inner = {"wall": 0.0, "cpu": 0.0}
 

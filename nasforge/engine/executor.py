@@ -61,16 +61,16 @@ class InProcessExecutor(BaseExecutor):
         """Runs the trial now, on the configured devices, its output captured in the run's
         scratch log (:class:`~nasforge.run.trial_logs.ScratchLog`: no file per trial); its
         result, with that text, waits for the next poll."""
-        if task.log is None:
-            capture = None
-        else:
+        scratch = None
+        if task.log is not None:
             if self._scratch is None:
                 self._scratch = ScratchLog(os.path.dirname(task.log))
-            capture = self._scratch.captured(task.trial)
+            scratch = self._scratch
+        capture = None if scratch is None else scratch.captured(task.trial)
         with placed(self.local_placement()):
             result = run_trial(self._space, self._evaluator, task, capture=capture)
-        if self._scratch is not None and capture is not None:
-            result.log_text = self._scratch.output()
+        if scratch is not None:
+            result.log_text = scratch.output()
         self._done.append(result)
 
     def poll(self, timeout: float) -> list[TrialResult]:

@@ -50,7 +50,7 @@ state, so a budget does not change which numbers a seeded search draws for anyth
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -172,17 +172,24 @@ class Budgeted:
     def _cheapest_change(self, arch: Arch) -> Arch | None:
         """Returns ``arch`` with the one decision changed that lowers its load the most, or
         None when no change lowers it."""
-        ss, here = self.space.search_space(), self._load(arch)
-        best: tuple[float, Arch] | None = None
-        for d in ss.decisions:
-            for v in d.values:
+        here = self._load(arch)
+        lower = [(lv, cand) for _, _, cand, lv in self._changes(arch) if lv < here]
+        return min(lower, key=lambda t: t[0])[1] if lower else None
+
+    def _changes(
+        self, arch: Arch, canonical: bool = False
+    ) -> Iterator[tuple[str, int, Arch, float]]:
+        """Yields (a decision's label, the index of a value, ``arch`` with that decision set
+        to that value, its load) for every single change of ``arch``; with ``canonical``, each
+        changed architecture in the space's canonical form (:meth:`_canonical`)."""
+        for d in self.space.search_space().decisions:
+            for j, v in enumerate(d.values):
                 if v == arch[d.label]:
                     continue
                 cand = {**arch, d.label: v}
-                lv = self._load(cand)
-                if lv < here and (best is None or lv < best[0]):
-                    best = (lv, cand)
-        return None if best is None else best[1]
+                if canonical:
+                    cand = self._canonical(cand)
+                yield d.label, j, cand, self._load(cand)
 
     # -- rejection -----------------------------------------------------------------------------
     def draw(self, sample: Callable[[], Arch]) -> Arch:
@@ -310,24 +317,17 @@ class Budgeted:
         candidates, and the one that saves the most overshoots: on MNIST-1D a DARTS pick of
         3,520 parameters under a budget of 1,648 ended at 424 to 1,216, below every table
         row within the budget for the smallest (20th percentile on both tables)."""
-        ss = self.space.search_space()
         out = dict(arch)
         while True:
-            here, best = self._load(out), None
-            for d in ss.decisions:
-                for j, v in enumerate(d.values):
-                    if v == out[d.label]:
-                        continue
-                    cand = self._canonical({**out, d.label: v})  # a dead op adds nothing
-                    lv = self._load(cand)
-                    if lv <= here or not self.fits(cand):
-                        continue
-                    key = (prefs[d.label][j], lv)
-                    if best is None or key > best[0]:
-                        best = (key, cand)
-            if best is None:
+            here = self._load(out)
+            grown = [
+                ((prefs[label][j], lv), cand)
+                for label, j, cand, lv in self._changes(out, canonical=True)  # dead ops: nothing
+                if lv > here and self.fits(cand)
+            ]
+            if not grown:
                 return out
-            out = best[1]
+            out = max(grown, key=lambda t: t[0])[1]
 
 
 def budget_of(net: Any) -> Budgeted | None:
