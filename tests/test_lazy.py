@@ -22,6 +22,7 @@ PURE = (
     "space/search_space.py", "space/ranges.py", "space/expr.py", "space/edits.py", "strategy/",
     "partition.py", "parallel/csp.py", "parallel/cache.py", "parallel/simulator.py",
     "oneshot/cmp_schedule.py", "oneshot/budget.py", "engine/crossmodel/policy.py", "ofa/spaces.py",
+    "engine/replay.py",
     "ofa/latency.py",
     "ofa/evolution.py", "spaces/cell_canon.py", "spaces/wann_edits.py", "spaces/path_edits.py",
     "strategy/stopping.py", "strategy/halving.py", "run/store.py", "run/_schema.py",

@@ -10,11 +10,14 @@ the evaluator so that a resume can rebuild it.
                ``search_space``, kept for the resume check)
     evaluator  in a run file: an object, a function, or ``{type: classification, ...}``; in
                the record: a reference that rebuilds it, else ``{unrebuildable: description}``
+    section    what the record keeps of an experiment's settings (:func:`stored_section`),
+               and of the executor once it started (:func:`record_executor`)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,7 +26,9 @@ from typing import Any
 from nasforge.engine.evaluator import BaseEvaluator, FunctionEvaluator
 from nasforge.errors import ConfigError
 from nasforge.run.refs import from_ref, materialize
+from nasforge.run.requests import BOUND_META
 from nasforge.run.runner import Objective, find_ref
+from nasforge.run.store import Store
 from nasforge.space.search_space import SearchSpace
 from nasforge.strategy import (
     BaseStrategy,
@@ -141,6 +146,46 @@ def evaluator_ref(evaluator: BaseEvaluator) -> Any:
         return {k: v for k, v in described.items() if k != "rebuildable"}
     ref = find_ref(target)
     return ref if ref is not None else {"unrebuildable": described}
+
+
+def stored_section(exp: Any) -> dict[str, Any]:
+    """Returns an :class:`~nasforge.engine.experiment.Experiment`'s settings as JSON-able
+    data: the section of the run's config a resume rebuilds it from."""
+    s = exp.settings
+    return {
+        "search_space": exp.search_space.to_dict(),
+        "strategy": {"name": exp.strategy.name, "config": exp.strategy.config()},
+        "evaluator": evaluator_ref(exp.evaluator),
+        "n_trials": s.n_trials,
+        "time_budget": s.time_budget,
+        "executor": exp.executor.spec(),
+        "concurrency": exp.executor.concurrency,
+        "trial_timeout": s.trial_timeout,
+        "stopper": None if exp.stopper is None else exp.stopper.config(),
+        "retrain_duplicates": s.retrain_duplicates,
+        "save_weights": s.save_weights,
+        "keep_checkpoints": s.keep_checkpoints,
+        "max_duplicates": s.max_duplicates,
+        "threads": s.threads,
+        "crossmodel": s.crossmodel,
+        "gpus_per_trial": s.gpus_per_trial,
+        "devices": s.devices,
+    }
+
+
+def record_executor(store: Store, kind: str, own: Any, running: Any) -> None:
+    """Records the settings of the run's executor ``own`` once it started (e.g. the address
+    of the Ray cluster it joined), so that a resume from the record runs on the same one, and
+    the most trials the ``running`` executor (``own``, or the cross-model plan's in front of
+    it) runs at once here (``nasforge set`` refuses more)."""
+    most = running.most_concurrency()
+    bound = {"most": most, "why": running.concurrency_limit()} if most else {}
+    store.set_meta(BOUND_META, json.dumps(bound))
+    config = dict(store.config())
+    section = dict(config[kind])
+    if section.get("executor") != own.spec():
+        section["executor"] = own.spec()
+        store.set_config({**config, kind: section})
 
 
 def checked_space(space: Any) -> SearchSpace:

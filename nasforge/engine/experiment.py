@@ -1,11 +1,10 @@
 """The experiment loop: ask the strategy, run trials on an executor, record everything in the
 store, tell the strategy; resume after a crash by replaying the recorded history.
 
-    replay   the store's events (ask, tell, in happening order) are replayed against a fresh,
-             identically seeded strategy: an ask event calls ``strategy.ask()``, a tell event
-             ``strategy.tell(recorded arch, recorded score)``. The strategy ends in exactly the
-             state it had when the engine died; trials asked but never told were in flight and
-             are the only ones run again.
+    replay   a resume replays the record's ask and tell events against a fresh, identically
+             seeded strategy, so it ends in the state it had when the engine died; trials
+             asked but never told were in flight and are the only ones run again
+             (``nasforge.engine.replay``, which also holds the loop's state).
     dedup    an architecture (by arch id) already evaluated is not trained again: its trial is
              recorded as ``cached`` with the earlier metrics (unless ``retrain_duplicates``);
              one still running makes the duplicate wait for it.
@@ -37,14 +36,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import logging
 import math
 import os
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +49,11 @@ from nasforge.engine._experiment_section import (
     add_arguments,
     check_budget,
     checked_space,
-    evaluator_ref,
     experiment_arguments,
     named_metrics,
+    record_executor,
     recorded_validation,
+    stored_section,
 )
 from nasforge.engine.checkpoints import CheckpointKeeper
 from nasforge.engine.crossmodel.plan import CrossModelPlan
@@ -66,13 +64,14 @@ from nasforge.engine.evaluator import (
     get_evaluator,
     missing_metric,
 )
-from nasforge.engine.executor import BaseExecutor, get_executor
+from nasforge.engine.executor import get_executor
+from nasforge.engine.replay import UNCOUNTED, LoopState, replay
 from nasforge.engine.settings import ExperimentSettings
 from nasforge.engine.trial import TrialResult, TrialTask, cancel_marker, cancel_marker_name
 from nasforge.errors import ConfigError, StoreError, TrialError
 from nasforge.run.preflight import require
 from nasforge.run.progress import Progress
-from nasforge.run.requests import BOUND_META, Request
+from nasforge.run.requests import Request
 from nasforge.run.results import pareto_front, score
 from nasforge.run.runner import BaseRunner, Objective, register_runner
 from nasforge.run.status import failure_summary
@@ -90,34 +89,6 @@ from nasforge.strategy import (
 __all__ = ["Experiment"]
 
 log = logging.getLogger("nasforge.engine")
-
-#: trial statuses that do not count toward ``n_trials``: a duplicate resolved from an earlier
-#: trial, and a trial cancelled before it finished training
-_UNCOUNTED = ("cached", "cancelled")
-
-
-@dataclass
-class _Loop:
-    """Returns nothing; the state of one run (or resume) of the loop, rebuilt by replay."""
-
-    records: dict[int, TrialRecord] = field(default_factory=dict)
-    known: dict[str, int] = field(default_factory=dict)  # arch id -> trial that evaluated it
-    running: dict[str, int] = field(default_factory=dict)  # arch id -> trial running it now
-    waiting: dict[str, list[int]] = field(default_factory=dict)  # arch id -> duplicates waiting
-    n_trained: int = 0  # trials that count toward n_trials (see _UNCOUNTED)
-    n_cached: int = 0
-    n_failed: int = 0
-    dups_in_row: int = 0  # duplicates proposed in a row (max_duplicates ends the search)
-    exhausted: bool = False  # the strategy has nothing more to propose
-    best: tuple[float, float] | None = None  # (score, metric) of the best trial so far
-    failure: str | None = None  # why the run must stop now (a metric it names is missing)
-    resumed: bool = False  # the loop continues a recorded run (nasforge resume)
-    elapsed0: float = 0.0  # seconds spent before this session (a resume)
-    t0: float = field(default_factory=time.monotonic)
-
-    def elapsed(self) -> float:
-        """Returns the seconds the run has spent, across resumes."""
-        return self.elapsed0 + time.monotonic() - self.t0
 
 
 @register_runner
@@ -204,7 +175,7 @@ class Experiment(BaseRunner):
         self._plan = CrossModelPlan(s.crossmodel)
         #: trial id -> wall-clock times: submitted, entered/returned (the evaluator), recorded
         self.timings: dict[int, dict[str, float]] = {}
-        self._loop = _Loop()
+        self._loop = LoopState()
         self._progress: Progress | None = None
         # a missing tracker package: ConfigError now, before the record
         super().__init__(objective, directory, source, space, s.callbacks)
@@ -284,26 +255,7 @@ class Experiment(BaseRunner):
     def section(self) -> dict[str, Any]:
         """Returns the experiment's settings as JSON-able data (stored with it; the trackers
         are in the run's config, beside the section, for every kind)."""
-        s = self.settings
-        return {
-            "search_space": self.search_space.to_dict(),
-            "strategy": {"name": self.strategy.name, "config": self.strategy.config()},
-            "evaluator": evaluator_ref(self.evaluator),
-            "n_trials": s.n_trials,
-            "time_budget": s.time_budget,
-            "executor": self.executor.spec(),
-            "concurrency": self.executor.concurrency,
-            "trial_timeout": s.trial_timeout,
-            "stopper": None if self.stopper is None else self.stopper.config(),
-            "retrain_duplicates": s.retrain_duplicates,
-            "save_weights": s.save_weights,
-            "keep_checkpoints": s.keep_checkpoints,
-            "max_duplicates": s.max_duplicates,
-            "threads": s.threads,
-            "crossmodel": s.crossmodel,
-            "gpus_per_trial": s.gpus_per_trial,
-            "devices": s.devices,
-        }
+        return stored_section(self)
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self, resume: bool = False) -> Experiment:
@@ -341,7 +293,7 @@ class Experiment(BaseRunner):
         store.set_plan("trials", s.n_trials)
         self.timings = {}
         self._keeper = CheckpointKeeper(s.keep_checkpoints, store, self._score)
-        self._loop = loop = _Loop(resumed=resume)
+        self._loop = loop = LoopState(resumed=resume)
         self._root = self.directory.resolve()  # once: resolving costs a stat per part
         # the folders of the trials' logs and cancel markers, as text: each trial's files are
         # joined to them (:meth:`_files`), as building a Path per trial cost 3-5% of a no-op trial
@@ -351,7 +303,7 @@ class Experiment(BaseRunner):
         if resume:
             self._keeper.sweep(list(loop.records.values()))
         loop.elapsed0, loop.t0 = float(store.get_meta("elapsed", "0") or 0), time.monotonic()
-        if resume and not inflight and self._budget_spent():
+        if resume and not inflight and loop.budget_spent(s):
             log.warning(
                 "%s: the search already spent its budget (%d of %s trials); nothing to do. "
                 "`nasforge resume %s --n-trials N` gives it more",
@@ -365,7 +317,7 @@ class Experiment(BaseRunner):
             self.executor.use_gpus(own.gpus_per_trial, own.devices or None)
         self.executor.live_stopper = self.stopper  # rung values of running trials (pool)
         self.executor.start(self.space, self.evaluator)
-        self._record_executor(store, own)
+        record_executor(store, self.kind, own, self.executor)
         try:
             for tid in inflight:
                 log.info("re-running trial %d, in flight when the experiment stopped", tid)
@@ -387,47 +339,16 @@ class Experiment(BaseRunner):
                 f"evaluator (`nasforge status {self.directory}` lists each error)"
             )
 
-    def _record_executor(self, store: Store, executor: BaseExecutor) -> None:
-        """Records the executor's settings once it started (e.g. the address of the Ray
-        cluster it joined), so that a resume from the record runs on the same one, and the
-        most trials the running one runs at once here (``nasforge set`` refuses more)."""
-        most = self.executor.most_concurrency()
-        bound = {"most": most, "why": self.executor.concurrency_limit()} if most else {}
-        store.set_meta(BOUND_META, json.dumps(bound))
-        config = dict(store.config())
-        section = dict(config[self.kind])
-        if section.get("executor") != executor.spec():
-            section["executor"] = executor.spec()
-            store.set_config({**config, self.kind: section})
-
     def _replay(self, store: Store) -> list[int]:
         """Rebuilds strategy, stopper and dedup state from the events; returns in-flight ids."""
-        loop = self._loop
-        loop.records = records = {t.id: t for t in store.trials()}
-        told: set[int] = set()
-        for kind, tid in store.events():
-            rec = records[tid]
-            if kind == "ask":
-                asked = self.strategy.ask()
-                # equal dicts have equal ids: hashing every ask dominated a long replay
-                if asked is None or (
-                    asked != rec.arch and self.search_space.id_of(asked) != rec.arch_id
-                ):
-                    log.warning(
-                        "replay: strategy asked %s where trial %d recorded %s; the "
-                        "strategy is not deterministic, continuing with the record",
-                        asked,
-                        tid,
-                        rec.arch,
-                    )
-            else:
-                told.add(tid)
-                self._after_finish(rec)
-        inflight = [tid for tid in records if tid not in told]
-        loop.n_trained = sum(
-            1 for t in records.values() if t.status not in _UNCOUNTED and t.id in told
-        )
-        return inflight
+
+        def same(asked: dict[str, Any] | None, rec: TrialRecord) -> bool:
+            # equal dicts have equal ids: hashing every ask dominated a long replay
+            return asked is not None and (
+                asked == rec.arch or self.search_space.id_of(asked) == rec.arch_id
+            )
+
+        return replay(store, self._loop, self.strategy.ask, same, self._after_finish)
 
     def _score(self, rec: TrialRecord) -> float | None:
         return score(rec, self.metric, self.mode, self.constraints)
@@ -456,25 +377,9 @@ class Experiment(BaseRunner):
                 rec.status,
             )
 
-    def _budget_spent(self) -> bool:
-        """Returns whether the trial or time budget is spent (what a resume checks first)."""
-        loop, s = self._loop, self.settings
-        if s.n_trials is not None and loop.n_trained >= s.n_trials:
-            return True
-        return s.time_budget is not None and loop.elapsed() >= s.time_budget
-
     def _can_ask(self) -> bool:
-        loop, s = self._loop, self.settings
-        if loop.failure or self.stopping or loop.exhausted or loop.dups_in_row >= s.max_duplicates:
-            return False
-        busy = self.executor.n_running + sum(len(w) for w in loop.waiting.values())
-        if busy >= self.executor.concurrency:
-            return False
-        if s.n_trials is not None and loop.n_trained + len(loop.running) >= s.n_trials:
-            return False
-        if s.time_budget is not None and loop.elapsed() >= s.time_budget:
-            return False
-        return True
+        return self._loop.can_ask(self.settings, self.stopping, self.executor.n_running,
+                                  self.executor.concurrency)  # fmt: skip
 
     def _run_loop(self) -> None:
         store, loop = self.store, self._loop
@@ -670,7 +575,7 @@ class Experiment(BaseRunner):
             )
         rec = self.store.trial(tid)
         loop.records[tid] = rec
-        loop.n_trained += rec.status not in _UNCOUNTED
+        loop.n_trained += rec.status not in UNCOUNTED
         self._after_finish(rec)
         if loop.failure:  # duplicates waiting on it stay in flight, like the trials killed
             return
