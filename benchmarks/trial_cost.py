@@ -45,8 +45,10 @@ and the peers' walls over nasforge's ASHA wall, ``optuna_over_nasforge`` and
 one seed's ratio, ``epochs_trained`` (search -> the median over the seeds of the epochs it
 trained: nasforge's ASHA, Optuna's and Ray Tune's rules promote by timing, so they need not
 train as many) and ``optuna_over_nasforge_per_epoch`` (the same ratio of wall per epoch
-trained: the comparison at equal epochs). The details give, per search and seed, the wall,
-the epochs trained and the best accuracy of a trial that trained all 9 epochs.
+trained: the comparison at equal epochs; ``optuna_over_nasforge_per_epoch_quartiles`` gives the
+seeds' quartiles of that ratio, how far one seed's comparison moves). The details give, per
+search and seed, the wall, the epochs trained and the best accuracy of a trial that trained all
+9 epochs.
 """
 
 from __future__ import annotations
@@ -447,6 +449,9 @@ def run(
         "asha_epochs_over_full": ratios("nasforge_asha", "nasforge_full", 1),
         "optuna_over_nasforge": ratios("optuna_sh", "nasforge_asha", 0),
         "ray_tune_over_nasforge": ratios("ray_tune_asha", "nasforge_asha", 0),
+        "optuna_over_nasforge_per_epoch": None
+        if any(r["optuna_sh"] is None for r in rows)
+        else [round(per_epoch(r, "optuna_sh") / per_epoch(r, "nasforge_asha"), 4) for r in rows],
     }
     details["load_average_before_after"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]
     details["cores"] = len(os.sched_getaffinity(0))
@@ -454,11 +459,11 @@ def run(
     print(json.dumps(details))
     tune_wall, optuna_wall = total("ray_tune_asha", 0), total("optuna_sh", 0)
     per_seed = details["per_seed_ratios"]
-    optuna_per_epoch = None
-    if per_seed["optuna_over_nasforge"] is not None:
-        optuna_per_epoch = median(
-            [per_epoch(r, "optuna_sh") / per_epoch(r, "nasforge_asha") for r in rows]
-        )
+    optuna_per_epoch = median(per_seed["optuna_over_nasforge_per_epoch"])
+    spread = None  # the seeds' quartiles: how far one seed's comparison moves on this machine
+    if per_seed["optuna_over_nasforge_per_epoch"] is not None and len(rows) >= 2:
+        q1, _, q3 = statistics.quantiles(per_seed["optuna_over_nasforge_per_epoch"], n=4)
+        spread = [round(q1, 3), round(q3, 3)]
     result = {
         "startup_ms_per_trial": {
             ex: (details["startup"][ex]["quickstart"] or {}).get("startup_ms") for ex in executors
@@ -473,6 +478,7 @@ def run(
         "optuna_over_nasforge": median(per_seed["optuna_over_nasforge"]),
         "ray_tune_over_nasforge": median(per_seed["ray_tune_over_nasforge"]),
         "optuna_over_nasforge_per_epoch": optuna_per_epoch,
+        "optuna_over_nasforge_per_epoch_quartiles": spread,
         "epochs_trained": {
             k: statistics.median(r[k][1] for r in rows)
             for k in rows[0]
