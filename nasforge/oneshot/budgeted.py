@@ -281,24 +281,19 @@ class Budgeted:
         ss = self.space.search_space()
         prefs = {d.label: self._preference(net, d.label, d.values) for d in ss.decisions}
         while not self.fits(out):
-            here, best = self._load(out), None
-            for d in ss.decisions:
-                lower = [
-                    (prefs[d.label][j], v)
-                    for j, v in enumerate(d.values)
-                    if v != out[d.label] and self._load({**out, d.label: v}) < here
-                ]
-                if not lower:
-                    continue
-                _, v = max(lower, key=lambda t: t[0])
-                saving = here - self._load({**out, d.label: v})
-                if best is None or saving > best[0]:
-                    best = (saving, d.label, v)
-            if best is None:
+            here = self._load(out)
+            # per decision, its most preferred candidate that lowers the load (and that load)
+            lowering: dict[str, tuple[float, Any, float]] = {}
+            for label, j, cand, lv in self._changes(out):
+                if lv < here and (label not in lowering or prefs[label][j] > lowering[label][0]):
+                    lowering[label] = (prefs[label][j], cand[label], lv)
+            if not lowering:
                 assert self.smallest is not None, "check() runs before a projection"
                 out = dict(self.smallest)
                 break
-            out[best[1]] = best[2]
+            # the decision whose change saves the most (the first such, in the space's order)
+            label, (_, value, _) = min(lowering.items(), key=lambda t: t[1][2])
+            out[label] = value
         out = self._fill(self._canonical(out), prefs)
         logger.info("budget %s: pick %s (%s) projected to %s (%s)", self.budget, arch_id(before),
                     describe(self.sizes(before), self.budget), arch_id(out),

@@ -31,6 +31,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +235,7 @@ def parse_settings(pairs: list[str]) -> dict[str, int]:
     return out
 
 
-def _follow(where: Any, done: Any) -> None:
+def _follow(where: Callable[[], Path], done: Callable[[], bool]) -> None:
     """Prints what is appended to the file ``where()`` names until ``done()`` says it is
     over, read as :func:`~nasforge.run.trial_logs.read_log` reads (never through a link, only
     a regular file), a bounded chunk at a time. The file may change (an in-process trial's
