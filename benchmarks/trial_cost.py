@@ -11,7 +11,7 @@ Three measurements, all on the handwritten digits with a real optimizer (Adam):
 2. ``training_share``: time inside the evaluator's training loop (its ``train_seconds``) over
    the trials' wall time (dispatch to record), for the Quickstart's workload on the pool.
 3. ASHA against a full run: a digits MLP search, 24 architectures x at most 9 epochs, pool x 2,
-   without a stopper and with ``stopper: asha`` (eta 3, rungs at 1 and 3 epochs), 5 seeds:
+   without a stopper and with ``stopper: asha`` (eta 3, rungs at 1 and 3 epochs), 9 seeds:
    ``asha_wall_over_full`` (wall) against ``asha_epochs_over_full`` (epochs trained), each the
    median over the seeds of one seed's ratio (a machine whose load changes during the run
    moves a total; the median of the seeds keeps the seeds that ran under the same load as
@@ -27,7 +27,7 @@ Three measurements, all on the handwritten digits with a real optimizer (Adam):
    and one torch thread per trial; only the rule's timing-dependent decisions differ (the
    details give each search's epochs).
 
-Run:  PYTHONPATH=. python benchmarks/trial_cost.py [--seeds 5] [--trials 8] [--no-ray] [--quick]
+Run:  PYTHONPATH=. python benchmarks/trial_cost.py [--seeds 9] [--trials 8] [--no-ray] [--quick]
       [--asha-only] [--load N]
 (--quick: 2 seeds of 9 architectures, 4 start-up trials, no Ray. --asha-only: the ASHA
 comparison alone. --load N: N busy processes run beside the whole measurement, a steady load
@@ -330,7 +330,7 @@ def main() -> None:
         "--asha-only", action="store_true", help="skip the start-up runs (ASHA figures only)"
     )
     args = parser.parse_args()
-    n_seeds = args.seeds or (2 if args.quick else 5)
+    n_seeds = args.seeds or (2 if args.quick else 9)
     n_trials = args.trials or (4 if args.quick else 8)
     n_archs = 9 if args.quick else 24
     no_ray = args.no_ray or args.quick
