@@ -61,7 +61,7 @@ Tables
                 column existed gains it, empty, when a writer opens it, and readers of such a
                 record see None)
     events      every ask and tell of a strategy in happening order; replaying them rebuilds
-                the strategy exactly (see ``nasforge.engine.experiment``)
+                the strategy exactly (see ``nasforge.engine.replay``)
     artifacts   named files of the run (supernet weights, exported models): name, relative
                 path, kind, time, JSON metadata (``"export": true``: every exported model
                 needs this file beside its weights, e.g. a tokenizer; export copies it)
