@@ -18,7 +18,10 @@ Needs ``nni==3.0`` installed. The last line is one JSON object::
 
     {"nni_equal": {space: fraction}, "nni_equal_freeze": {space: fraction}, "n": ...,
      "max_abs_diff": {space: ...},
-     "unmapped": {space: error}, "mismatch": {space: first mismatch}, "seconds": ...}
+     "unmapped": {space: error}, "mismatch": {space: first mismatch}, "seconds": ...,
+     "nni_freeze_differences": {space: {why: count}}}
+
+(the last only for a space where NNI's in-place freeze differed: why, with how many).
 
 ``benchmarks/deploy.py`` calls :func:`nni_equal` for its ``nni_equal`` field.
 """
@@ -59,7 +62,8 @@ SPACES: dict[str, tuple[str, str, dict[str, Any], tuple[int, ...]]] = {
 
 def nni_equal(n: int = 50, seed: int = 0, spaces: list[str] | None = None) -> dict[str, Any]:
     """Returns ``{"nni_equal": {space: fraction}, "nni_equal_freeze": ..., "max_abs_diff":
-    ..., "unmapped": ..., "mismatch": ...}`` over ``n`` NNI-sampled architectures of each
+    ..., "unmapped": ..., "mismatch": ...}`` (and ``"nni_freeze_differences"`` where NNI's
+    in-place freeze differed) over ``n`` NNI-sampled architectures of each
     space (all of :data:`SPACES` when ``spaces`` is None).
 
     Raises:
@@ -84,6 +88,8 @@ def nni_equal(n: int = 50, seed: int = 0, spaces: list[str] | None = None) -> di
         out["nni_equal"][name] = result.fraction
         out["nni_equal_freeze"][name] = result.fraction_freeze
         out["max_abs_diff"][name] = result.max_abs_diff
+        if result.freeze_differences:
+            out.setdefault("nni_freeze_differences", {})[name] = result.freeze_differences
         if result.mismatches:
             first = dict(result.mismatches[0])
             first["count"] = len(result.mismatches)

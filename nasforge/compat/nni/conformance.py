@@ -51,12 +51,16 @@ _HUB = "nni.nas.hub.pytorch"
 class Conformance:
     """Returns how many of ``n`` architectures froze to the same network in NNI and nasforge;
     ``mismatches`` holds one row per other architecture (the architecture, both parameter
-    counts, the output difference or the error)."""
+    counts, the output difference or the error), ``freeze_differences`` why the others did not
+    equal NNI's in-place freeze."""
 
     space: str
     n: int = 0
     equal: int = 0  # against NNI's model_context build
     equal_freeze: int = 0  # against NNI's in-place space.freeze
+    #: why an architecture did not equal NNI's in-place freeze -> how many: the error's first
+    #: line (a state dict that does not load: another network), or that the outputs differ
+    freeze_differences: dict[str, int] = field(default_factory=dict)
     max_abs_diff: float | None = None  # None until one pair of outputs was compared
     mismatches: list[dict[str, Any]] = field(default_factory=list)
 
@@ -132,6 +136,15 @@ def _same(theirs: nn.Module, ours: nn.Module, x: Any, atol: float) -> tuple[bool
     return n_params == _params(ours) and diff <= atol, diff, n_params
 
 
+def _why(e: Exception) -> str:
+    """Returns an error's type and first line, with the kinds of state-dict difference it
+    names (missing keys, unexpected keys, sizes): one reason for many architectures."""
+    text = str(e).strip()
+    kinds = [k for k in ("Missing key(s)", "Unexpected key(s)", "size mismatch") if k in text]
+    shown = f" ({', '.join(kinds)})" if kinds else ""
+    return f"{type(e).__name__}: {text.splitlines()[0][:200] if text else ''}{shown}"
+
+
 def compare(
     nni_space: Any,
     nf_space: Any,
@@ -178,9 +191,14 @@ def compare(
         else:
             out.mismatches.append(row)
         try:  # NNI's other way: the built space frozen in place
-            out.equal_freeze += _same(nni_space.freeze(arch).eval(), ours, x, atol)[0]
-        except Exception:  # noqa: BLE001 - a network of another shape is simply not equal
-            pass
+            same, diff, _ = _same(nni_space.freeze(arch).eval(), ours, x, atol)
+            why = None if same else "the outputs differ by more than atol (or the sizes do)"
+        except Exception as e:  # a network of another shape is not equal: kept, with why
+            why = _why(e)
+        if why is None:
+            out.equal_freeze += 1
+        else:
+            out.freeze_differences[why] = out.freeze_differences.get(why, 0) + 1
     log.info(
         "%s: %d of %d architectures equal (%d to NNI's in-place freeze)",
         out.space, out.equal, out.n, out.equal_freeze,
