@@ -64,11 +64,14 @@ class LoopState:
             return True
         return s.time_budget is not None and self.elapsed() >= s.time_budget
 
-    def can_ask(self, s: ExperimentSettings, stopping: Any, running: int, concurrency: int) -> bool:
+    def can_ask(
+        self, s: ExperimentSettings, stopping: str | None, running: int, concurrency: int
+    ) -> bool:
         """Returns whether the loop may ask the strategy for another trial now: no failure,
-        stop request or exhausted strategy, fewer than ``max_duplicates`` duplicates in a row,
-        a free slot (``running`` trials on the executor plus the duplicates waiting for one,
-        against ``concurrency``), and budget left once the trials in flight count."""
+        stop request (``stopping``: its mode) or exhausted strategy, fewer than
+        ``max_duplicates`` duplicates in a row, a free slot (``running`` trials on the
+        executor plus the duplicates waiting for one, against ``concurrency``), and budget
+        left once the trials in flight count."""
         if self.failure or stopping or self.exhausted or self.dups_in_row >= s.max_duplicates:
             return False
         if running + sum(len(w) for w in self.waiting.values()) >= concurrency:
