@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from nasforge.engine._executor_base import BaseExecutor
 from nasforge.engine.evaluator import BaseEvaluator, FunctionEvaluator
 from nasforge.errors import ConfigError
 from nasforge.run.refs import from_ref, materialize
@@ -173,7 +174,7 @@ def stored_section(exp: Any) -> dict[str, Any]:
     }
 
 
-def record_executor(store: Store, kind: str, own: Any, running: Any) -> None:
+def record_executor(store: Store, kind: str, own: BaseExecutor, running: BaseExecutor) -> None:
     """Records the settings of the run's executor ``own`` once it started (e.g. the address
     of the Ray cluster it joined), so that a resume from the record runs on the same one, and
     the most trials the ``running`` executor (``own``, or the cross-model plan's in front of
