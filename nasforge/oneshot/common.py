@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,7 @@ __all__ = [
     "accuracy",
     "activate",
     "recalibrate_bn",
+    "frozen_bn_stats",
     "check_optional_int",
     "ranks_of",
     "sharded_loss",
@@ -371,3 +373,23 @@ def recalibrate_bn(net: nn.Module, data: Batch, batch_size: int, n_batches: int,
     g = torch.Generator().manual_seed(seed)
     images = (x for i, (x, _) in zip(range(n_batches), batches(data, batch_size, g)))
     ws_recalibrate_bn(net, images)
+
+
+@contextmanager
+def frozen_bn_stats(module: nn.Module) -> Iterator[None]:
+    """Runs a block in which batch-norm layers normalise by batch statistics (train mode) but do
+    not update their running statistics; used to recompute ops on the fly in backward."""
+    saved: list[tuple[nn.modules.batchnorm._BatchNorm, float | None, torch.Tensor]] = []
+    for m in module.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats:
+            # track_running_stats registers the counter buffer, so it is a tensor here
+            assert m.num_batches_tracked is not None
+            saved.append((m, m.momentum, m.num_batches_tracked.clone()))
+            m.momentum = 0.0  # running = running * (1 - 0) + 0 * batch: unchanged
+    try:
+        yield
+    finally:
+        for m, momentum, n in saved:
+            m.momentum = momentum
+            assert m.num_batches_tracked is not None
+            m.num_batches_tracked.copy_(n)

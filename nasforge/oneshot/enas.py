@@ -55,13 +55,14 @@ from nasforge.oneshot.common import (
     activate,
     batches,
     check_optional_int,
+    frozen_bn_stats,
     ranks_of,
     weight_step,
 )
 from nasforge.oneshot.selection import Selection, SelectionSettings, pick
 from nasforge.oneshot.selection import check as check_selection
 from nasforge.oneshot.spos import SposInput, SposLayer, SposRepeat
-from nasforge.oneshot.supernet import Algorithm, Supernet, frozen_bn_stats
+from nasforge.oneshot.supernet import Algorithm, Supernet
 from nasforge.space.search_space import Arch, SearchSpace
 from nasforge.strategy.base import RewardBaseline
 

@@ -42,6 +42,7 @@ from nasforge.oneshot.common import (
     arch_grads,
     arch_step,
     check_optional_int,
+    frozen_bn_stats,
     ranks_of,
     sharded_loss,
     weight_grads,
@@ -53,7 +54,6 @@ from nasforge.oneshot.supernet import (
     MixedLayer,
     MixedRepeat,
     Supernet,
-    frozen_bn_stats,
 )
 
 __all__ = [

@@ -48,6 +48,7 @@ from nasforge.oneshot.budgeted import resource_penalty
 from nasforge.oneshot.common import (
     SearchConfig,
     apply_arch,
+    frozen_bn_stats,
     ranks_of,
     sharded_loss,
     weight_step,
@@ -59,7 +60,6 @@ from nasforge.oneshot.supernet import (
     MixedLayer,
     MixedRepeat,
     Supernet,
-    frozen_bn_stats,
 )
 from nasforge.space.search_space import Arch
 

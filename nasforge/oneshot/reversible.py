@@ -48,7 +48,8 @@ import torch
 from torch import nn
 
 from nasforge.errors import SpaceError
-from nasforge.oneshot.supernet import MixedLayer, frozen_bn_stats
+from nasforge.oneshot.common import frozen_bn_stats
+from nasforge.oneshot.supernet import MixedLayer
 from nasforge.space.context import Recording, current
 
 __all__ = [

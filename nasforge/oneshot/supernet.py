@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +32,7 @@ import torch
 from torch import nn
 
 from nasforge.errors import ArchitectureError, SpaceError
-from nasforge.oneshot.common import arch_optimizer
+from nasforge.oneshot.common import arch_optimizer, frozen_bn_stats
 from nasforge.runtime.distributed import ONE, Ranks
 from nasforge.space import InputChoice, LayerChoice, ModelSpace, Repeat, freeze
 from nasforge.space.search_space import Arch
@@ -47,30 +46,9 @@ __all__ = [
     "MixedRepeat",
     "Supernet",
     "inherit_weights",
-    "frozen_bn_stats",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-@contextmanager
-def frozen_bn_stats(module: nn.Module) -> Iterator[None]:
-    """Runs a block in which batch-norm layers normalise by batch statistics (train mode) but do
-    not update their running statistics; used to recompute ops on the fly in backward."""
-    saved: list[tuple[nn.modules.batchnorm._BatchNorm, float | None, torch.Tensor]] = []
-    for m in module.modules():
-        if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats:
-            # track_running_stats registers the counter buffer, so it is a tensor here
-            assert m.num_batches_tracked is not None
-            saved.append((m, m.momentum, m.num_batches_tracked.clone()))
-            m.momentum = 0.0  # running = running * (1 - 0) + 0 * batch: unchanged
-    try:
-        yield
-    finally:
-        for m, momentum, n in saved:
-            m.momentum = momentum
-            assert m.num_batches_tracked is not None
-            m.num_batches_tracked.copy_(n)
 
 
 def _is_zero(name: Any, module: nn.Module) -> bool:
