@@ -75,6 +75,10 @@ MOVED: dict[str, Moved] = {
     "nasforge.engine.crossmodel.singlepath": Moved("nasforge.weightsharing", _NEXT),
     # a training plan's stage sits beside the phases it runs
     "nasforge.ofa.train:Stage": Moved("nasforge.ofa.spaces:Stage", _NEXT),
+    # the batch-norm helpers of a search sit together
+    "nasforge.oneshot.supernet:frozen_bn_stats": Moved(
+        "nasforge.oneshot.common:frozen_bn_stats", _NEXT
+    ),
 }
 
 #: a kind's settings given as keywords instead of its settings dataclass (PipelineTraining,

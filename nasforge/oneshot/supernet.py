@@ -31,8 +31,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from nasforge._deprecated import module_getattr
 from nasforge.errors import ArchitectureError, SpaceError
-from nasforge.oneshot.common import arch_optimizer, frozen_bn_stats
+from nasforge.oneshot.common import arch_optimizer
+from nasforge.oneshot.common import frozen_bn_stats as _frozen_bn_stats
 from nasforge.runtime.distributed import ONE, Ranks
 from nasforge.space import InputChoice, LayerChoice, ModelSpace, Repeat, freeze
 from nasforge.space.search_space import Arch
@@ -49,6 +51,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: ``frozen_bn_stats`` moved to :mod:`nasforge.oneshot.common` (beside ``recalibrate_bn``); the
+#: old name warns and gives it until the release the table names
+__getattr__ = module_getattr(__name__)
 
 
 def _is_zero(name: Any, module: nn.Module) -> bool:
@@ -111,7 +117,7 @@ class MixedLayer(_Mixed):
         key = tuple(x.shape[1:])  # per-example shape: the batch size may vary
         if key not in self._shapes:
             cand = self.candidates()[self.exportable()[0]]
-            with torch.no_grad(), frozen_bn_stats(cand):
+            with torch.no_grad(), _frozen_bn_stats(cand):
                 self._shapes[key] = cand(x[:1]).shape[1:]
         return torch.Size((x.shape[0], *self._shapes[key]))
 
@@ -467,7 +473,7 @@ class Supernet(nn.Module):
         self._trace, self._trace_inputs = {}, []
         was = self.training
         try:
-            with torch.no_grad(), frozen_bn_stats(self):
+            with torch.no_grad(), _frozen_bn_stats(self):
                 self.eval()
                 self.model(*example)
         finally:
