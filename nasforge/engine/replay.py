@@ -65,16 +65,16 @@ class LoopState:
         return s.time_budget is not None and self.elapsed() >= s.time_budget
 
     def can_ask(
-        self, s: ExperimentSettings, stopping: str | None, running: int, concurrency: int
+        self, s: ExperimentSettings, stopping: str | None, n_running: int, concurrency: int
     ) -> bool:
         """Returns whether the loop may ask the strategy for another trial now: no failure,
         stop request (``stopping``: its mode) or exhausted strategy, fewer than
-        ``max_duplicates`` duplicates in a row, a free slot (``running`` trials on the
+        ``max_duplicates`` duplicates in a row, a free slot (``n_running`` trials on the
         executor plus the duplicates waiting for one, against ``concurrency``), and budget
         left once the trials in flight count."""
         if self.failure or stopping or self.exhausted or self.dups_in_row >= s.max_duplicates:
             return False
-        if running + sum(len(w) for w in self.waiting.values()) >= concurrency:
+        if n_running + sum(len(w) for w in self.waiting.values()) >= concurrency:
             return False
         if s.n_trials is not None and self.n_trained + len(self.running) >= s.n_trials:
             return False
