@@ -23,7 +23,7 @@ import torch
 from _ranking_common import load_splits, space_of, train_arch
 
 from nasforge.engine.evaluator import BaseEvaluator, Report
-from nasforge.oneshot import config_for, search
+from nasforge.oneshot import search
 from nasforge.oneshot.algorithms import algorithm_names
 from nasforge.run.shortlist import read_shortlist
 from nasforge.run.store import Store
@@ -31,7 +31,7 @@ from nasforge.space.search_space import Arch
 from nasforge.spaces.cell_canon import canonical_arch, function_key
 from nasforge.twostage import ShortlistSettings, TwoStageSearch
 
-__all__ = ["RecipeEvaluator", "two_stage_job", "single_stage_job", "stage1_epochs"]
+__all__ = ["RecipeEvaluator", "two_stage_job", "single_stage_job"]
 
 log = logging.getLogger("nasforge.benchmarks.budgeted")
 
@@ -67,14 +67,6 @@ def _budget(params: int | None) -> dict[str, float] | None:
     return None if params is None else {"params": params}
 
 
-def stage1_epochs(rule: str, oneshot: dict[str, Any], seed: int) -> int:
-    """Returns the supernet epochs stage 1 trains with ``rule`` (0 for a proxy, a size or
-    random, which train nothing)."""
-    if rule not in algorithm_names():
-        return 0
-    return int(config_for(rule, oneshot, seed=seed).epochs)
-
-
 def two_stage_job(
     recipe: dict[str, Any],
     rule: str,
@@ -106,6 +98,7 @@ def two_stage_job(
                              directory=Path(tmp) / "run", executor="inprocess", progress="off",
                              threads=recipe["threads"])  # fmt: skip
         run.run()
+        supernet_epochs = run.proposer.epochs  # 0 for a rule that trains nothing
         trials = run.trials()
         best = run.best(1)
         store = Store.open(Path(tmp) / "run")
@@ -128,7 +121,7 @@ def two_stage_job(
         "pool": short["pool"],
         "trials": curves,
         "stage2_epochs": sum(c["epochs"] for c in curves),
-        "stage1_epochs": stage1_epochs(rule, {"seed": seed, **oneshot}, seed),
+        "stage1_epochs": supernet_epochs,
         "seconds": round(time.perf_counter() - t0, 1),
     }
 

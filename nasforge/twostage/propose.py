@@ -102,6 +102,11 @@ class Proposer(abc.ABC):
         """Returns what the rule adds to the run's config beside the shortlist settings."""
         return {}
 
+    @property
+    def epochs(self) -> int:
+        """Returns the supernet epochs the rule trains (0: it trains nothing)."""
+        return 0
+
 
 class OneShotProposer(Proposer):
     """Returns candidates scored with a trained supernet's weights (module docstring)."""
@@ -139,6 +144,11 @@ class OneShotProposer(Proposer):
     def section(self) -> dict[str, Any]:
         """Returns the one-shot search's section (its data and settings as recorded)."""
         return {"oneshot": self.search.section()}
+
+    @property
+    def epochs(self) -> int:
+        """Returns the epochs the supernet trains (its ``epochs`` setting)."""
+        return int(self.search.strategy.config.epochs)
 
 
 class _Sampled(Proposer):

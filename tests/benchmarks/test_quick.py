@@ -150,6 +150,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     ),
     "solutions": ("wann", "pathlevel", "proxylessnas", "enas"),
     "strategies": ("best_mean", "repeat_ask_fraction"),
+    "supernet_steps": ("tau_vs_truth", "tau_per_seed", "tau_flops", "steps_per_epoch", "n_seeds"),
     "trial_cost": (
         "startup_ms_per_trial",
         "training_share",

@@ -132,3 +132,18 @@ def test_a_run_file_names_the_two_stage_strategy(
     assert "the supernet agrees with parameter count at τ" in out
     assert "stage 1 (spos)" in out and "(the pick)" in out
     assert main(["export", str(d), "--top", "1", "--out", str(tmp_path / "out")]) == 0
+
+
+def test_the_proposer_says_how_many_supernet_epochs_stage_1_trains(tmp_path: Path) -> None:
+    """A one-shot stage 1 trains its ``epochs`` (the one-shot default, 10, when not given);
+    a size rule trains nothing."""
+    runs = {
+        name: TwoStageSearch(DigitsNet(), evaluate, "digits", {"algorithm": algo, "k": 2, **extra},
+                             executor="inprocess", progress="off", directory=tmp_path / name)
+        for name, algo, extra in [("given", "spos", {"epochs": 2}), ("default", "spos", {}),
+                                  ("flops", "flops", {})]
+    }  # fmt: skip
+    assert {n: r.proposer.epochs for n, r in runs.items()} == {
+        "given": 2, "default": 10, "flops": 0
+    }  # fmt: skip
+    assert runs["given"].section()["oneshot"]["strategy"]["config"]["epochs"] == 2
