@@ -18,6 +18,8 @@ samples are drawn with the shortlist's seed, each architecture once.
 from __future__ import annotations
 
 import abc
+import logging
+import math
 import random
 from pathlib import Path
 from typing import Any
@@ -36,8 +38,16 @@ from nasforge.twostage.shortlist import ShortlistSettings
 __all__ = ["Proposer", "OneShotProposer", "ProxyProposer", "RandomProposer", "get_proposer",
            "uniform_pool"]  # fmt: skip
 
+log = logging.getLogger("nasforge.twostage")
+
 #: the examples a proxy scores an architecture on (the first of the training split)
 PROXY_BATCH = 64
+
+#: below this many weight steps, stage 1 warns that its supernet may rank at chance: a SPOS
+#: supernet on the MNIST-1D tables ranked their rows at Kendall tau -0.12 to 0.04 after 160
+#: steps, 0.05 to 0.24 after 640 and 0.35 to 0.42 after 2,560
+#: (``benchmarks/supernet_steps.py``; docs/oneshot.md)
+FEW_SUPERNET_STEPS = 2560
 
 
 def uniform_pool(space: Any, n: int, seed: int, taken: set[str] | None = None) -> list[Arch]:
@@ -119,6 +129,16 @@ class OneShotProposer(Proposer):
         self.search = OneShotSearch(space, OneShot(settings.algorithm, **settings.settings), data,
                                     directory=directory, progress=progress,
                                     threads=threads)  # fmt: skip
+        cfg = self.search.strategy.config
+        self.steps = cfg.epochs * math.ceil(len(self.search.split.train[0]) / cfg.batch_size)
+        if self.steps < FEW_SUPERNET_STEPS:
+            log.warning(
+                "stage 1 trains its %s supernet for %d weight steps (%d epochs); on the "
+                "benchmark's small data a supernet this short ranked candidates no better "
+                "than a random draw: give the shortlist `epochs` for %d steps or more when its "
+                "ranking matters (docs/oneshot.md)", settings.algorithm,
+                self.steps, cfg.epochs, FEW_SUPERNET_STEPS,
+            )  # fmt: skip
 
     def score(self, store: Store, resume: bool) -> list[tuple[Arch, float]]:
         """Returns the architectures the search scored, its pick and uniform samples up to

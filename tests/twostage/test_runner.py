@@ -147,3 +147,25 @@ def test_the_proposer_says_how_many_supernet_epochs_stage_1_trains(tmp_path: Pat
         "given": 2, "default": 10, "flops": 0
     }  # fmt: skip
     assert runs["given"].section()["oneshot"]["strategy"]["config"]["epochs"] == 2
+
+
+def test_a_short_supernet_is_warned_of(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Stage 1 warns when its supernet trains fewer than FEW_SUPERNET_STEPS weight steps (it
+    may rank at chance), and not when it trains that many."""
+    import math
+
+    from nasforge.twostage.propose import FEW_SUPERNET_STEPS
+
+    def build(name: str, epochs: int) -> TwoStageSearch:
+        shortlist = {"algorithm": "spos", "k": 2, "epochs": epochs}
+        return TwoStageSearch(DigitsNet(), evaluate, "digits", shortlist, executor="inprocess",
+                              progress="off", directory=tmp_path / name)  # fmt: skip
+
+    with caplog.at_level("WARNING", logger="nasforge.twostage"):
+        short = build("short", 2)
+    assert f"for {short.proposer.steps} weight steps (2 epochs)" in caplog.text
+    per_epoch = short.proposer.steps // 2
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="nasforge.twostage"):
+        long = build("long", math.ceil(FEW_SUPERNET_STEPS / per_epoch))
+    assert long.proposer.steps >= FEW_SUPERNET_STEPS and "weight steps" not in caplog.text
