@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -36,6 +37,7 @@ __all__ = [
     "RECIPE_1D_V3",
     "RECIPES_1D",
     "MINI_RECIPE_1D",
+    "table_path",
     "space_of",
     "load_data",
     "load_splits",
@@ -124,6 +126,15 @@ MINI_RECIPE_1D: dict[str, Any] = {
 }
 
 Split = tuple[torch.Tensor, torch.Tensor]
+
+
+def table_path(name: str) -> Path:
+    """Returns the file of a ground-truth table: ``name`` itself when it ends in ``.json``,
+    else the MNIST-1D table of that version in ``benchmarks/data`` (``v4`` ->
+    ``ground_truth_mnist1d_v4.json``)."""
+    if name.endswith(".json"):
+        return Path(name)
+    return Path(__file__).resolve().parent / "data" / f"ground_truth_mnist1d_{name}.json"
 
 
 def space_of(recipe: dict[str, Any]) -> BenchCellSpace:

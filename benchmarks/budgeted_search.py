@@ -67,7 +67,7 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _budgeted import single_stage_job, two_stage_job  # noqa: E402
-from _ranking_common import param_count  # noqa: E402
+from _ranking_common import param_count, table_path  # noqa: E402
 from ranking import Retrainer, competent_rows, percentile  # noqa: E402
 
 from nasforge.oneshot.algorithms import algorithm_names  # noqa: E402
@@ -263,7 +263,7 @@ def merge_single_stage(files: list[Path]) -> dict[str, Any]:
     rows: dict[str, list[dict]] = {}
     for (t, a, bound), by_seed in sorted(picks.items()):
         if t not in rows:
-            path = DATA / f"ground_truth_mnist1d_{t}.json"
+            path = table_path(t)
             rows[t] = competent_rows(json.loads(path.read_text()))[0]
         pct, p_value = _placement(list(by_seed.values()), _row_means(rows[t], budgets[t], bound))
         out["single_stage_percentile"].setdefault(a, {}).setdefault(t, {})[bound] = pct
@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         shortlist, args.oneshot = {"k": 2, "pool": 6}, {"epochs": 1, **args.oneshot}
     missing = []
     for name in [] if args.quick else args.tables:
-        path = Path(name) if name.endswith(".json") else DATA / f"ground_truth_mnist1d_{name}.json"
+        path = table_path(name)
         if path.exists():
             tables[name] = json.loads(path.read_text())
         else:

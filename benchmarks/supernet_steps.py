@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import multiprocessing
 import os
 import statistics
@@ -37,24 +36,24 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _ranking_common import kendall, load_splits, space_of  # noqa: E402
+from _ranking_common import kendall, load_splits, space_of, table_path  # noqa: E402
 from ranking import competent_rows  # noqa: E402
 
 __all__ = ["score_rows", "main"]
 
 log = logging.getLogger("nasforge.benchmarks.supernet_steps")
-DATA = Path(__file__).resolve().parent / "data"
 BOUNDS = ("unconstrained", "constrained")
 
 
 def score_rows(table: dict[str, Any], seed: int, epochs: int) -> dict[str, Any]:
     """Returns the inherited validation accuracy of every competent row of ``table`` under a
-    SPOS supernet trained ``epochs`` with ``seed`` (the shipped search's other defaults), and
-    the seconds the training and the scoring took."""
+    SPOS supernet trained ``epochs`` with ``seed`` (the shipped search's other defaults),
+    each scored as stage 1 scores a candidate (:func:`nasforge.oneshot.common.inherited`),
+    the weight steps of one epoch, and the seconds the training and the scoring took."""
     import torch
 
     from nasforge.oneshot import config_for, search
-    from nasforge.oneshot.common import accuracy, recalibrate_bn
+    from nasforge.oneshot.common import Split, inherited, n_steps
 
     recipe = table["recipe"]
     torch.set_num_threads(recipe["threads"])
@@ -66,12 +65,10 @@ def score_rows(table: dict[str, Any], seed: int, epochs: int) -> dict[str, Any]:
                  epochs=epochs, threads=recipe["threads"], progress="off")  # fmt: skip
     t1 = time.perf_counter()
     net, cfg = res.supernet.cpu(), config_for("spos", {"seed": seed, "epochs": epochs})
-    scores = []
-    for r in rows:
-        model = net.extract(r["arch"])
-        recalibrate_bn(model, train, cfg.batch_size, cfg.bn_batches, seed)
-        scores.append(accuracy(model, val))
-    return {"scores": scores, "train_s": t1 - t0, "score_s": time.perf_counter() - t1}
+    split = Split(train, val)
+    scores = [inherited(net, r["arch"], split, cfg)[1] for r in rows]
+    return {"scores": scores, "steps_per_epoch": n_steps(split, cfg) // epochs,
+            "train_s": t1 - t0, "score_s": time.perf_counter() - t1}  # fmt: skip
 
 
 def _taus(rows: list[dict], scores: list[float]) -> dict[str, float | None]:
@@ -105,9 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         args.seeds, args.epochs, args.workers = [0], [1, 2], 1
     else:
         for name in args.tables:
-            own = Path(name) if name.endswith(".json") else None
-            path = own or DATA / f"ground_truth_mnist1d_{name}.json"
-            tables[name] = json.loads(path.read_text())
+            tables[name] = json.loads(table_path(name).read_text())
     ctx = multiprocessing.get_context("spawn")  # no fork of a process torch has run in
     with ProcessPoolExecutor(max_workers=args.workers, mp_context=ctx) as pool:
         jobs = {(t, e, s): pool.submit(score_rows, tab, s, e)
@@ -124,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     for t, tab in tables.items():
         rows, _ = competent_rows(tab)
         flops[t] = _taus(rows, [float(r["macs"]) for r in rows])
-        steps[t] = math.ceil(tab["recipe"]["n_train"] / 64)  # the search's default batch
+        steps[t] = done[(t, args.epochs[0], args.seeds[0])]["steps_per_epoch"]
         for e in args.epochs:
             taus = [_taus(rows, done[(t, e, s)]["scores"]) for s in args.seeds]
             cell = {b: [x[b] for x in taus] for b in BOUNDS}

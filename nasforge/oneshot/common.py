@@ -47,6 +47,7 @@ __all__ = [
     "accuracy",
     "activate",
     "recalibrate_bn",
+    "inherited",
     "frozen_bn_stats",
     "check_optional_int",
     "ranks_of",
@@ -373,6 +374,17 @@ def recalibrate_bn(net: nn.Module, data: Batch, batch_size: int, n_batches: int,
     g = torch.Generator().manual_seed(seed)
     images = (x for i, (x, _) in zip(range(n_batches), batches(data, batch_size, g)))
     ws_recalibrate_bn(net, images)
+
+
+def inherited(
+    net: Any, arch: Mapping[str, Any], split: Split, cfg: SearchConfig
+) -> tuple[Any, float]:
+    """Returns the frozen model of ``arch`` with the trained supernet ``net``'s weights
+    (``net.extract``), batch norm recalibrated on ``cfg.bn_batches`` training batches, and its
+    accuracy on ``split.val``: how a trained supernet scores one candidate."""
+    model = net.extract(arch)  # from the (sub-)supernet that holds it
+    recalibrate_bn(model, split.train, cfg.batch_size, cfg.bn_batches, cfg.seed)
+    return model, accuracy(model, split.val)
 
 
 @contextmanager

@@ -58,7 +58,7 @@ from nasforge.oneshot.algorithms import (
 )
 from nasforge.oneshot.baseline import record_agreement, size_baseline
 from nasforge.oneshot.cmp import DEFAULT_WORKERS, CMPSettings, check_parallel, cmp_search
-from nasforge.oneshot.common import Batch, SearchResult, Split, accuracy, recalibrate_bn, split_data
+from nasforge.oneshot.common import Batch, SearchResult, Split, accuracy, inherited, split_data
 from nasforge.oneshot.search import SearchState, budget_for, search
 from nasforge.oneshot.search import supernet as make_supernet
 from nasforge.run.files import read_recorded
@@ -507,10 +507,7 @@ class OneShotSearch(BaseRunner):
         """Returns the frozen model of ``arch`` with the trained supernet's weights (``net``:
         a search result's supernet, on the CPU) and batch norm recalibrated on training
         batches, and its validation accuracy."""
-        cfg = self.strategy.config
-        model = net.extract(arch)  # from the (sub-)supernet that holds it
-        recalibrate_bn(model, self.split.train, cfg.batch_size, cfg.bn_batches, cfg.seed)
-        return model, accuracy(model, self.split.val)
+        return inherited(net, arch, self.split, self.strategy.config)
 
     def example(self) -> torch.Tensor:
         """Returns one training input (what sets the input shape of a size count)."""

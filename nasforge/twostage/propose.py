@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import abc
 import logging
-import math
 import random
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ import torch
 
 from nasforge.errors import ConfigError
 from nasforge.oneshot.algorithms import algorithm_names
+from nasforge.oneshot.common import n_steps
 from nasforge.oneshot.runner import OneShot, OneShotSearch, load_data
 from nasforge.proxies import get_proxy, list_proxies, score_arch
 from nasforge.proxies.size import SIZES
@@ -130,7 +130,7 @@ class OneShotProposer(Proposer):
                                     directory=directory, progress=progress,
                                     threads=threads)  # fmt: skip
         cfg = self.search.strategy.config
-        self.steps = cfg.epochs * math.ceil(len(self.search.split.train[0]) / cfg.batch_size)
+        self.steps = n_steps(self.search.split, cfg)
         if self.steps < FEW_SUPERNET_STEPS:
             log.warning(
                 "stage 1 trains its %s supernet for %d weight steps (%d epochs); on the "
