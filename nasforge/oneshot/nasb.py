@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -48,6 +48,7 @@ from nasforge.oneshot.common import (
     weight_grads,
     weight_step,
 )
+from nasforge.oneshot.mixed import Host
 from nasforge.oneshot.supernet import (
     Algorithm,
     MixedInput,
@@ -122,7 +123,8 @@ def binarize(net: Supernet, uniform: torch.Generator | None = None) -> None:
     net._binarized = True
 
 
-def _ensure(net: Supernet) -> None:
+def _ensure(host: Host) -> None:
+    net = cast(Supernet, host)  # a NASB mixed op lives in a NASB supernet
     if not net._binarized:
         binarize(net)
 

@@ -3,8 +3,9 @@
 A recorded space holds every candidate of every ``LayerChoice`` and every block of every
 ``Repeat``. :class:`Supernet` deep-copies the space and replaces each ``LayerChoice``,
 ``InputChoice`` and ``Repeat`` in the module tree by a mixed operation that an algorithm supplies
-(:class:`Algorithm`), keeping the candidates as the mixed op's children under their candidate
-names. The space itself is not changed, and the user's ``forward`` runs unchanged.
+(:class:`Algorithm`; their common part is :mod:`nasforge.oneshot.mixed`), keeping the
+candidates as the mixed op's children under their candidate names. The space itself is not
+changed, and the user's ``forward`` runs unchanged.
 
 Nodes. Cell-based algorithms (NASB, and the DARTS export) reason about *nodes*: a node is an
 ``InputChoice`` whose every input is the output of a ``LayerChoice`` (an *edge*), as in the
@@ -35,14 +36,19 @@ from nasforge._deprecated import module_getattr
 from nasforge.errors import ArchitectureError, SpaceError
 from nasforge.oneshot.common import arch_optimizer
 from nasforge.oneshot.common import frozen_bn_stats as _frozen_bn_stats
+
+# the mixed ops (nasforge.oneshot.mixed) are named here too, where the algorithms have always
+# imported them
+from nasforge.oneshot.mixed import Mixed, MixedInput, MixedLayer, MixedRepeat
 from nasforge.runtime.distributed import ONE, Ranks
-from nasforge.space import InputChoice, LayerChoice, ModelSpace, Repeat, freeze
+from nasforge.space import ModelSpace, Repeat, freeze
 from nasforge.space.search_space import Arch
 from nasforge.weightsharing import convert_choices
 
 __all__ = [
     "Algorithm",
     "NoSettings",
+    "Mixed",
     "MixedLayer",
     "MixedInput",
     "MixedRepeat",
@@ -55,168 +61,6 @@ logger = logging.getLogger(__name__)
 #: ``frozen_bn_stats`` moved to :mod:`nasforge.oneshot.common` (beside ``recalibrate_bn``); the
 #: old name warns and gives it until the release the table names
 __getattr__ = module_getattr(__name__)
-
-
-def _is_zero(name: Any, module: nn.Module) -> bool:
-    """Returns whether a candidate is the zero op, which export never keeps (DARTS convention)."""
-    return name == "none" or bool(getattr(module, "nf_zero", False))
-
-
-class _Mixed(nn.Module):
-    """Common part of the mixed ops: the label, a back reference to the supernet (not a child)."""
-
-    kind = ""
-    net: Supernet  # set with object.__setattr__ in __init__, so typed here
-
-    def __init__(self, label: str, net: Supernet) -> None:
-        super().__init__()
-        self.label = label
-        object.__setattr__(self, "net", net)  # not a submodule: no cycle in the module tree
-
-    def arch(self, suffix: str = "") -> torch.Tensor:
-        """Returns this op's architecture parameter (shared by every op with the same label)."""
-        return self.net.arch_params[self.net.key_of[self.label + suffix]]
-
-
-class MixedLayer(_Mixed):
-    """Returns a combination of the candidates of one ``LayerChoice`` (the algorithm decides).
-
-    Invariants: candidate ``c`` is the child named ``str(c)``, as in the recorded LayerChoice.
-    """
-
-    kind = "layer"
-
-    def __init__(self, choice: LayerChoice, net: Supernet) -> None:
-        super().__init__(str(choice.label), net)
-        self.names: list[Any] = list(choice.names)
-        for name in self.names:
-            if hasattr(self, str(name)):
-                raise SpaceError(
-                    f"LayerChoice {self.label!r}: candidate name {name!r} is taken by the "
-                    f"{net.algorithm.name} supernet's mixed op ({type(self).__name__}.{name}); "
-                    "rename the candidate"
-                )
-            self.add_module(str(name), choice.candidate(name))
-        self.node: MixedInput | None = None  # set when this layer is an edge of a node
-        self._shapes: dict[tuple[int, ...], torch.Size] = {}
-        net.declare_arch(self.label, len(self.names))
-
-    def candidates(self) -> list[nn.Module]:
-        """Returns the candidate modules in order."""
-        return [self._modules[str(n)] for n in self.names]  # type: ignore[misc]
-
-    def exportable(self) -> list[int]:
-        """Returns the candidate positions export may choose (all but the zero op)."""
-        keep = [
-            i for i, (n, m) in enumerate(zip(self.names, self.candidates())) if not _is_zero(n, m)
-        ]
-        return keep or list(range(len(self.names)))
-
-    def out_shape(self, x: torch.Tensor) -> torch.Size:
-        """Returns the output shape of the candidates for input ``x`` (computed once per shape)."""
-        key = tuple(x.shape[1:])  # per-example shape: the batch size may vary
-        if key not in self._shapes:
-            cand = self.candidates()[self.exportable()[0]]
-            with torch.no_grad(), _frozen_bn_stats(cand):
-                self._shapes[key] = cand(x[:1]).shape[1:]
-        return torch.Size((x.shape[0], *self._shapes[key]))
-
-    def zeros(self, x: torch.Tensor) -> torch.Tensor:
-        """Returns a zero tensor of the output shape that occupies no memory (stride 0)."""
-        return x.new_zeros(()).expand(self.out_shape(x))
-
-    def mixed_forward(self, *args: Any) -> torch.Tensor:
-        raise NotImplementedError
-
-    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
-        # keyword inputs: a module-level site of a third-party model (a transformer layer)
-        out = self.mixed_forward(*args, **kwargs) if kwargs else self.mixed_forward(*args)
-        if self.net._trace is not None:
-            out = out.view_as(out)  # a distinct object even when a candidate returns its input
-            self.net._trace[id(out)] = (self, out)  # holding ``out`` keeps its id unique
-            if args and isinstance(args[0], torch.Tensor):
-                self._shapes[tuple(args[0].shape[1:])] = out.shape[1:]
-        return out
-
-
-class MixedInput(_Mixed):
-    """Returns a combination of the inputs of one ``InputChoice``; a *node* when every input is
-    an edge (a mixed LayerChoice output), in which case ``edges`` lists them by input position."""
-
-    kind = "input"
-
-    def __init__(self, choice: InputChoice, net: Supernet) -> None:
-        super().__init__(str(choice.label), net)
-        self.n_candidates, self.n_chosen = choice.n_candidates, choice.n_chosen
-        self.reduction = choice.reduction
-        if self.n_chosen > 1 and self.reduction in ("concat", "none"):
-            raise SpaceError(
-                f"InputChoice {self.label!r}: reduction {self.reduction!r} with n_chosen="
-                f"{self.n_chosen} changes shapes between architectures, which one-shot search "
-                "cannot mix; use reduction 'sum' or 'mean', or search this space multi-trial"
-            )
-        self.edges: list[MixedLayer] = []
-        net.declare_arch(self.label, self.n_candidates)
-
-    def reduce(self, tensors: list[torch.Tensor], n: int) -> torch.Tensor:
-        """Returns the sum (or mean over ``n``) of ``tensors``."""
-        out = tensors[0]
-        for t in tensors[1:]:
-            out = out + t
-        return out / n if self.reduction == "mean" else out
-
-    def mixed_forward(self, inputs: list[torch.Tensor]) -> torch.Tensor:
-        raise NotImplementedError
-
-    def forward(self, inputs: list[torch.Tensor]) -> torch.Tensor:
-        if len(inputs) != self.n_candidates:
-            raise ArchitectureError(
-                f"InputChoice {self.label!r} received {len(inputs)} inputs, expected "
-                f"n_candidates={self.n_candidates}"
-            )
-        if self.net._trace is not None:
-            found = [self.net._trace.get(id(t)) for t in inputs]
-            self.net._trace_inputs.append((self, [f[0] if f else None for f in found]))
-        return self.mixed_forward(inputs)
-
-
-class MixedRepeat(_Mixed):
-    """Returns the output of a ``Repeat`` whose depth the algorithm mixes or samples.
-
-    Invariants: block ``i`` is the child named ``str(i)``; ``depths`` are sorted.
-    """
-
-    kind = "depth"
-
-    def __init__(self, rep: Repeat, net: Supernet) -> None:
-        label = rep.label
-        if label is None:
-            raise SpaceError(
-                f"a Repeat with depths {list(rep.depth_values)} takes its depth from an "
-                "expression of value choices; one-shot search needs the depth to be its own "
-                "decision: pass depth=(min, max) or depth=nf.choice([...], label=...)"
-            )
-        super().__init__(label, net)
-        for i, block in enumerate(rep.blocks()):
-            self.add_module(str(i), block)
-        self.depths: list[int] = sorted(rep.depth_values)
-        self.values: list[int] = list(rep.depth_values)  # decision order
-        net.declare_arch(self.label, len(self.values))
-
-    def blocks(self) -> list[nn.Module]:
-        """Returns every block, up to the largest depth."""
-        return list(self._modules.values())  # type: ignore[arg-type]
-
-    def outputs(self, x: Any, upto: int) -> dict[int, Any]:
-        """Returns the output after each candidate depth ``<= upto`` (depth 0 is ``x``)."""
-        outs: dict[int, Any] = {}
-        if 0 in self.values:
-            outs[0] = x
-        for i, block in enumerate(self.blocks()[:upto]):
-            x = block(x)
-            if i + 1 in self.values:
-                outs[i + 1] = x
-        return outs
 
 
 @dataclass
@@ -489,9 +333,9 @@ class Supernet(nn.Module):
         logger.debug("supernet %s: %d nodes found", self.algorithm.name, n)
 
     # -- access -------------------------------------------------------------------------------
-    def mixed(self) -> list[_Mixed]:
+    def mixed(self) -> list[Mixed]:
         """Returns every mixed op, in module order."""
-        return [m for m in self.model.modules() if isinstance(m, _Mixed)]
+        return [m for m in self.model.modules() if isinstance(m, Mixed)]
 
     def weights(self) -> list[nn.Parameter]:
         """Returns the network weights (every parameter but the architecture parameters), the
@@ -544,7 +388,7 @@ class Supernet(nn.Module):
         Layers take the strongest non-zero candidate; a node keeps the ``n_chosen`` edges whose
         strongest non-zero candidate is strongest; other inputs and depths take their argmax.
         """
-        first: dict[str, _Mixed] = {}
+        first: dict[str, Mixed] = {}
         for m in self.mixed():
             first.setdefault(m.label, m)
         arch: dict[str, Any] = {}
@@ -571,7 +415,7 @@ class Supernet(nn.Module):
         supernet that holds it (:meth:`holder`)."""
         return inherit_weights(self.holder(arch), arch)
 
-    def strength(self, m: _Mixed) -> torch.Tensor:
+    def strength(self, m: Mixed) -> torch.Tensor:
         """Returns how strongly each candidate of ``m`` is chosen (the algorithm's measure)."""
         return self.algorithm.strength(m.arch().detach())
 
