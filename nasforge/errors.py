@@ -1,10 +1,14 @@
 """The one exception hierarchy of nasforge.
 
 Every error the library raises on purpose derives from :class:`NasforgeError`, mixed with the
-builtin it refines, so that ``except ValueError`` in user code keeps working.
+builtin it refines, so that ``except ValueError`` in user code keeps working. A message about
+an unknown name suggests the closest known ones through :func:`did_you_mean`.
 """
 
 from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
 
 __all__ = [
     "NasforgeError",
@@ -19,6 +23,7 @@ __all__ = [
     "LockError",
     "StopRequested",
     "ExportError",
+    "did_you_mean",
 ]
 
 
@@ -80,3 +85,10 @@ class StopRequested(NasforgeError):
     where everything it did is saved. Raised inside a run's loop; its runner records the run
     ``stopped`` (resumable) and returns, so it reaches a caller only from the loop functions
     themselves (``nasforge.oneshot.search(..., boundary=...)`` and the like)."""
+
+
+def did_you_mean(name: str, names: Sequence[str], n: int = 3) -> str:
+    """Returns ``"did you mean 'a' or 'b'?"`` for the ``names`` closest to ``name`` (difflib,
+    cutoff 0.6), or ``""`` when none is close; the one way nasforge suggests a name."""
+    close = difflib.get_close_matches(str(name), list(names), n=n, cutoff=0.6)
+    return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else ""

@@ -26,8 +26,7 @@ import textwrap
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from nasforge.errors import ConfigError
-from nasforge.run.runner import did_you_mean
+from nasforge.errors import ConfigError, did_you_mean
 
 __all__ = [
     "BaseEvaluator",

@@ -25,10 +25,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from nasforge.errors import ConfigError
+from nasforge.errors import ConfigError, did_you_mean
 from nasforge.oneshot.common import SearchConfig
 from nasforge.oneshot.supernet import Algorithm
-from nasforge.run.runner import did_you_mean
 
 __all__ = [
     "ALGORITHMS",

@@ -47,7 +47,7 @@ from typing import Any, TypedDict
 import torch
 
 from nasforge.data import to_tensors
-from nasforge.errors import ConfigError, StoreError
+from nasforge.errors import ConfigError, StoreError, did_you_mean
 from nasforge.oneshot.algorithms import (
     algorithm_names,
     config_for,
@@ -64,7 +64,7 @@ from nasforge.oneshot.search import supernet as make_supernet
 from nasforge.run.files import read_recorded
 from nasforge.run.progress import fmt_time
 from nasforge.run.refs import materialize
-from nasforge.run.runner import BaseRunner, Objective, did_you_mean, find_ref, register_runner
+from nasforge.run.runner import BaseRunner, Objective, find_ref, register_runner
 from nasforge.run.store import Store, TrialOutcome
 from nasforge.runtime.threads import set_threads, threads_for
 from nasforge.runtime.weights import load_weights, save_state, save_weights

@@ -28,25 +28,26 @@ from __future__ import annotations
 
 import abc
 import argparse
-import difflib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from nasforge.errors import ConfigError, StopRequested, StoreError
+from nasforge.errors import ConfigError, StopRequested, StoreError, did_you_mean
 from nasforge.run.progress import Progress
 from nasforge.run.refs import find_ref, keep_rebuildable
 from nasforge.run.requests import Request, check_controls, take_requests
 from nasforge.run.results import Objective, rank_trials
+from nasforge.run.session import Session
 from nasforge.run.store import Store, TrialRecord, check_compatible
 from nasforge.run.tracking import BaseCallback, Trackers, get_callbacks
 from nasforge.run.trial_logs import RunLog
 from nasforge.runtime.distributed import ONE, Ranks, from_env, join, leave
 
-# Objective (nasforge.run.results), find_ref and keep_rebuildable (nasforge.run.refs) are
-# named here too, where the kinds' runners have always imported them
+# Objective (nasforge.run.results), find_ref and keep_rebuildable (nasforge.run.refs) and
+# did_you_mean (nasforge.errors) are named here too, where the kinds' runners have always
+# imported them
 __all__ = [
     "BaseRunner",
     "Objective",
@@ -72,13 +73,6 @@ _RUNNERS: dict[str, type[BaseRunner]] = {}
 #: kinds' loader when it is imported, so reading the registry never depends on which family
 #: happened to be imported first.
 _LOADERS: list[Callable[[str | None], None]] = []
-
-
-def did_you_mean(name: str, names: Sequence[str], n: int = 3) -> str:
-    """Returns ``"did you mean 'a' or 'b'?"`` for the ``names`` closest to ``name`` (difflib,
-    cutoff 0.6), or ``""`` when none is close; the one way nasforge suggests a name."""
-    close = difflib.get_close_matches(str(name), list(names), n=n, cutoff=0.6)
-    return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 class BaseRunner(abc.ABC):
@@ -343,7 +337,7 @@ class BaseRunner(abc.ABC):
         ranks.broadcast(None)
         self.store, self.stopping, self.discard_record = store, None, False
         self._start(store)
-        session = _Session(store)
+        session = Session(store)
         trackers = Trackers(self.callbacks, store)
         try:
             trackers.start(self.tracking_info())
@@ -532,30 +526,6 @@ class BaseRunner(abc.ABC):
     def constraints(self) -> dict[str, list[Any]]:
         """Returns the constraints on metrics."""
         return self.objective.constraints
-
-
-class _Session:
-    """Returns nothing; records how long the run has worked, across resumes: ``elapsed``
-    (seconds, written when a session ends, and by kinds as they go), ``elapsed_before`` and
-    ``session_started`` (wall clock) while a session runs, so that a reader (``nasforge
-    status``, the dashboard) tells a run's working time from the time its files sat idle."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        try:
-            self.before = float(store.get_meta("elapsed", "0") or 0)
-        except ValueError:
-            self.before = 0.0
-        self.t0 = time.monotonic()
-        store.set_meta("elapsed_before", repr(self.before))
-        store.set_meta("session_started", repr(time.time()))
-
-    def end(self) -> None:
-        """Records the session's end: ``elapsed`` = before + this session's seconds."""
-        try:
-            self.store.set_meta("elapsed", repr(self.before + time.monotonic() - self.t0))
-        except Exception:  # noqa: BLE001 - a full disk must not hide the run's own error
-            log.debug("could not record the elapsed time", exc_info=True)
 
 
 def register_runner(cls: R) -> R:

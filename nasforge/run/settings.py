@@ -23,8 +23,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from nasforge._deprecated import KEYWORDS_REMOVED_IN
-from nasforge.errors import ConfigError
-from nasforge.run.runner import did_you_mean
+from nasforge.errors import ConfigError, did_you_mean
 
 __all__ = ["kind_settings", "settings_data", "check_types"]
 
