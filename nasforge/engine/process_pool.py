@@ -13,8 +13,9 @@ or a timeout still fails that trial only. A child that sent its result is reaped
 waited for. Where fork is missing (macOS/Windows default to spawn), everything sent is pickled
 up front and a failure is a ConfigError before the first trial.
 
-The child's side (:func:`_child_main`, :func:`_child_trial`, the live-stopper pipe) sits above
-the engine's side (:class:`ProcessPoolExecutor`). The executor registers as ``pool``; its public
+The child's side (what a forked child runs: trial after trial, the live-stopper pipe) is
+:mod:`nasforge.engine.pool_child`; this module is the engine's side
+(:class:`ProcessPoolExecutor`). The executor registers as ``pool``; its public
 home is :mod:`nasforge.engine.executor` (and :mod:`nasforge.engine`), which imports this module.
 """
 
@@ -23,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing as mp
-import os
 import pickle
 import signal
 import sys
@@ -34,141 +34,26 @@ from typing import Any
 
 from nasforge.engine._executor_base import BaseExecutor, register_executor
 from nasforge.engine.evaluator import BaseEvaluator
+from nasforge.engine.pool_child import child_main
 from nasforge.engine.trial import (
     TrialResult,
     TrialTask,
     cancelled_result,
     failed_result,
-    run_trial,
 )
 from nasforge.engine.warm import warm_up
-from nasforge.engine.worker_state import WorkerState
 from nasforge.errors import ConfigError
-from nasforge.run.trial_logs import crash_traceback
 from nasforge.runtime.devices import (
     Placement,
     cuda_visible_devices,
     gpu_slots,
     local_placement,
-    set_placement,
 )
 from nasforge.runtime.threads import usable_cores
 
 __all__ = ["ProcessPoolExecutor"]
 
 log = logging.getLogger("nasforge.engine")
-
-
-def _die_with_parent() -> None:
-    """Asks Linux to SIGKILL this child when the engine dies, so no trial outlives it."""
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
-
-
-class _PipeLive:
-    """Returns nothing; a pool child's :class:`~nasforge.engine.trial.LiveStopper`: values go
-    to the engine on the result pipe, newer snapshots come back on the task pipe."""
-
-    def __init__(self, results: Any, updates: Any) -> None:
-        self._results, self._updates = results, updates
-
-    def publish(self, value: float, resource: int) -> None:
-        """Returns nothing; sends ``("report", value, resource)`` to the engine."""
-        self._results.send(("report", value, resource))
-
-    def latest(self) -> dict[str, Any] | None:
-        """Returns the newest snapshot waiting on the task pipe (None: nothing new)."""
-        newest = None
-        try:
-            while self._updates.poll():
-                newest = self._updates.recv()
-        except (EOFError, OSError):  # the engine closed the pipe: keep the last snapshot
-            pass
-        return newest
-
-
-def _child_main(
-    conn: Any,
-    space: Any,
-    evaluator: BaseEvaluator,
-    task: TrialTask | None,
-    threads: int,
-    setup: Callable[[TrialTask], None] | None = None,
-    placement: Placement | None = None,
-    visible: str | None = None,
-    tasks: Any = None,
-) -> None:
-    """Runs trials and sends each result on ``conn``: ``task`` itself, or (a spare child,
-    ``task`` None) each one that arrives on ``tasks`` with its placement and visible GPUs,
-    until the engine closes ``tasks`` (it hands a worker another trial only after the last
-    one succeeded). Newer stopper snapshots arrive on ``tasks`` while a trial runs."""
-    # The forked child shares the engine's open SQLite connection; it never touches it, and
-    # multiprocessing ends the child with os._exit, so no finaliser closes it from here.
-    _die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the engine's to handle
-    if task is not None:
-        conn.send(
-            _child_trial(conn, space, evaluator, task, threads, setup, placement, visible, tasks)
-        )
-        conn.close()
-        return
-    state = None  # what each trial starts from, taken before the first one (reuse only)
-    # A closed task pipe alone cannot end a worker: siblings forked after it hold copies of
-    # the pipe's write end, so its EOF would wait for them. The engine says so in words: a
-    # task without another to follow, or None (retired).
-    while True:  # a spare: trial after trial while the engine hands it more (reuse)
-        try:
-            message = tasks.recv()
-            while message is not None and not isinstance(message, tuple):  # a snapshot left
-                message = tasks.recv()  # from the last trial
-        except (EOFError, OSError):  # the pool shut down
-            return
-        if message is None:  # retired
-            return
-        task, placement, visible, again = message
-        if again and state is None:  # a few ms; GPU workers (never reused) take nothing
-            state = WorkerState.take()
-        result = _child_trial(
-            conn, space, evaluator, task, threads, setup, placement, visible, tasks
-        )
-        # put back what the trial changed; what cannot be put back ends this worker, and the
-        # engine, told before the result, gives the next trial a fresh one
-        reasons = state.restore() if state is not None and again else []
-        if reasons:
-            conn.send(("replace", reasons))
-        conn.send(result)
-        if not again or reasons:
-            return
-
-
-def _child_trial(
-    conn: Any,
-    space: Any,
-    evaluator: BaseEvaluator,
-    task: TrialTask,
-    threads: int,
-    setup: Callable[[TrialTask], None] | None,
-    placement: Placement | None,
-    visible: str | None,
-    tasks: Any,
-) -> TrialResult:
-    """Returns the result of one trial run in a pool child (reports go on ``conn``)."""
-    live = None if tasks is None or task.stopper is None else _PipeLive(conn, tasks)
-    crash_traceback(task.log)  # a segfault's traceback goes to the trial's log
-    if visible is not None:  # before anything in this child initialises CUDA
-        os.environ["CUDA_VISIBLE_DEVICES"] = visible
-    set_placement(placement)
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(threads)
-    if setup is not None:
-        setup(task)
-    # the parent enforces the timeout by killing this child
-    return run_trial(space, evaluator, task.without_timeout(), live)
 
 
 def _default_start_method() -> str:
@@ -340,8 +225,9 @@ class ProcessPoolExecutor(BaseExecutor):
         return len(self._running)
 
     def _child_args(self, send: Any, task: TrialTask | None) -> tuple[Any, ...]:
-        """Returns the arguments of :func:`_child_main` for a child running ``task`` (None: a
-        spare, which gets its task, placement and visible GPUs later)."""
+        """Returns the arguments of :func:`~nasforge.engine.pool_child.child_main` for a child
+        running ``task`` (None: a spare, which gets its task, placement and visible GPUs
+        later)."""
         return (send, self._space, self._evaluator, task, self.threads_per_trial, self.child_setup)
 
     def _prefork(self) -> bool:
@@ -355,7 +241,7 @@ class ProcessPoolExecutor(BaseExecutor):
         tasks_recv, tasks_send = self._ctx.Pipe(duplex=False)
         recv, send = self._ctx.Pipe(duplex=False)
         args = (*self._child_args(send, None), None, None, tasks_recv)
-        proc = self._ctx.Process(target=_child_main, args=args, daemon=True)  # type: ignore[attr-defined]
+        proc = self._ctx.Process(target=child_main, args=args, daemon=True)  # type: ignore[attr-defined]
         proc.start()
         send.close()
         tasks_recv.close()
@@ -401,7 +287,7 @@ class ProcessPoolExecutor(BaseExecutor):
         # get_context(str) is typed BaseContext, which lacks Process; each concrete context
         # (fork, spawn, forkserver: start_method is one of them) has it.
         proc = self._ctx.Process(  # type: ignore[attr-defined]
-            target=_child_main,
+            target=child_main,
             args=(*self._child_args(send, task), placement, visible, updates_recv),
             daemon=True,
         )

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -30,6 +28,7 @@ from typing import Any
 import torch
 
 from nasforge.errors import DivergenceError, WorkerError
+from nasforge.runtime.deathsig import die_with_parent
 from nasforge.runtime.distributed import Ranks
 from nasforge.runtime.loopback import pin_to_loopback
 
@@ -96,7 +95,7 @@ def run_rank(fn: Callable[..., Any], rank: int, folder: str, *args: Any) -> None
     import torch.distributed as dist
 
     out = Path(folder)
-    _die_with_parent()
+    die_with_parent()
     try:
         result = fn(rank, *args)
         if result is not None:
@@ -111,23 +110,6 @@ def run_rank(fn: Callable[..., Any], rank: int, folder: str, *args: Any) -> None
     except BaseException:
         (out / f"rank{rank}.err").write_text(traceback.format_exc())
         os._exit(1)
-
-
-def _die_with_parent() -> None:
-    """Asks Linux to SIGKILL this rank when the process that started it dies (a parent
-    killed with SIGKILL runs no cleanup), so no rank trains on as an orphan."""
-    if sys.platform.startswith("linux"):
-        import multiprocessing
-
-        try:
-            import ctypes
-
-            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            return
-        parent = multiprocessing.parent_process()
-        if parent is not None and os.getppid() != parent.pid:  # it died before the prctl
-            os._exit(1)
 
 
 def raise_failures(

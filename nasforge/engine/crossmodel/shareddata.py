@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from nasforge.errors import ConfigError
+from nasforge.runtime.deathsig import die_with_parent
 
 __all__ = [
     "DataSpec",
@@ -194,9 +195,7 @@ class SharedFeed:
             self.cond.wait(0.05)
 
     def _produce(self) -> None:
-        from nasforge.engine.process_pool import _die_with_parent
-
-        _die_with_parent()  # forked from the engine: never outlive it
+        die_with_parent()  # forked from the engine: never outlive it
         torch.set_num_threads(1)
         for b in range(self.n_batches):
             x, y = make_batch(self.spec, b)
