@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from nasforge.errors import DivergenceError, NasforgeError
-from nasforge.oneshot import darts, enas, fewshot, nasb, op_latency, proxyless, spos  # noqa: F401 - registered
+from nasforge.oneshot import darts, enas, fairnas, fewshot, nasb, op_latency, proxyless, spos  # noqa: F401 - registered
 from nasforge.oneshot.algorithms import ALGORITHMS, config_for, get_algorithm, with_settings
 from nasforge.oneshot.budget import describe, latency_recipe
 from nasforge.oneshot.budgeted import Budgeted, budget_of

@@ -308,6 +308,34 @@ class SearchSpace(Mapping[str, Decision]):
             rng = random.Random(rng)
         return {d.label: d.sample(rng) for d in self._decisions.values()}
 
+    def fair_sample(self, rng: RandomLike | int | None = None) -> list[Arch]:
+        """Returns ``m`` architectures, ``m`` the most candidates any decision has, in which
+        each decision takes every candidate once, in a shuffled order (FairNAS's strict
+        fairness: one training step over them trains every candidate of a decision with ``m``
+        candidates exactly once); a decision with fewer candidates takes each once and draws
+        the rest of its ``m`` uniformly. ``rng`` as :meth:`sample` takes it.
+
+        Raises:
+            SpaceError: a decision is a range (it has no candidates to take in turn).
+        """
+        if rng is None or isinstance(rng, int):
+            rng = random.Random(rng)
+        ranges = [d.label for d in self.ranges]
+        if ranges:
+            raise SpaceError(
+                f"decisions {ranges} are ranges: fair sampling takes each candidate of a "
+                "decision in turn, and a range has none to list; give them as nf.choice([...])"
+            )
+        m = max((len(d.values) for d in self._decisions.values()), default=1)
+        columns: dict[str, list[Any]] = {}
+        for d in self._decisions.values():
+            order = list(d.values) + [d.sample(rng) for _ in range(m - len(d.values))]
+            for i in range(len(order) - 1, 0, -1):  # Fisher-Yates, with any RandomLike
+                j = _pick(rng, i + 1)
+                order[i], order[j] = order[j], order[i]
+            columns[d.label] = order
+        return [{label: col[k] for label, col in columns.items()} for k in range(m)]
+
     def grid(self, points: int | None = None) -> Iterator[Arch]:
         """Yields every architecture once, in lexicographic order of candidate positions
         (the last decision varies fastest). An integer range takes each of its values; a float
