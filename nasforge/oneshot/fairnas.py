@@ -4,9 +4,10 @@ SPOS trains one uniformly drawn path per step, so within a stretch of training s
 get more updates than others, and a supernet's ranking leans towards what it happened to train
 more. FairNAS takes the expectation out of it: each step draws ``m`` paths
 (:meth:`~nasforge.space.SearchSpace.fair_sample`, ``m`` the most candidates any decision has)
-in which every candidate of every decision appears once, accumulates the weight gradients of
-all ``m`` on the same batch, and takes one optimizer step. Every candidate is trained exactly
-as often as every other, step by step.
+in which every candidate of a decision with ``m`` candidates appears once (one with fewer
+takes its own in rounds), accumulates the weight gradients of all ``m`` on the same batch,
+and takes one optimizer step: step by step, every candidate is trained as often as the
+others of its decision.
 
 A step costs ``m`` forward and backward passes, so an epoch costs ``m`` SPOS epochs of
 compute with the same number of weight updates. Under a hard budget a fair path that lies over

@@ -10,10 +10,11 @@ candidate once per round, in a fresh random order each round::
     block 1, 4 candidates:  3 1 0 2 | 2 0 3 1 | ...          (rounds of 4)
 
 so subnets within one round share no layer of that block, and every candidate is trained
-equally often. Each subnet is still one training step, in sequence order, so CSP keeps the
-result bitwise equal to sequential training of this same sequence; only the *sequence* differs
-from uniform sampling (FairNAS itself also sums a round's gradients into one update; that is
-not done here).
+equally often. The rule is the space's own (:func:`nasforge.space.search_space.fair_rounds`,
+which one-shot FairNAS steps by too). Each subnet is still one training step, in sequence
+order, so CSP keeps the result bitwise equal to sequential training of this same sequence;
+only the *sequence* differs from uniform sampling (FairNAS itself also sums a round's
+gradients into one update, as :mod:`nasforge.oneshot.fairnas` does; not done here).
 
 Invariants:
     * Same ``n_candidates`` and ``seed`` give the same sequence.
@@ -28,6 +29,7 @@ from collections.abc import Iterator, Sequence
 
 from nasforge.errors import ConfigError
 from nasforge.parallel.csp import Subnet
+from nasforge.space.search_space import fair_rounds
 
 __all__ = ["FairSampler", "fair_subnets"]
 
@@ -49,12 +51,7 @@ class FairSampler:
         self.rng = random.Random(seed)
 
     def __iter__(self) -> Iterator[Subnet]:
-        bags: list[list[int]] = [[] for _ in self.n_candidates]
-        while True:
-            for b, n in enumerate(self.n_candidates):
-                if not bags[b]:  # a new round for this block: a fresh random order
-                    bags[b] = self.rng.sample(range(n), n)
-            yield tuple(bag.pop() for bag in bags)
+        return fair_rounds(self.n_candidates, self.rng)  # the space's one rule of fairness
 
 
 def fair_subnets(n_candidates: Sequence[int], count: int, seed: int = 0) -> list[Subnet]:

@@ -35,6 +35,7 @@ __all__ = [
     "DecisionKind",
     "arch_id",
     "canonical_json",
+    "fair_rounds",
     "RANGE_KINDS",
 ]
 
@@ -229,6 +230,23 @@ def _pick(rng: RandomLike, n: int) -> int:
     raise TypeError(f"rng must be random.Random or numpy.random.Generator, got {type(rng)!r}")
 
 
+def fair_rounds(n_candidates: Sequence[int], rng: random.Random) -> Iterator[tuple[int, ...]]:
+    """Yields, without end, a candidate position per decision (``n_candidates[b]`` of them for
+    decision ``b``), each decision's in rounds: every position once per round, in a fresh order
+    drawn from ``rng`` each round (FairNAS's strict fairness)::
+
+        decision 0, 3 candidates:  2 0 1 | 1 2 0 | 0 1 2 | ...
+        decision 1, 4 candidates:  3 1 0 2 | 2 0 3 1 | ...
+
+    The same ``rng`` state gives the same sequence."""
+    bags: list[list[int]] = [[] for _ in n_candidates]
+    while True:
+        for b, n in enumerate(n_candidates):
+            if not bags[b]:  # a new round for this decision
+                bags[b] = rng.sample(range(n), n)
+        yield tuple(bag.pop() for bag in bags)
+
+
 def _expected(d: Decision) -> Any:
     """Returns what a decision accepts, for messages: its candidates or its range."""
     return d.domain.describe() if d.domain is not None else list(d.values)
@@ -308,12 +326,12 @@ class SearchSpace(Mapping[str, Decision]):
             rng = random.Random(rng)
         return {d.label: d.sample(rng) for d in self._decisions.values()}
 
-    def fair_sample(self, rng: RandomLike | int | None = None) -> list[Arch]:
+    def fair_sample(self, rng: random.Random | int | None = None) -> list[Arch]:
         """Returns ``m`` architectures, ``m`` the most candidates any decision has, in which
-        each decision takes every candidate once, in a shuffled order (FairNAS's strict
-        fairness: one training step over them trains every candidate of a decision with ``m``
-        candidates exactly once); a decision with fewer candidates takes each once and draws
-        the rest of its ``m`` uniformly. ``rng`` as :meth:`sample` takes it.
+        each decision takes its candidates in rounds of a fresh shuffled order (FairNAS's strict
+        fairness, :func:`fair_rounds`): one training step over them trains every candidate of
+        a decision with ``m`` candidates exactly once, and each candidate of a decision with
+        fewer at most once more than another. ``rng``: a ``random.Random`` or an int seed.
 
         Raises:
             SpaceError: a decision is a range (it has no candidates to take in turn).
@@ -326,15 +344,10 @@ class SearchSpace(Mapping[str, Decision]):
                 f"decisions {ranges} are ranges: fair sampling takes each candidate of a "
                 "decision in turn, and a range has none to list; give them as nf.choice([...])"
             )
-        m = max((len(d.values) for d in self._decisions.values()), default=1)
-        columns: dict[str, list[Any]] = {}
-        for d in self._decisions.values():
-            order = list(d.values) + [d.sample(rng) for _ in range(m - len(d.values))]
-            for i in range(len(order) - 1, 0, -1):  # Fisher-Yates, with any RandomLike
-                j = _pick(rng, i + 1)
-                order[i], order[j] = order[j], order[i]
-            columns[d.label] = order
-        return [{label: col[k] for label, col in columns.items()} for k in range(m)]
+        ds = list(self._decisions.values())
+        rounds = fair_rounds([len(d.values) for d in ds], rng)
+        m = max((len(d.values) for d in ds), default=1)
+        return [{d.label: d.values[i] for d, i in zip(ds, next(rounds))} for _ in range(m)]
 
     def grid(self, points: int | None = None) -> Iterator[Arch]:
         """Yields every architecture once, in lexicographic order of candidate positions

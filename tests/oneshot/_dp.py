@@ -26,6 +26,7 @@ OWN: dict[str, dict[str, Any]] = {
     "nasp": {"warmup_epochs": 1},
     "spos": {"population": 4, "cycles": 6, "sample_size": 2, "selection": "loss"},
     "fewshot": {"population": 4, "cycles": 6, "sample_size": 2, "selection": "loss"},
+    "fairnas": {"population": 4, "cycles": 6, "sample_size": 2, "selection": "loss"},
     "enas": {"controller_steps": 3, "final_samples": 4, "warmup_epochs": 1, "selection": "loss"},
     "proxylessnas": {
         "latency_table": {"lin": 1.0, "tanh": 0.5, "ident": 0.1, "relu": 0.2, "sig": 0.3},

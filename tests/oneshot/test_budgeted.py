@@ -30,6 +30,7 @@ FAST: dict[str, dict] = {
     "nasp": {"warmup_epochs": 0},
     "proxylessnas": {"latency_table": {"conv3": 1, "conv1": 0.4, "conv": 1, "id": 0.1, "pool": 0}},
     "spos": {"selection": "loss", "population": 4, "cycles": 6},
+    "fairnas": {"selection": "loss", "population": 4, "cycles": 6},
     "fewshot": {"selection": "loss", "population": 4, "cycles": 6, "split_on": ["blk_op"]},
     "enas": {"selection": "loss", "warmup_epochs": 1, "controller_steps": 4, "final_samples": 6},
 }
@@ -61,7 +62,7 @@ def test_the_pick_lies_within_the_budget(data: tuple, algo: str, budget: dict) -
     assert nf.freeze(space, result.arch)(data[0][:2]).shape == (2, 3)
 
 
-@pytest.mark.parametrize("algo", ["spos", "fewshot", "enas"])
+@pytest.mark.parametrize("algo", ["spos", "fairnas", "fewshot", "enas"])
 def test_sampling_searches_never_propose_an_architecture_over_the_budget(
     data: tuple, algo: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -82,10 +83,12 @@ def test_sampling_searches_never_propose_an_architecture_over_the_budget(
             trained.append(dict(arch))
         real_activate(net, arch)
 
-    for mod in ("spos", "fewshot", "enas"):
+    for mod in ("spos", "fairnas", "fewshot", "enas"):
         monkeypatch.setattr(f"nasforge.oneshot.{mod}.activate", spy)
     result = search(space, algo, data, epochs=2, batch_size=16, budget=budget, **FAST[algo])
-    assert len(trained) == 2 * 2 and all(sizer.fits(a) for a in trained)  # 2 epochs x 2 steps
+    # 2 epochs x 2 steps, each one path (FairNAS: as many as the most candidates of a decision)
+    paths = max(len(d) for d in space.search_space().decisions) if algo == "fairnas" else 1
+    assert len(trained) == 2 * 2 * paths and all(sizer.fits(a) for a in trained)
     assert result.evaluated and all(sizer.fits(a) for a, _ in result.evaluated)
     assert selection.REJECTED < 0  # evolution tells a rejection, never a score
 

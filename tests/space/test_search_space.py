@@ -128,3 +128,25 @@ def test_index_round_trip(sizes: list[int], seed: int) -> None:
     space = SearchSpace([Decision(f"d{i}", "value", tuple(range(n))) for i, n in enumerate(sizes)])
     arch = space.sample(seed)
     assert space.from_index(space.index_of(arch)) == arch
+
+
+def test_fair_sample_takes_every_candidate_of_each_decision_once() -> None:
+    """FairNAS's paths: as many as the most candidates (3), each decision with 3 takes every
+    one once; one with fewer takes each of its own and draws the rest; seeded; each valid."""
+    space = _space()
+    paths = space.fair_sample(random.Random(5))
+    assert len(paths) == 3
+    assert sorted(p["width"] for p in paths) == [16, 32, 64]
+    assert sorted(json.dumps(p["skip"]) for p in paths) == ["[0, 1]", "[0, 2]", "[1, 2]"]
+    assert {p["op"] for p in paths} == {"conv3", "conv5"}
+    assert all(space.validate(p) == p for p in paths)
+    assert space.fair_sample(random.Random(5)) == paths
+    orders = {tuple(p["width"] for p in space.fair_sample(random.Random(s))) for s in range(40)}
+    assert len(orders) == 6  # every order of the three turns up: the order is shuffled
+
+
+def test_fair_sample_refuses_a_range() -> None:
+    """A range has no candidates to take in turn: SpaceError naming it."""
+    space = SearchSpace.from_spec({"lr": {"uniform": [1e-3, 1e-1], "log": True}, "op": ["a", "b"]})
+    with pytest.raises(SpaceError, match="lr"):
+        space.fair_sample(0)
