@@ -325,10 +325,13 @@ def arch_step(net: Any, opt: torch.optim.Optimizer, batch: Batch) -> float:
     return loss
 
 
-def weight_grads(net: Any, batch: Batch) -> float:
+def weight_grads(net: Any, batch: Batch, reduce: bool = True) -> float:
     """Returns the training loss on ``batch``; accumulates weight gradients only (the
     architecture parameters are held out of the graph for this pass); on several ranks, the
-    whole batch's, summed across ranks."""
+    whole batch's, summed across ranks. ``reduce=False`` leaves both this rank's own (loss
+    and gradients), for a step that accumulates several passes and then sums them across
+    ranks once (:func:`reduce_weight_grads`): summing after each pass would sum the earlier
+    passes' gradients again."""
     params = net.arch_parameters()
     for p in params:
         p.requires_grad_(False)
@@ -338,7 +341,13 @@ def weight_grads(net: Any, batch: Batch) -> float:
     finally:
         for p in params:
             p.requires_grad_(True)
-    (value,) = ranks_of(net).all_reduce_grads(net.weights(), float(loss.detach()))
+    return reduce_weight_grads(net, float(loss.detach())) if reduce else float(loss.detach())
+
+
+def reduce_weight_grads(net: Any, loss: float) -> float:
+    """Returns ``loss`` summed across ranks after summing the weight gradients accumulated on
+    each rank across ranks, in place (one process: ``loss``, gradients unchanged)."""
+    (value,) = ranks_of(net).all_reduce_grads(net.weights(), loss)
     return value
 
 

@@ -22,7 +22,13 @@ from typing import Any
 
 from nasforge.oneshot.algorithms import register_algorithm
 from nasforge.oneshot.budgeted import budget_of
-from nasforge.oneshot.common import Batch, activate, apply_weights, weight_grads
+from nasforge.oneshot.common import (
+    Batch,
+    activate,
+    apply_weights,
+    reduce_weight_grads,
+    weight_grads,
+)
 from nasforge.oneshot.spos import Spos
 from nasforge.oneshot.supernet import Supernet
 
@@ -52,6 +58,7 @@ class FairNas(Spos):
         total = 0.0
         for arch in paths:
             activate(net, arch)
-            total += weight_grads(net, train)
+            total += weight_grads(net, train, reduce=False)
+        total = reduce_weight_grads(net, total)  # once: every rank's paths are the same
         apply_weights(net, state.opt_w, cfg)
         return total / len(paths), None
