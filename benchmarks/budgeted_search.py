@@ -40,6 +40,7 @@ the algorithm refused: ``extra.errors`` says why), ``n_seeds``, ``tables``, ``se
     python benchmarks/budgeted_search.py --seeds 0 1 --tables v4
     python benchmarks/budgeted_search.py --quick               # smoke run: a miniature table
     python benchmarks/budgeted_search.py --merge a.json b.json  # single-stage seeds of 2 runs
+    python benchmarks/budgeted_search.py --supernet fairnas --rules supernet --algorithms
 
 ``--merge`` reads the ``--out`` files of runs of other seeds (for instance ``--seeds 1 2
 --rules --out b.json``: the single-stage searches alone) and prints the single-stage figures
@@ -72,13 +73,16 @@ from ranking import Retrainer, competent_rows, percentile  # noqa: E402
 
 from nasforge.oneshot.algorithms import algorithm_names  # noqa: E402
 from nasforge.spaces.cell_canon import function_key  # noqa: E402
+from nasforge.twostage import ShortlistSettings  # noqa: E402
 
 __all__ = ["RULES", "run_table", "merge_single_stage", "main"]
 
 log = logging.getLogger("nasforge.benchmarks.budgeted_search")
 DATA = Path(__file__).resolve().parent / "data"
-#: stage 1's rules: the supernet (SPOS, the two-stage default) and the trivial ones
-RULES = {"supernet": "spos", "supernet_alone": "spos", "flops": "flops", "params": "params",
+#: the one-shot algorithm of the two-stage default's stage 1 (``--supernet`` measures another)
+SUPERNET = ShortlistSettings().algorithm
+#: stage 1's rules: the supernet (the two-stage default) and the trivial ones
+RULES = {"supernet": SUPERNET, "supernet_alone": SUPERNET, "flops": "flops", "params": "params",
          "random": "random"}  # fmt: skip
 #: per rule, shortlist settings over the shipped ones: ``supernet`` is the shipped default
 #: (half the shortlist by the supernet's ranking, half the largest), ``supernet_alone`` the
@@ -289,6 +293,11 @@ def main(argv: list[str] | None = None) -> int:
         default={},
         help="one-shot settings for every supernet, JSON (e.g. '{\"epochs\": 40}')",
     )
+    p.add_argument(
+        "--supernet",
+        default=SUPERNET,
+        help=f"the one-shot algorithm of the supernet rules (shipped: {SUPERNET})",
+    )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", type=Path, help="also write every pick, shortlist and trial here")
     p.add_argument("--quick", action="store_true", help="a miniature table, one seed")
@@ -320,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             missing.append(str(path))
             log.warning("no table at %s: left out", path)
-    rules = {n: RULES[n] for n in args.rules}
+    rules = {n: args.supernet if RULES[n] == SUPERNET else RULES[n] for n in args.rules}
     per_table: dict[str, dict] = {}
 
     def figures() -> dict[str, Any]:
