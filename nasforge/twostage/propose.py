@@ -1,8 +1,10 @@
 """Stage 1 of a two-stage search: what scores the candidates the shortlist is chosen from.
 
-    one-shot  any one-shot algorithm (``spos``, ``fewshot``, ``darts``, ``nasb``, ...) trains
-              its supernet into the run's record, exactly as a one-shot run does (progress
-              rows, a checkpoint after each epoch, so a kill resumes bitwise), then every
+    one-shot  any one-shot algorithm (``fairnas``, the default; ``spos``, ``fewshot``,
+              ``darts``, ``nasb``, ...) trains its supernet into the run's record, exactly as a
+              one-shot run does (progress rows, a checkpoint after each epoch, so a kill
+              resumes bitwise), for the shortlist's ``epochs``, else for the one-shot default
+              or :data:`FEW_SUPERNET_STEPS` weight steps, whichever is longer; then every
               architecture it scored on the way, its pick and uniform samples up to ``pool``
               are scored by their validation accuracy with the supernet's weights (batch norm
               recalibrated on training batches)
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import abc
 import logging
+import math
 import random
 from pathlib import Path
 from typing import Any
@@ -43,10 +46,12 @@ log = logging.getLogger("nasforge.twostage")
 #: the examples a proxy scores an architecture on (the first of the training split)
 PROXY_BATCH = 64
 
-#: below this many weight steps, stage 1 warns that its supernet may rank at chance: a SPOS
-#: supernet on the MNIST-1D tables ranked their rows at Kendall tau -0.12 to 0.04 after 160
-#: steps, 0.05 to 0.24 after 640 and 0.35 to 0.42 after 2,560
-#: (``benchmarks/supernet_steps.py``; docs/oneshot.md)
+#: the fewest weight steps stage 1 trains a supernet for when the shortlist gives no
+#: ``epochs`` (more epochs than the one-shot default where the data is small), and below which
+#: it warns when the shortlist gives fewer: on the MNIST-1D tables a SPOS supernet ranked their
+#: rows at Kendall tau -0.12 to 0.04 after 160 steps, 0.05 to 0.24 after 640 and 0.35 to 0.42
+#: after 2,560; a FairNAS one at 0.38 to 0.52 after 2,560 (``benchmarks/supernet_steps.py``;
+#: docs/oneshot.md)
 FEW_SUPERNET_STEPS = 2560
 
 
@@ -126,10 +131,18 @@ class OneShotProposer(Proposer):
     def __init__(self, space: Any, settings: ShortlistSettings, data: Any, directory: Path,
                  threads: int | None = None, progress: str = "auto") -> None:  # fmt: skip
         super().__init__(space, settings, data, directory, threads, progress)
-        self.search = OneShotSearch(space, OneShot(settings.algorithm, **settings.settings), data,
-                                    directory=directory, progress=progress,
-                                    threads=threads)  # fmt: skip
+        self.search = self._search(settings.settings)
         cfg = self.search.strategy.config
+        if "epochs" not in settings.settings:  # the one-shot default, or enough for the steps
+            per_epoch = max(1, n_steps(self.search.split, cfg) // cfg.epochs)
+            epochs = max(cfg.epochs, math.ceil(FEW_SUPERNET_STEPS / per_epoch))
+            if epochs != cfg.epochs:
+                log.info("stage 1 trains its %s supernet for %d epochs, %d weight steps (the "
+                         "one-shot default of %d epochs is %d steps on this data); the "
+                         "shortlist's `epochs` sets them", settings.algorithm, epochs,
+                         epochs * per_epoch, cfg.epochs, cfg.epochs * per_epoch)  # fmt: skip
+                self.search = self._search({**settings.settings, "epochs": epochs})
+                cfg = self.search.strategy.config
         self.steps = n_steps(self.search.split, cfg)
         if self.steps < FEW_SUPERNET_STEPS:
             log.warning(
@@ -139,6 +152,12 @@ class OneShotProposer(Proposer):
                 "ranking matters (docs/oneshot.md)", settings.algorithm,
                 self.steps, cfg.epochs, FEW_SUPERNET_STEPS,
             )  # fmt: skip
+
+    def _search(self, settings: dict[str, Any]) -> OneShotSearch:
+        """Returns stage 1's one-shot search with ``settings`` (the algorithm's and loop's)."""
+        return OneShotSearch(self.space, OneShot(self.settings.algorithm, **settings), self.data,
+                             directory=self.directory, progress=self.progress,
+                             threads=self.threads)  # fmt: skip
 
     def score(self, store: Store, resume: bool) -> list[tuple[Arch, float]]:
         """Returns the architectures the search scored, its pick and uniform samples up to

@@ -135,18 +135,31 @@ def test_a_run_file_names_the_two_stage_strategy(
 
 
 def test_the_proposer_says_how_many_supernet_epochs_stage_1_trains(tmp_path: Path) -> None:
-    """A one-shot stage 1 trains its ``epochs`` (the one-shot default, 10, when not given);
-    a size rule trains nothing."""
+    """A one-shot stage 1 trains its ``epochs``; when not given, the one-shot default (10) or
+    enough epochs for FEW_SUPERNET_STEPS weight steps, whichever is more (on digits' 1,257
+    training images, 20 steps an epoch: 128 epochs; on 20,000 examples, 313 steps an epoch:
+    the 10); a size rule trains nothing. The run's section records the epochs trained."""
+    import torch
+
+    from nasforge.twostage.propose import FEW_SUPERNET_STEPS
+
+    g = torch.Generator().manual_seed(0)
+    big = (torch.randn(20000, 1, 8, 8, generator=g), torch.randint(0, 10, (20000,), generator=g))
     runs = {
-        name: TwoStageSearch(DigitsNet(), evaluate, "digits", {"algorithm": algo, "k": 2, **extra},
+        name: TwoStageSearch(DigitsNet(), evaluate, data, {"algorithm": algo, "k": 2, **extra},
                              executor="inprocess", progress="off", directory=tmp_path / name)
-        for name, algo, extra in [("given", "spos", {"epochs": 2}), ("default", "spos", {}),
-                                  ("flops", "flops", {})]
+        for name, algo, data, extra in [("given", "spos", "digits", {"epochs": 2}),
+                                        ("default", "fairnas", "digits", {}),
+                                        ("big", "fairnas", {"train": big, "val": big}, {}),
+                                        ("flops", "flops", "digits", {})]
     }  # fmt: skip
-    assert {n: r.proposer.epochs for n, r in runs.items()} == {
-        "given": 2, "default": 10, "flops": 0
-    }  # fmt: skip
-    assert runs["given"].section()["oneshot"]["strategy"]["config"]["epochs"] == 2
+    epochs = {n: r.proposer.epochs for n, r in runs.items()}
+    per_epoch = runs["given"].proposer.steps // 2
+    assert epochs == {"given": 2, "default": -(-FEW_SUPERNET_STEPS // per_epoch), "big": 10,
+                      "flops": 0}  # fmt: skip
+    assert runs["default"].proposer.steps >= FEW_SUPERNET_STEPS > runs["given"].proposer.steps
+    for name in ("given", "default"):
+        assert runs[name].section()["oneshot"]["strategy"]["config"]["epochs"] == epochs[name]
 
 
 def test_a_short_supernet_is_warned_of(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
