@@ -99,6 +99,7 @@ def two_stage_job(
                              threads=recipe["threads"])  # fmt: skip
         run.run()
         supernet_epochs = run.proposer.epochs  # 0 for a rule that trains nothing
+        network_epochs = run.proposer.network_epochs  # FairNAS: several paths a step
         trials = run.trials()
         best = run.best(1)
         store = Store.open(Path(tmp) / "run")
@@ -122,6 +123,7 @@ def two_stage_job(
         "trials": curves,
         "stage2_epochs": sum(c["epochs"] for c in curves),
         "stage1_epochs": supernet_epochs,
+        "stage1_network_epochs": network_epochs,
         "seconds": round(time.perf_counter() - t0, 1),
     }
 

@@ -29,9 +29,11 @@ seeds of the share of the table's competent rows, within the budget when constra
 mean test accuracy is strictly below the pick's), ``p_vs_random`` (same shape: one-sided
 Mann-Whitney U, the picks' accuracies above those rows', a uniform pick among them being
 random), ``cost_over_train_all`` {table: {unconstrained, constrained,
-stage1_unconstrained, stage1_constrained}} (stage 2's training epochs, mean per seed, over the
-epochs of training every competent row within the budget once; stage 1's supernet epochs over
-the same), ``shortlist_rule`` {rule: {table: {unconstrained, constrained}}} (``supernet``
+stage1_unconstrained, stage1_constrained, stage1_network_unconstrained,
+stage1_network_constrained}} (stage 2's training epochs, mean per seed, over the epochs of
+training every competent row within the budget once; stage 1's supernet epochs over the same,
+and its epochs of one network: a FairNAS epoch trains several paths on every batch),
+``shortlist_rule`` {rule: {table: {unconstrained, constrained}}} (``supernet``
 is the two-stage figure), ``single_stage_percentile`` {algorithm: {table: {...}}} (None where
 the algorithm refused: ``extra.errors`` says why), ``n_seeds``, ``tables``, ``seconds``,
 ``load_average``; ``--out`` also writes every pick, shortlist and trial.
@@ -196,8 +198,11 @@ def run_table(
         for b, bound in zip((None, budget), BOUNDS):
             e2 = statistics.mean(results[("two", sn, s, b)]["stage2_epochs"] for s in seeds)
             e1 = statistics.mean(results[("two", sn, s, b)]["stage1_epochs"] for s in seeds)
+            n1 = statistics.mean(results[("two", sn, s, b)]["stage1_network_epochs"]
+                                 for s in seeds)  # fmt: skip
             cost[bound] = e2 / full[bound]
             cost[f"stage1_{bound}"] = e1 / full[bound]
+            cost[f"stage1_network_{bound}"] = n1 / full[bound]
     base = param_count(recipe, dict.fromkeys(rows[0]["arch"], "none"))
     over = [
         (k, p) for k, r in results.items() for p in [r["pick"]]

@@ -43,6 +43,11 @@ class FairNas(Spos):
     name = "fairnas"
 
     @classmethod
+    def paths_per_step(cls, space: Any) -> int:
+        """Returns ``m``: the paths a step trains, the most candidates of a decision."""
+        return len(space.search_space().fair_sample(0))
+
+    @classmethod
     def step(
         cls, net: Supernet, state: Any, train: Batch, val: Any, cfg: Any
     ) -> tuple[float, float | None]:

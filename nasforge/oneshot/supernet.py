@@ -123,6 +123,13 @@ class Algorithm:
     warmup: float | None = None
 
     @classmethod
+    def paths_per_step(cls, space: Any) -> int:
+        """Returns how many forward and backward passes over a batch one weight step of this
+        algorithm takes on ``space`` (1: one path, or one mixed pass); what an epoch costs in
+        epochs of one network (FairNAS: the most candidates of a decision)."""
+        return 1
+
+    @classmethod
     def warmup_epochs(cls, cfg: Any) -> int:
         """Returns the epochs of uniform paths before the architecture moves: the setting
         ``warmup_epochs`` of ``cfg.algo``, or :attr:`warmup` of ``cfg.epochs`` (rounded down)

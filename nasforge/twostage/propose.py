@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from nasforge.errors import ConfigError
-from nasforge.oneshot.algorithms import algorithm_names
+from nasforge.oneshot.algorithms import algorithm_names, get_algorithm
 from nasforge.oneshot.common import n_steps
 from nasforge.oneshot.runner import OneShot, OneShotSearch, load_data
 from nasforge.proxies import get_proxy, list_proxies, score_arch
@@ -122,6 +122,12 @@ class Proposer(abc.ABC):
         """Returns the supernet epochs the rule trains (0: it trains nothing)."""
         return 0
 
+    @property
+    def network_epochs(self) -> int:
+        """Returns what the rule's training costs in epochs of one network: the supernet's
+        epochs times the passes each of its steps takes (0: it trains nothing)."""
+        return 0
+
 
 class OneShotProposer(Proposer):
     """Returns candidates scored with a trained supernet's weights (module docstring)."""
@@ -188,6 +194,11 @@ class OneShotProposer(Proposer):
     def epochs(self) -> int:
         """Returns the epochs the supernet trains (its ``epochs`` setting)."""
         return int(self.search.strategy.config.epochs)
+
+    @property
+    def network_epochs(self) -> int:
+        """Returns the supernet's epochs times the paths each step trains (FairNAS: several)."""
+        return self.epochs * get_algorithm(self.settings.algorithm).paths_per_step(self.space)
 
 
 class _Sampled(Proposer):

@@ -158,6 +158,9 @@ def test_the_proposer_says_how_many_supernet_epochs_stage_1_trains(tmp_path: Pat
     assert epochs == {"given": 2, "default": -(-FEW_SUPERNET_STEPS // per_epoch), "big": 10,
                       "flops": 0}  # fmt: skip
     assert runs["default"].proposer.steps >= FEW_SUPERNET_STEPS > runs["given"].proposer.steps
+    # in epochs of one network: a FairNAS step trains 2 paths here (2 candidates a decision)
+    network = {n: r.proposer.network_epochs for n, r in runs.items()}
+    assert network == {"given": 2, "default": 2 * epochs["default"], "big": 20, "flops": 0}
     for name in ("given", "default"):
         assert runs[name].section()["oneshot"]["strategy"]["config"]["epochs"] == epochs[name]
 
