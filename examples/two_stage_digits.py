@@ -1,4 +1,4 @@
-"""A two-stage run file: SPOS shortlists 4 architectures of the benchmark cell space within a
+"""A two-stage run file: FairNAS shortlists 4 architectures of the benchmark cell space within a
 parameter budget (its best 2, and the largest 2 of the rest), then the engine trains all 4 on
 real digits (stage 2's default: no stopper) and picks by validation accuracy.
 
@@ -21,11 +21,12 @@ evaluator = {"type": "classification", "data": "digits", "epochs": 3, "lr": 0.01
 strategy = {
     "name": "two-stage",
     "shortlist": {
-        "algorithm": "spos",  # or darts, nasb, fewshot, a proxy (synflow), params, flops, random
+        "algorithm": "fairnas",  # the default; or spos, darts, nasb, fewshot, a proxy (synflow),
+        # params, flops, random
         "k": 4,  # trained in stage 2: the supernet's best 2 and the largest 2 (by_size)
         "pool": 16,  # architectures stage 1 scores
         "budget": {"params": 4000},  # none over it is shortlisted
-        "epochs": 2,  # SPOS's own settings from here on
+        "epochs": 2,  # the one-shot search's own settings from here on
         "cycles": 8,
         "population": 4,
         "selection": "loss",
