@@ -10,9 +10,10 @@ Each search runs with ``--seeds`` (default 5) seeds, unconstrained and constrain
 <= the median of the table's competent rows, as in ``ranking.py``), on ``--workers``
 processes of one thread (``benchmarks/_budgeted.py``):
 
-    two-stage   ``TwoStageSearch`` with the shipped defaults (stage 1 SPOS at its own defaults,
-                ``k`` 8 of a ``pool`` of 64, ``by_size`` 4 of them the largest, stage 2 with no
-                stopper; ``--k``, ``--pool``, ``--by-size``, ``--oneshot`` change them), its
+    two-stage   ``TwoStageSearch`` with the shipped defaults (stage 1 FairNAS for 2,560 weight
+                steps, ``k`` 8 of a ``pool`` of 64, ``by_size`` 4 of them the largest, stage 2
+                with no stopper; ``--supernet``, ``--k``, ``--pool``, ``--by-size``,
+                ``--oneshot`` change them), its
                 pool drawn from the whole space with the seed;
                 stage 2 trains the shortlist by the table's recipe (seed: the table's seeds in
                 turn), one trial at a time
