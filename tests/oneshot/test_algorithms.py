@@ -128,7 +128,8 @@ def test_unknown_keys_and_other_algorithms_settings_say_whose_they_are() -> None
     with pytest.raises(ConfigError, match="did you mean 'paths'") as err:
         config_for("manypaths", path=2)
     assert "'epochs'" in str(err.value)  # the accepted keys are listed
-    with pytest.raises(ConfigError, match="'cycles' is a setting of fewshot, spos, not darts"):
+    owners = "'cycles' is a setting of fairnas, fewshot, spos, not darts"
+    with pytest.raises(ConfigError, match=owners):
         search(ToySpace(), "darts", _data(), epochs=1, cycles=30, progress="off")
     with pytest.raises(ConfigError, match="'paths' is a setting of manypaths, not nasb"):
         OneShot("nasb", paths=2)
