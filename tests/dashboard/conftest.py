@@ -224,8 +224,15 @@ class Server:
             try:
                 req = urllib.request.Request(self.url + "/", headers=headers)  # may redirect
                 with urllib.request.urlopen(req, timeout=2) as r:
-                    if r.status == 200:
+                    # answering can come before the address line reaches the log: wait for
+                    # it (and for the control key it carries when control was allowed)
+                    if (
+                        r.status == 200
+                        and self.printed
+                        and (self.control or "--allow-control" not in args)
+                    ):
                         return
+                    time.sleep(0.1)
             except (urllib.error.URLError, OSError):
                 time.sleep(0.2)
         self.stop()
