@@ -137,7 +137,9 @@ class OneShotProposer(Proposer):
     def __init__(self, space: Any, settings: ShortlistSettings, data: Any, directory: Path,
                  threads: int | None = None, progress: str = "auto") -> None:  # fmt: skip
         super().__init__(space, settings, data, directory, threads, progress)
-        self.search = self._search(settings.settings)
+        self.search = OneShotSearch(space, OneShot(settings.algorithm, **settings.settings), data,
+                                    directory=directory, progress=progress,
+                                    threads=threads)  # fmt: skip
         cfg = self.search.strategy.config
         if "epochs" not in settings.settings:  # the one-shot default, or enough for the steps
             per_epoch = max(1, n_steps(self.search.split, cfg) // cfg.epochs)
@@ -147,8 +149,10 @@ class OneShotProposer(Proposer):
                          "one-shot default of %d epochs is %d steps on this data); the "
                          "shortlist's `epochs` sets them", settings.algorithm, epochs,
                          epochs * per_epoch, cfg.epochs, cfg.epochs * per_epoch)  # fmt: skip
-                self.search = self._search({**settings.settings, "epochs": epochs})
-                cfg = self.search.strategy.config
+                # the search reads (and records) its config's epochs only when it runs, so
+                # setting them here trains and records them without building it again
+                # (its data loaded and a latency budget timed twice)
+                cfg.epochs = epochs
         self.steps = n_steps(self.search.split, cfg)
         if self.steps < FEW_SUPERNET_STEPS:
             log.warning(
@@ -158,12 +162,6 @@ class OneShotProposer(Proposer):
                 "ranking matters (docs/oneshot.md)", settings.algorithm,
                 self.steps, cfg.epochs, FEW_SUPERNET_STEPS,
             )  # fmt: skip
-
-    def _search(self, settings: dict[str, Any]) -> OneShotSearch:
-        """Returns stage 1's one-shot search with ``settings`` (the algorithm's and loop's)."""
-        return OneShotSearch(self.space, OneShot(self.settings.algorithm, **settings), self.data,
-                             directory=self.directory, progress=self.progress,
-                             threads=self.threads)  # fmt: skip
 
     def score(self, store: Store, resume: bool) -> list[tuple[Arch, float]]:
         """Returns the architectures the search scored, its pick and uniform samples up to
