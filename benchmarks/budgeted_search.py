@@ -81,6 +81,7 @@ from nasforge.twostage import ShortlistSettings  # noqa: E402
 __all__ = ["RULES", "run_table", "merge_single_stage", "main"]
 
 log = logging.getLogger("nasforge.benchmarks.budgeted_search")
+#: the committed tables and runs of this benchmark
 DATA = Path(__file__).resolve().parent / "data"
 #: the one-shot algorithm of the two-stage default's stage 1 (``--supernet`` measures another)
 SUPERNET = ShortlistSettings().algorithm

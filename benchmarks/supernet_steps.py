@@ -1,7 +1,8 @@
 """How long stage 1's supernet must train before its scores rank anything (issue 51): the
-shipped SPOS search (``nasforge.oneshot.search`` at its defaults but ``epochs``) trains a
-supernet on a ground-truth table's data, then every competent row of the table is scored as
-the two-stage search scores a candidate (its path extracted, batch norm recalibrated on
+shipped search of a sampling algorithm (``nasforge.oneshot.search`` at its defaults but
+``epochs``; SPOS unless ``--algorithms`` names others) trains a supernet on a ground-truth
+table's data, then every competent row of the table is scored as the two-stage search scores
+a candidate (its path extracted, batch norm recalibrated on
 training batches, the accuracy on the validation split), and Kendall's tau between those
 scores and the rows' truth (mean test accuracy over the table's seeds) is measured, over every
 row and over the rows within the parameter budget (the median, as ``ranking.py`` and
@@ -96,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, nargs="+", default=[10, 40, 160])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--algorithms", nargs="+", default=["spos"],
-                   help="sampling one-shot algorithms whose supernets to measure (spos: the "
-                        "two-stage default's stage 1)")  # fmt: skip
+                   help="sampling one-shot algorithms whose supernets to measure (fairnas: "
+                        "the two-stage default's stage 1)")  # fmt: skip
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="a miniature table, one seed")
     args = p.parse_args(argv)
