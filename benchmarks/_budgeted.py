@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from _ranking_common import load_splits, space_of, train_arch
 
+from nasforge.engine.classification import training_seed
 from nasforge.engine.evaluator import BaseEvaluator, Report
 from nasforge.oneshot import search
 from nasforge.oneshot.algorithms import algorithm_names
@@ -30,6 +31,7 @@ from nasforge.run.store import Store
 from nasforge.space.search_space import Arch
 from nasforge.spaces.cell_canon import canonical_arch, function_key
 from nasforge.twostage import ShortlistSettings, TwoStageSearch
+from nasforge.twostage.runner import DEFAULT_CONFIRM
 
 __all__ = ["RecipeEvaluator", "two_stage_job", "single_stage_job"]
 
@@ -45,9 +47,21 @@ class RecipeEvaluator(BaseEvaluator):
     default_metric = "accuracy"
     metric_names = ("accuracy",)
 
-    def __init__(self, recipe: dict[str, Any], seed: int) -> None:
+    def __init__(self, recipe: dict[str, Any], seed: int, seeds: list[int] | None = None) -> None:
         self.recipe, self.seed = recipe, seed
+        self.seeds = list(seeds) if seeds is not None else [seed]  # the table's, in turn
         self._splits: Any = None
+
+    def reseeded(self, repeat: int) -> RecipeEvaluator:
+        """Returns the evaluator of the table's seed ``repeat`` places after this one's (so a
+        retraining of a row ends at its recorded accuracy for that seed), or of a seed beyond
+        the table's once they are all taken."""
+        i = self.seeds.index(self.seed) if self.seed in self.seeds else 0
+        seed = (self.seeds[(i + repeat) % len(self.seeds)] if repeat < len(self.seeds)
+                else training_seed(self.seed, repeat))  # fmt: skip
+        other = RecipeEvaluator(self.recipe, seed, self.seeds)
+        other._splits = self._splits
+        return other
 
     def evaluate(self, space: Any, arch: dict[str, Any], report: Report) -> dict[str, float]:
         """Returns the validation accuracy after the recipe's epochs (``report`` may end the
@@ -75,28 +89,31 @@ def two_stage_job(
     train_seed: int,
     shortlist: dict[str, Any],
     oneshot: dict[str, Any],
+    seeds: list[int] | None = None,
 ) -> dict[str, Any]:
     """Returns the pick (canonical), the shortlist (canonical, with stage 1's scores), each
     stage-2 trial's epochs and last validation accuracy, and stage 1's supernet epochs of one
     two-stage run: stage 1 by ``rule`` (``shortlist``: the shortlist's settings beside the
     shipped defaults; ``oneshot``: the one-shot algorithm's) drawing with ``seed``, within
     ``budget`` parameters when given; stage 2 by :class:`RecipeEvaluator` with ``train_seed``
+    (its confirmation with the next of the table's ``seeds``)
     under the shipped stopper, one trial at a time in this process."""
     torch.set_num_threads(recipe["threads"])
     t0 = time.perf_counter()
     train, val, _ = load_splits(recipe)
     torch.manual_seed(seed)  # the space's initial weights are the supernet's
     space = space_of(recipe)
-    spec: dict[str, Any] = {**shortlist, "algorithm": rule, "seed": seed,
-                            "budget": _budget(budget)}  # fmt: skip
+    confirm = shortlist.get("confirm", DEFAULT_CONFIRM)  # stage 2's, beside the shortlist's
+    spec: dict[str, Any] = {**{k: v for k, v in shortlist.items() if k != "confirm"},
+                            "algorithm": rule, "seed": seed, "budget": _budget(budget)}  # fmt: skip
     if rule in algorithm_names():
         spec["settings"] = {"seed": seed, **oneshot}
     settings = ShortlistSettings.from_mapping(spec)
     with tempfile.TemporaryDirectory() as tmp:
-        run = TwoStageSearch(space, RecipeEvaluator(recipe, train_seed),
+        run = TwoStageSearch(space, RecipeEvaluator(recipe, train_seed, seeds),
                              {"train": train, "val": val}, settings,
                              directory=Path(tmp) / "run", executor="inprocess", progress="off",
-                             threads=recipe["threads"])  # fmt: skip
+                             threads=recipe["threads"], confirm=confirm)  # fmt: skip
         run.run()
         supernet_epochs = run.proposer.epochs  # 0 for a rule that trains nothing
         network_epochs = run.proposer.network_epochs  # FairNAS: several paths a step
@@ -111,7 +128,9 @@ def two_stage_job(
         {"function": function_key(t.arch), "status": t.status, "epochs": len(t.intermediates),
          "val": (t.metrics or {}).get("accuracy",
                                       t.intermediates[-1].get("accuracy") if t.intermediates
-                                      else None)}
+                                      else None),
+         # its training's index (0; 1 for a finalist's confirmation, the table's next seed)
+         "repeat": sum(u.arch_id == t.arch_id for u in trials if u.id < t.id)}
         for t in trials
     ]  # fmt: skip
     return {

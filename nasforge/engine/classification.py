@@ -3,6 +3,7 @@ report validation accuracy after each epoch, return accuracy, test accuracy and 
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +12,7 @@ from nasforge.engine.evaluator import BaseEvaluator, Report
 from nasforge.errors import ConfigError
 from nasforge.runtime.devices import check_device, resolve_device
 
-__all__ = ["ClassificationEvaluator", "SEARCHED"]
+__all__ = ["ClassificationEvaluator", "SEARCHED", "training_seed"]
 
 _OPTIMIZERS = ("adam", "adamw", "sgd")
 #: the labels of the space's decisions that set the evaluator's own training settings
@@ -47,6 +48,13 @@ def _searched_settings(history: Any, defaults: dict[str, Any]) -> dict[str, Any]
     return out
 
 
+def training_seed(seed: int, repeat: int) -> int:
+    """Returns the seed of an architecture's ``repeat``-th retraining by an evaluator seeded
+    with ``seed``: ``seed`` for the first training (``repeat`` 0), then one far from the
+    seeds a user gives runs (0, 1, 2, ...), so that no two of them train alike."""
+    return seed if repeat == 0 else seed + 1_000_003 * repeat
+
+
 class ClassificationEvaluator(BaseEvaluator):
     """Returns ``{"accuracy": val acc, "test_accuracy", "params", "train_seconds"}`` of an
     architecture trained for ``epochs`` with cross-entropy.
@@ -58,10 +66,11 @@ class ClassificationEvaluator(BaseEvaluator):
     space labelled ``lr``, ``weight_decay`` or ``batch_size`` (a range or a choice:
     ``nf.suggest_float("lr", 1e-4, 1e-1, log=True)``, ``nf.suggest_int("batch_size", 16,
     128, step=16)``, ``nf.suggest_categorical("batch_size", [32, 64])``) sets that trial's
-    setting in place of the evaluator's own (:data:`SEARCHED`). ``device`` None (the
-    default) trains on the trial's device, ``nasforge.trial_device()`` (a GPU when the
-    experiment gives trials GPUs, else the CPU); ``"cpu"`` or ``"cuda:N"`` pins every trial
-    there.
+    setting in place of the evaluator's own (:data:`SEARCHED`). A retraining
+    (:meth:`reseeded`) trains on the same splits from another seed (:func:`training_seed`).
+    ``device`` None (the default) trains on the trial's device, ``nasforge.trial_device()``
+    (a GPU when the experiment gives trials GPUs, else the CPU); ``"cpu"`` or ``"cuda:N"``
+    pins every trial there.
 
     Raises:
         ConfigError: unknown optimizer, non-positive epochs/batch size/lr, bad data, a device
@@ -89,6 +98,7 @@ class ClassificationEvaluator(BaseEvaluator):
         self.data, self.epochs, self.batch_size = data, epochs, batch_size
         self.optimizer, self.lr, self.weight_decay = optimizer, lr, weight_decay
         self.device, self.seed = device, seed
+        self.repeat = 0  # which training of the architecture this is (:meth:`reseeded`)
         self._splits: Any = None
 
     default_metric = "accuracy"
@@ -108,6 +118,13 @@ class ClassificationEvaluator(BaseEvaluator):
             "device": self.device,
             "seed": self.seed,
         }
+
+    def reseeded(self, repeat: int) -> ClassificationEvaluator:
+        """Returns this evaluator training from the ``repeat``-th other seed on the same data
+        splits (loaded once, shared)."""
+        other = copy.copy(self)
+        other.repeat = repeat
+        return other
 
     def check(self) -> None:
         """Raises ConfigError when ``data`` is none of the accepted forms, or ``device`` is
@@ -155,7 +172,8 @@ class ClassificationEvaluator(BaseEvaluator):
         from nasforge.weightsharing import accuracy
 
         device = resolve_device(self.device)
-        torch.manual_seed(self.seed)
+        seed = training_seed(self.seed, self.repeat)
+        torch.manual_seed(seed)
         model = freeze(space, arch).to(device)
         self.last_model = model
         # the space's own lr / weight_decay / batch_size, where it searches them
@@ -164,7 +182,7 @@ class ClassificationEvaluator(BaseEvaluator):
             {"lr": self.lr, "weight_decay": self.weight_decay, "batch_size": self.batch_size},
         )
         s = self.splits()
-        gen = torch.Generator().manual_seed(self.seed)
+        gen = torch.Generator().manual_seed(seed)
         train = DataLoader(s.train, searched["batch_size"], shuffle=True, generator=gen)
         val = DataLoader(s.val, 256)
         test = DataLoader(s.test, 256)

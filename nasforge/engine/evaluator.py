@@ -94,6 +94,14 @@ class BaseEvaluator(abc.ABC):
         """Returns plain data describing the evaluator (stored with the experiment)."""
         return {"type": type(self).__name__}
 
+    def reseeded(self, repeat: int) -> BaseEvaluator | None:
+        """Returns an evaluator that trains as this one does but with the ``repeat``-th other
+        seed (``repeat`` >= 1; the same for the same ``repeat``), or None when this one cannot
+        train otherwise (the default: a function that seeds itself would only repeat its
+        training). The engine trains an architecture's ``repeat``-th retraining with it
+        (``retrain_duplicates``), and a two-stage search confirms its finalists so."""
+        return None
+
 
 def _returns_a_value(fn: Callable[..., Any]) -> bool | None:
     """Returns whether the function's source has a ``return <value>`` (None: source unknown)."""

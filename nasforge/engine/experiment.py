@@ -6,8 +6,9 @@ store, tell the strategy; resume after a crash by replaying the recorded history
              asked but never told were in flight and are the only ones run again
              (``nasforge.engine.replay``, which also holds the loop's state).
     dedup    an architecture (by arch id) already evaluated is not trained again: its trial is
-             recorded as ``cached`` with the earlier metrics (unless ``retrain_duplicates``);
-             one still running makes the duplicate wait for it.
+             recorded as ``cached`` with the earlier metrics (unless ``retrain_duplicates``:
+             then its n-th retraining trains with the evaluator's ``reseeded(n)``, another
+             seed); one still running makes the duplicate wait for it.
     budget   ``n_trials`` counts trained trials (not cached or cancelled ones);
              ``time_budget`` counts seconds across resumes; in-flight trials always finish.
     names    the metric, constraints and second objective are checked against the metrics the
@@ -511,8 +512,15 @@ class Experiment(BaseRunner):
                 log=path,
                 cancel_marker=marker,
                 save_above=None if checkpoint is None else self._keeper.threshold(),
+                repeat=self._repeat(tid) if s.retrain_duplicates else 0,
             )
         )
+
+    def _repeat(self, tid: int) -> int:
+        """Returns how many trials before ``tid`` trained its architecture (none cached): its
+        retraining's index, the same when a resume runs it again."""
+        aid, records = self._loop.records[tid].arch_id, self._loop.records
+        return sum(r.arch_id == aid and r.status != "cached" for i, r in records.items() if i < tid)
 
     def _files(self, tid: int) -> tuple[str, str]:
         """Returns trial ``tid``'s log and cancel marker (:func:`trial_log`,

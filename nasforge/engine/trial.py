@@ -72,6 +72,9 @@ class TrialTask:
     #: keeps only its best trials' weights, and a lower score is dropped at once
     #: (:meth:`nasforge.engine.checkpoints.CheckpointKeeper.threshold`)
     save_above: float | None = None
+    #: how many trainings of the architecture the run made before this one (``retrain_duplicates``):
+    #: 0 trains with the evaluator as given, ``n`` with :meth:`BaseEvaluator.reseeded` ``(n)``
+    repeat: int = 0
 
     def without_timeout(self) -> TrialTask:
         """Returns the task with no timeout (the parent enforces it by killing the worker)."""
@@ -167,6 +170,8 @@ def _run_trial(
     decides from the newest snapshot the engine pushed (rung values of running trials too).
     """
     metric, sign = task.metric, task.sign
+    if task.repeat:  # a retraining: another seed where the evaluator has one to change
+        evaluator = evaluator.reseeded(task.repeat) or evaluator
     snapshot = task.stopper
     intermediates: list[dict[str, float]] = []
     curve: list[float] = []

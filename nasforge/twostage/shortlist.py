@@ -40,7 +40,9 @@ class ShortlistSettings:
     # its supernet ranked candidates within a budget as well as FLOPs (Kendall tau 0.52 and
     # 0.38 against 0.52 and 0.37), SPOS's at 0.42 and 0.36 for the same steps (docs/oneshot.md)
     algorithm: str = "fairnas"
-    k: int = 8  # architectures trained in stage 2
+    # architectures trained in stage 2: 6, its best 2 trained again from another seed (the
+    # two-stage search's ``confirm``), is the 8 trainings 8 trained once would take
+    k: int = 6
     # architectures stage 1 scores: uniform samples (a one-shot search adds those it scored
     # itself and its pick, and samples only the rest)
     pool: int = 64
