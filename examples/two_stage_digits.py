@@ -1,6 +1,7 @@
 """A two-stage run file: FairNAS shortlists 4 architectures of the benchmark cell space within a
 parameter budget (its best 2, and the largest 2 of the rest), then the engine trains all 4 on
-real digits (stage 2's default: no stopper) and picks by validation accuracy.
+real digits (stage 2's default: no stopper), trains the best 2 again from another seed
+(``confirm``, default 2) and picks the better mean validation accuracy.
 
 Run:  nasforge run examples/two_stage_digits.py --dir runs/two-stage
       nasforge status runs/two-stage      # the shortlist, stage 1's scores beside stage 2's
@@ -33,5 +34,6 @@ strategy = {
     },
     # stage 2 trains the whole shortlist by default; with many trials at once a multi-fidelity
     # stopper saves epochs: "stopper": {"rule": "asha", "min_resource": 1, "eta": 2}
+    "confirm": 2,  # the default: the best 2 train again from another seed ("confirm": 0: not)
 }
 config = {"executor": "pool", "concurrency": 2}

@@ -512,15 +512,9 @@ class Experiment(BaseRunner):
                 log=path,
                 cancel_marker=marker,
                 save_above=None if checkpoint is None else self._keeper.threshold(),
-                repeat=self._repeat(tid) if s.retrain_duplicates else 0,
+                repeat=loop.trainings_before(tid) if s.retrain_duplicates else 0,
             )
         )
-
-    def _repeat(self, tid: int) -> int:
-        """Returns how many trials before ``tid`` trained its architecture (none cached): its
-        retraining's index, the same when a resume runs it again."""
-        aid, records = self._loop.records[tid].arch_id, self._loop.records
-        return sum(r.arch_id == aid and r.status != "cached" for i, r in records.items() if i < tid)
 
     def _files(self, tid: int) -> tuple[str, str]:
         """Returns trial ``tid``'s log and cancel marker (:func:`trial_log`,

@@ -57,6 +57,14 @@ class LoopState:
         """Returns the seconds the run has spent, across resumes."""
         return self.elapsed0 + time.monotonic() - self.t0
 
+    def trainings_before(self, tid: int) -> int:
+        """Returns how many trials before ``tid`` trained its architecture (none cached): the
+        index of its retraining (``retrain_duplicates``), the same when a resume runs it
+        again."""
+        aid = self.records[tid].arch_id
+        return sum(r.arch_id == aid and r.status != "cached" for i, r in self.records.items()
+                   if i < tid)  # fmt: skip
+
     def budget_spent(self, s: ExperimentSettings) -> bool:
         """Returns whether the trial or time budget of ``s`` is spent (what a resume checks
         first)."""

@@ -64,6 +64,25 @@ def test_trains_reports_and_exports(tmp_path):
     assert acc == pytest.approx(best.metrics["accuracy"])
 
 
+def test_a_reseeded_evaluator_trains_from_another_seed_on_the_same_splits():
+    """reseeded(n) gives the n-th retraining its own seed: repeat 1 trains other weights
+    than repeat 0 and repeat 1 again the same; the splits stay those of the evaluator (one
+    data set, loaded once), and the evaluator itself is unchanged."""
+    ev = ClassificationEvaluator(DATA, epochs=1, batch_size=16)
+    arch = {"hidden": 16, "act": "relu"}
+
+    def weights(e: ClassificationEvaluator) -> torch.Tensor:
+        e.evaluate(Small(), arch, lambda v: None)
+        return e.last_model.fc1.weight.detach().clone()
+
+    first, again = ev.reseeded(1), ev.reseeded(1)
+    assert first is not None and again is not None
+    w0, w1 = weights(ev), weights(first)
+    assert not torch.equal(w0, w1) and torch.equal(w1, weights(again))
+    assert not torch.equal(w1, weights(ev.reseeded(2)))
+    assert first.splits() is ev.splits() and ev.repeat == 0 and torch.equal(w0, weights(ev))
+
+
 def test_same_seed_same_metrics(tmp_path):
     """Training is seeded: two runs give equal metrics."""
     ev = ClassificationEvaluator(DATA, epochs=2, batch_size=16)

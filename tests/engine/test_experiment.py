@@ -15,6 +15,7 @@ import torch.nn as nn
 
 import nasforge as nf
 from nasforge.engine import Experiment, Store
+from nasforge.engine.evaluator import BaseEvaluator
 from nasforge.errors import ConfigError, StoreError, TrialError
 from nasforge.run.store import FINISHED
 from nasforge.space.search_space import Decision, SearchSpace
@@ -201,6 +202,36 @@ def test_retrain_duplicates_when_asked(tmp_path):
         progress="off",
     ).run()
     assert [t.status for t in exp.trials()] == ["done"] * 6
+
+
+class _Seeded(BaseEvaluator):
+    """Returns the seed it trains with: ``seed``, or its retraining's (:meth:`reseeded`)."""
+
+    needs_model = False
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+
+    def evaluate(self, space, arch, report):
+        return float(self.seed)
+
+    def reseeded(self, repeat):
+        return _Seeded(100 * repeat)
+
+
+def test_a_retrained_duplicate_trains_with_the_evaluators_next_seed(tmp_path):
+    """With retrain_duplicates, the n-th retraining of an architecture runs with the
+    evaluator's reseeded(n): each architecture's trainings go 0, 100, 200, ... in the order
+    of its trials, whatever came between (a space of two architectures, 6 trials)."""
+    space = SearchSpace([Decision("a", "value", (1, 2))])
+    exp = Experiment(space, _Seeded(), "random", directory=tmp_path / "x", n_trials=6,
+                     executor="inprocess", retrain_duplicates=True,
+                     progress="off").run()  # fmt: skip
+    seen: dict[str, int] = {}
+    for t in exp.trials():
+        assert t.metrics["default"] == 100 * seen.get(t.arch_id, 0), t
+        seen[t.arch_id] = seen.get(t.arch_id, 0) + 1
+    assert max(seen.values()) >= 2
 
 
 def test_constraints_and_pareto_front(tmp_path):

@@ -1,7 +1,8 @@
 """A two-stage search used by the kill-and-resume tests: run as a script it searches into
 argv[1]; imported, it gives the same definitions. $NF_TEST_SLOW (seconds, none unless set)
 slows every forward pass of the space, so that only the killed script is slow enough to be
-killed in the stage a test wants; the runs a test makes in its own process record the same."""
+killed in the stage a test wants; the runs a test makes in its own process record the same.
+$NF_TEST_STOPPER (default ``asha``) is stage 2's stopper."""
 
 import os
 import sys
@@ -48,7 +49,10 @@ class DigitsNet(nf.ModelSpace):
 
 def make(directory, executor="inprocess"):
     """Returns the search every run of a test makes: SPOS (3 epochs) shortlists 4 of the 12
-    architectures it scores, the engine trains them 3 epochs under ASHA, one at a time."""
+    architectures it scores, the engine trains them 3 epochs one at a time, under ASHA, or
+    with no stopper when $NF_TEST_STOPPER is ``none`` (then stage 2 confirms its best 2: it
+    trains them again from another seed)."""
+    stopper = os.environ.get("NF_TEST_STOPPER", "asha")
     return TwoStageSearch(
         DigitsNet(),
         ClassificationEvaluator("digits", epochs=3, batch_size=64, lr=0.01),
@@ -64,7 +68,7 @@ def make(directory, executor="inprocess"):
             "sample_size": 2,
             "selection": "loss",
         },  # fmt: skip
-        stopper={"rule": "asha", "max_resource": 3},
+        stopper=None if stopper == "none" else {"rule": stopper, "max_resource": 3},
         executor=executor,
         concurrency=1,
         threads=1,

@@ -1,5 +1,6 @@
-"""A two-stage search killed with SIGKILL in either stage and resumed with `nasforge resume`
-ends with the shortlist and the pick of an uninterrupted run."""
+"""A two-stage search killed with SIGKILL in either stage (stage 2's confirmation too) and
+resumed with `nasforge resume` ends with the shortlist, trials and pick of an uninterrupted
+run."""
 
 import os
 import signal
@@ -19,10 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN = "from tests.twostage._two_stage_run import make; import sys; make(sys.argv[1]).run()"
 
 
-def _search(directory: Path, slow: str | None = None) -> subprocess.Popen:
-    """Returns the process that runs the test's two-stage search into ``directory``
-    (``slow``: seconds each forward pass sleeps)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+def _search(directory: Path, stopper: str, slow: str | None = None) -> subprocess.Popen:
+    """Returns the process that runs the test's two-stage search into ``directory`` with
+    stage 2's ``stopper`` (``slow``: seconds each forward pass sleeps)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", NF_TEST_STOPPER=stopper)
     if slow is not None:
         env["NF_TEST_SLOW"] = slow
     return subprocess.Popen([sys.executable, "-c", RUN, str(directory)], env=env)
@@ -47,32 +48,52 @@ def _in_stage2(store: Store) -> bool:
     return 1 <= store.counts().get("done", 0) + store.counts().get("pruned", 0) < 4
 
 
-def _outcome(directory: Path) -> tuple[list[str], dict]:
+def _in_confirmation(store: Store) -> bool:  # the shortlist's 4 trained, its best 2 not yet
+    return len(store.trials()) > 4 and store.counts().get("done", 0) < 6
+
+
+#: where each test kills the run, and stage 2's stopper there
+WHERE = {"stage1": (_in_stage1, "asha"), "stage2": (_in_stage2, "asha"),
+         "confirmation": (_in_confirmation, "none")}  # fmt: skip
+
+
+def _outcome(directory: Path) -> tuple[list[str], dict, list[str]]:
+    """Returns the shortlist's arch ids, the pick and every trial's arch id, in order."""
     with Store.open(directory) as store:
         shortlist = read_shortlist(store)
         assert shortlist is not None and store.state() == "finished"
         pick = store.trial(store.picks()[0])
-        return [c["arch_id"] for c in shortlist["candidates"]], pick.arch
+        trials = [t.arch_id for t in store.trials()]
+        return [c["arch_id"] for c in shortlist["candidates"]], pick.arch, trials
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], dict]:
-    """Returns the shortlist and pick of the search run without a kill."""
-    d = tmp_path_factory.mktemp("whole") / "run"
-    assert _search(d).wait(600) == 0
-    return _outcome(d)
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple]:
+    """Returns, per stage 2's stopper, the outcome of the search run without a kill (made
+    once)."""
+    made: dict[str, tuple] = {}
+
+    def outcome(stopper: str) -> tuple:
+        if stopper not in made:
+            d = tmp_path_factory.mktemp(f"whole-{stopper}") / "run"
+            assert _search(d, stopper).wait(600) == 0
+            made[stopper] = _outcome(d)
+        return made[stopper]
+
+    return outcome
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stage", ["stage1", "stage2"])
+@pytest.mark.parametrize("stage", list(WHERE))
 def test_a_two_stage_run_killed_in_either_stage_resumes_to_the_uninterrupted_pick(
-    tmp_path: Path, stage: str, uninterrupted: tuple[list[str], dict]
+    tmp_path: Path, stage: str, uninterrupted: Callable[[str], tuple]
 ) -> None:
-    """Killed after stage 1's first epoch (no shortlist yet) or after stage 2's first trial,
-    `nasforge resume` ends with the uninterrupted run's shortlist and pick."""
+    """Killed after stage 1's first epoch (no shortlist yet), after stage 2's first trial, or
+    in the confirmation of stage 2's best 2 (no stopper), `nasforge resume` ends with the
+    uninterrupted run's shortlist, trials and pick."""
+    where, stopper = WHERE[stage]
     d = tmp_path / "run"
-    proc = _search(d, slow="0.02")
-    where = _in_stage1 if stage == "stage1" else _in_stage2
+    proc = _search(d, stopper, slow="0.02")
     try:
         assert wait_until(lambda: _read(d, where), timeout=300)
         os.kill(proc.pid, signal.SIGKILL)
@@ -82,4 +103,7 @@ def test_a_two_stage_run_killed_in_either_stage_resumes_to_the_uninterrupted_pic
         assert store.state() == "interrupted"
         assert where(store)  # killed where the test meant
     assert main(["resume", str(d)]) == 0
-    assert _outcome(d) == uninterrupted
+    whole = uninterrupted(stopper)
+    assert _outcome(d) == whole
+    if stage == "confirmation":  # the shortlist's 4, then its best 2 again
+        assert len(whole[2]) == 6 and set(whole[2][4:]) < set(whole[2][:4])

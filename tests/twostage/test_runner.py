@@ -1,12 +1,14 @@
 """The two-stage kind: a run from Python and from a run file, what status shows of it, and
 the settings it refuses before its record exists."""
 
+import random
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from nasforge.cli import main
+from nasforge.engine.evaluator import BaseEvaluator
 from nasforge.errors import ConfigError
 from nasforge.run.shortlist import read_shortlist
 from nasforge.run.store import Store
@@ -74,6 +76,53 @@ def test_stage_2_trains_the_whole_shortlist_to_the_end_by_default(tmp_path: Path
     assert any(t.status == "pruned" for t in asha.trials())
 
 
+class TwoSeeds(BaseEvaluator):
+    """A value per architecture (from its id) for the first training, and 1 - 2 x that for a
+    retraining (:meth:`reseeded`): the mean over both favours the lower first value."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+
+    def evaluate(self, space, arch, report):
+        first = random.Random(space.search_space().id_of(arch)).random()
+        value = first if self.seed == 0 else 1 - 2 * first
+        report(value)
+        return value
+
+    def reseeded(self, repeat: int) -> "TwoSeeds":
+        return TwoSeeds(repeat)
+
+
+def test_stage_2_confirms_its_best_2_with_another_seed_and_picks_the_best_mean(
+    tmp_path: Path,
+) -> None:
+    """After the shortlist's 4 trainings, its best 2 train again (the evaluator's next seed);
+    the pick is the better mean of the two, here the shortlist's second (its better
+    training's trial), and a run note gives each mean. An evaluator that cannot reseed (a
+    function) trains the shortlist alone (the test above); confirm 0 does too."""
+    shortlist = {"algorithm": "params", "k": 4, "pool": 8}
+    d = tmp_path / "run"
+    run = TwoStageSearch(DigitsNet(), TwoSeeds(), "digits", shortlist, executor="inprocess",
+                         progress="off", directory=d).run()  # fmt: skip
+    trials = run.trials()
+    first = sorted(trials[:4], key=lambda t: -t.metrics["default"])
+    assert [t.arch_id for t in trials[4:]] == [t.arch_id for t in first[:2]]
+    mean = {t.arch_id: (t.metrics["default"] + u.metrics["default"]) / 2
+            for t, u in zip(first[:2], trials[4:])}  # fmt: skip
+    best = max(mean, key=mean.__getitem__)
+    assert best == first[1].arch_id != first[0].arch_id  # the confirmation changed the pick
+    trainings = [t for t in trials if t.arch_id == best]
+    better = max(trainings, key=lambda t: t.metrics["default"])  # its weights are exported
+    assert [t.id for t in run.best(1)] == [better.id]
+    with Store.open(d) as store:
+        (note,) = store.notes("two-stage")[-1:]
+        assert store.picks() == [better.id]
+    assert note["event"] == "confirm" and note["means"][str(better.id)] == pytest.approx(mean[best])
+    once = TwoStageSearch(DigitsNet(), TwoSeeds(), "digits", shortlist, executor="inprocess",
+                          progress="off", confirm=0, directory=tmp_path / "once").run()  # fmt: skip
+    assert len(once.trials()) == 4 and once.best(1)[0].arch_id == first[0].arch_id
+
+
 def test_half_a_scored_shortlist_hedges_with_the_largest_by_default(tmp_path: Path) -> None:
     """by_size unset: half of k for a supernet or a proxy's ranking, none for random draws or
     a size rule; a given by_size is kept."""
@@ -99,6 +148,7 @@ def test_bad_settings_are_refused_before_the_record(tmp_path: Path) -> None:
         ({"algorithm": "params", "epochs": 3}, {}, "belong to a one-shot algorithm"),
         ({"algorithm": "spos"}, {"n_trials": 3}, "no settings of a two-stage search"),
         ({"algorithm": "params", "budget": {"latency": 2.0}}, {}, "latency budget belongs to"),
+        ({"algorithm": "params", "k": 2}, {"confirm": 3}, "confirm must be an int from 0 to"),
     ]:
         with pytest.raises(ConfigError, match=words):
             TwoStageSearch(DigitsNet(), evaluate, "digits", shortlist, directory=d, **extra)
