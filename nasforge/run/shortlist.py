@@ -10,6 +10,8 @@ data, never by asking which kind wrote it.
              resume finds the first stage done
     results  :func:`shortlist_results` joins each candidate with the trial of its
              architecture (by arch id): status, the reports (epochs) it reached, its metric;
+             a finalist trained again from other seeds (the two-stage confirmation) shows
+             each training and their mean;
              :func:`shortlist_rows` is that as a table (status, the dashboard), and export
              writes it as ``shortlist.json``
 """
@@ -17,6 +19,8 @@ data, never by asking which kind wrote it.
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -65,26 +69,35 @@ def shortlist_results(store: Store, metric: str) -> list[dict[str, Any]]:
     """Returns the run's shortlist joined with the second stage, one entry per candidate in
     the first stage's order: ``position`` (1 first), ``rule``, the candidate's ``arch``,
     ``arch_id``, ``score`` and sizes, then ``trial`` (None: not trained yet), ``status``,
-    ``resource`` (the reports it reached), ``pick`` and ``metric`` (its value); empty when
-    the run recorded no shortlist."""
+    ``resource`` (the reports it reached), ``pick`` (any of its trainings is the run's
+    pick) and ``metric`` (its first training's value), ``trainings`` (each: ``trial``,
+    ``status``, ``metric``) and ``mean`` (over its trainings when it had several, else
+    None); empty when the run recorded no shortlist."""
     shortlist = read_shortlist(store)
     if shortlist is None:
         return []
-    trials: dict[str, TrialRecord] = {}
+    trials: dict[str, list[TrialRecord]] = {}
     for record in store.trials():  # with curves: the reports each reached
         if record.status != "cached":
-            trials.setdefault(record.arch_id, record)
+            trials.setdefault(record.arch_id, []).append(record)
     picks = set(store.picks())
     out = []
     for i, c in enumerate(_candidates(shortlist["candidates"]), 1):
-        t = trials.get(str(c.get("arch_id")))
+        runs = trials.get(str(c.get("arch_id")), [])
+        t = runs[0] if runs else None
+        values = [(r.metrics or {}).get(metric) for r in runs]
+        finite = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
         out.append({
             "position": i, "rule": shortlist.get("rule"), **dict(c),
             "trial": None if t is None else t.id,
             "status": None if t is None else t.status,
             "resource": None if t is None else len(t.intermediates),
-            "pick": t is not None and t.id in picks,
-            "metric": None if t is None else (t.metrics or {}).get(metric),
+            "pick": any(r.id in picks for r in runs),
+            "metric": values[0] if values else None,
+            # a confirmed finalist's trainings (its first, then those from other seeds)
+            "trainings": [{"trial": r.id, "status": r.status, "metric": v}
+                          for r, v in zip(runs, values)],
+            "mean": statistics.mean(finite) if len(runs) > 1 and finite else None,
         })  # fmt: skip
     return out
 
@@ -101,12 +114,18 @@ def shortlist_rows(store: Store, metric: str) -> tuple[list[str], list[list[str]
     rows = []
     for r in results:
         status = "not trained yet"
+        value = fmt_number(r["metric"])
         if r["trial"] is not None:
-            status = f"{r['status']} @{r['resource']}" + (" (the pick)" * r["pick"])
+            n = len(r["trainings"])
+            status = (f"{r['status']} @{r['resource']}" + (f", trained {n} times" if n > 1 else "")
+                      + (" (the pick)" * r["pick"]))  # fmt: skip
+        if r["mean"] is not None:
+            shown = ", ".join(fmt_number(t["metric"]) for t in r["trainings"])
+            value = f"mean {fmt_number(r['mean'])} of {shown}"
         rows.append(
             [str(r["position"]), str(r.get("arch_id", "")), fmt_number(r.get("score")),
              fmt_number(r.get("params")), fmt_number(r.get("flops")),
-             "" if r["trial"] is None else str(r["trial"]), status, fmt_number(r["metric"])]
+             "" if r["trial"] is None else str(r["trial"]), status, value]
         )  # fmt: skip
     return header, rows
 

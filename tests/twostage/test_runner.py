@@ -94,12 +94,13 @@ class TwoSeeds(BaseEvaluator):
 
 
 def test_stage_2_confirms_its_best_2_with_another_seed_and_picks_the_best_mean(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """After the shortlist's 4 trainings, its best 2 train again (the evaluator's next seed);
     the pick is the better mean of the two, here the shortlist's second (its better
-    training's trial), and a run note gives each mean. An evaluator that cannot reseed (a
-    function) trains the shortlist alone (the test above); confirm 0 does too."""
+    training's trial); a run note gives each mean, and status shows both trainings. An
+    evaluator that cannot reseed (a function) trains the shortlist alone (the test above);
+    confirm 0 does too."""
     shortlist = {"algorithm": "params", "k": 4, "pool": 8}
     d = tmp_path / "run"
     run = TwoStageSearch(DigitsNet(), TwoSeeds(), "digits", shortlist, executor="inprocess",
@@ -118,6 +119,10 @@ def test_stage_2_confirms_its_best_2_with_another_seed_and_picks_the_best_mean(
         (note,) = store.notes("two-stage")[-1:]
         assert store.picks() == [better.id]
     assert note["event"] == "confirm" and note["means"][str(better.id)] == pytest.approx(mean[best])
+    assert main(["status", str(d)]) == 0  # the shortlist shows both trainings and the mean
+    out = capsys.readouterr().out
+    assert out.count("trained 2 times") == 2 and "trained 2 times (the pick)" in out
+    assert f"mean {mean[best]:.4g}" in out
     once = TwoStageSearch(DigitsNet(), TwoSeeds(), "digits", shortlist, executor="inprocess",
                           progress="off", confirm=0, directory=tmp_path / "once").run()  # fmt: skip
     assert len(once.trials()) == 4 and once.best(1)[0].arch_id == first[0].arch_id
