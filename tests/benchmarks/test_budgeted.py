@@ -44,6 +44,22 @@ def test_stage_two_training_ends_where_the_table_row_did(table: dict) -> None:
     assert seen == row["val_curves"][0][:1]
 
 
+@pytest.mark.slow  # builds a miniature table of one row on two seeds
+def test_a_confirmation_trains_the_tables_next_seed() -> None:
+    """A retraining (reseeded(1)) of a row trains with the table's other seed and ends at the
+    row's recorded validation accuracy for it; past the table's seeds it takes a new one."""
+    two = gt.build_table(MINI, 1, [0, 1], arch_seed=0, out=None)
+    row = two["rows"][0]
+    ev = jobs.RecipeEvaluator(MINI, 0, two["seeds"])
+    again = ev.reseeded(1)
+    out = again.evaluate(common.space_of(MINI), row["arch"], lambda v: None)
+    assert out == {"accuracy": row["val_accuracies"][1]} and again.seed == 1
+    assert (
+        ev.reseeded(2).seed not in (0, 1)
+        and jobs.RecipeEvaluator(MINI, 1, [0, 1]).reseeded(1).seed == 0
+    )
+
+
 def test_picks_are_placed_among_the_rows_within_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """Unconstrained: among every row; constrained: among the rows within the budget only;
     a search that refused (None) is left out of its mean."""
