@@ -33,6 +33,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "n_seeds",
         "tables",
     ),
+    "confirm_replay": ("replay_percentile", "gain_of_default", "min_gain", "draws", "tables"),
     "cluster": (
         "speedup_3_nodes_vs_1",
         "ray_overhead_ms_per_trial",
