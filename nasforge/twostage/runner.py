@@ -72,9 +72,10 @@ DEFAULT_STOPPER = None
 
 #: how many of stage 2's best trials train again from another seed before the pick, when
 #: none is given: one training's seed moves a row of the MNIST-1D tables by up to 7 points of
-#: test accuracy, so a pick by one validation score favours the lucky seed. Replaying the
-#: tables' two seeds, a shortlist of 6 with its best 2 confirmed picked 1-3.5 percentile points
-#: better than one of 8 trained once, at the same 8 trainings (docs/oneshot.md)
+#: test accuracy, so a pick by one validation score favours the lucky seed. Replayed on the
+#: tables' recorded seeds (benchmarks/confirm_replay.py), a shortlist of 6 with its best 2
+#: confirmed picked 0.6 to 3 percentile points above one of 8 trained once in 15 of 16 cells
+#: and level in the last, at the same 8 trainings (docs/oneshot.md)
 DEFAULT_CONFIRM = 2
 
 #: the settings of stage 2 that are the engine's own (passed to its Experiment as they are)
@@ -241,7 +242,9 @@ class TwoStageSearch(BaseRunner):
             self._stage2(store, self._experiment(self.space, chosen, self.directory),
                          resume and recorded is not None)  # fmt: skip
         o = self.objective
-        ranked = rank_trials(store.trials("done"), o.metric, o.mode, o.constraints)
+        # the finalists by the shortlist's round alone (a resume finds the same ones)
+        first = [t for t in store.trials()[: len(chosen)] if t.status == "done"]
+        ranked = rank_trials(first, o.metric, o.mode, o.constraints)
         again = [t.arch for t in ranked[: self.confirm]] if self._reseeds() else []
         if len(again) > 1:  # one confirmed alone could not change the pick
             if not _ended(store, len(chosen) + len(again)):
