@@ -3,7 +3,8 @@ costs in accuracy and what it gains in latency.
 
 :func:`quantize_onnx` writes ``<name>.int8.onnx`` beside a verified fp32 ``<name>.onnx``
 (``onnxruntime.quantization.quantize_dynamic``: weights stored as int8, activations quantized
-at run time; ``weight_type`` QInt8) and reports
+at run time; ``weight_type`` QInt8; 7-bit weights, ``reduce_range``, on a CPU whose int8
+products saturate: :func:`saturates_int8`) and reports
 
     accuracy        with evaluation data ``(x, y)``: the top-1 accuracy of the fp32 and the
                     int8 model on it (both in onnxruntime) and their ``change`` (int8 - fp32)
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
 import statistics
 import tempfile
 import time
@@ -35,7 +37,7 @@ from nasforge.run.deploy import onnx_session
 if TYPE_CHECKING:  # torch loads when a model is quantized
     import torch
 
-__all__ = ["QUANTIZE", "evaluation_data", "int8_path", "quantize_onnx"]
+__all__ = ["QUANTIZE", "evaluation_data", "int8_path", "quantize_onnx", "saturates_int8"]
 
 QUANTIZE = ("int8",)
 
@@ -49,6 +51,26 @@ def int8_path(path: str | Path) -> Path:
     return path.with_name(f"{path.stem}.int8{path.suffix}")
 
 
+def saturates_int8(cpuinfo: str | None = None, machine: str | None = None) -> bool:
+    """Returns whether int8 matrix products can saturate on this CPU (or on one with the
+    ``/proc/cpuinfo`` text ``cpuinfo`` and architecture ``machine``): an x86 CPU without VNNI
+    multiplies u8 by s8 pairwise into 16 bits (VPMADDUBSW), which overflows for large
+    weights and inputs; onnxruntime then advises 7-bit weights (``reduce_range``). On this
+    project's AVX2 machine the full 8 bits flipped 7 of 64 argmaxes of a small MLP, 7 bits
+    one. An x86 CPU whose flags cannot be read counts as saturating; other architectures do
+    not saturate."""
+    machine = (machine or platform.machine()).lower()
+    if machine not in ("x86_64", "amd64", "i386", "i686", "x86"):
+        return False
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return True
+    flags = set(cpuinfo.split())
+    return not flags & {"avx512_vnni", "avx_vnni", "amx_int8"}
+
+
 def quantize_onnx(
     path: str | Path,
     example: torch.Tensor,
@@ -57,11 +79,14 @@ def quantize_onnx(
     n_runs: int = 20,
     n_warmup: int = 3,
     batch_size: int = 256,
+    reduce_range: bool | None = None,
 ) -> dict[str, Any]:
     """Returns the report (see the module docstring) of the ONNX model at ``path`` quantized to
-    int8 and written to :func:`int8_path` of it: ``{"path", "quantize", "accuracy",
-    "max_abs_diff", "latency_ms", "speedup", "threads", "n_runs"}``; ``accuracy`` is None
-    without ``data`` (inputs and class labels), which is run in batches of ``batch_size``.
+    int8 and written to :func:`int8_path` of it: ``{"path", "quantize", "method",
+    "reduce_range", "accuracy", "max_abs_diff", "latency_ms", "speedup", "threads",
+    "n_runs"}``; ``accuracy`` is None without ``data`` (inputs and class labels), which is
+    run in batches of ``batch_size``. ``reduce_range`` (7-bit weights) None: where this CPU's
+    int8 products saturate (:func:`saturates_int8`).
 
     Raises:
         ConfigError: onnxruntime is not installed; ``data`` does not run the model or its
@@ -77,13 +102,15 @@ def quantize_onnx(
 
     path = Path(path)
     out = int8_path(path)
+    if reduce_range is None:
+        reduce_range = saturates_int8()
     fd, name = tempfile.mkstemp(prefix=".part-", suffix=".onnx", dir=path.parent)
     os.close(fd)
     tmp = Path(name)
     try:
         try:
             quant_pre_process(path, tmp, skip_symbolic_shape=True)  # what ORT asks for first
-            quantize_dynamic(tmp, tmp, weight_type=QuantType.QInt8)
+            quantize_dynamic(tmp, tmp, weight_type=QuantType.QInt8, reduce_range=reduce_range)
             int8 = onnx_session(tmp, threads)
         except Exception as exc:  # onnxruntime's own error, in one line
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
@@ -105,7 +132,9 @@ def quantize_onnx(
     report = {
         "path": str(out),
         "quantize": "int8",
-        "method": "onnxruntime quant_pre_process + quantize_dynamic, QInt8 weights",
+        "method": "onnxruntime quant_pre_process + quantize_dynamic, QInt8 weights"
+        + (" of 7 bits (reduce_range: this CPU's int8 products saturate)" if reduce_range else ""),
+        "reduce_range": reduce_range,
         "accuracy": accuracy,
         "max_abs_diff": diff,
         "latency_ms": {"fp32": t32, "int8": t8},

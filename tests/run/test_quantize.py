@@ -16,7 +16,7 @@ from nasforge.cli import main
 from nasforge.errors import ConfigError
 from nasforge.run.deploy import export_model, onnx_session
 from nasforge.run.export import export_top
-from nasforge.run.quantize import int8_path, quantize_onnx
+from nasforge.run.quantize import int8_path, quantize_onnx, saturates_int8
 
 
 def _mlp() -> nn.Module:
@@ -35,6 +35,7 @@ def test_quantize_onnx_writes_an_int8_model_and_reports_its_cost_and_gain(tmp_pa
         labels = model(data_x).argmax(-1)  # the fp32 model's own answers: accuracy 1.0
     r = quantize_onnx(fp32, x, (data_x, labels), n_runs=3, n_warmup=1)
     assert r["path"] == str(tmp_path / "model.int8.onnx") == str(int8_path(fp32))
+    assert r["reduce_range"] == saturates_int8()  # 7-bit weights where 8 would saturate
     ops = {n.op_type for n in onnx.load(r["path"]).graph.node}
     assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops, ops
     acc = r["accuracy"]
@@ -49,6 +50,15 @@ def test_quantize_onnx_writes_an_int8_model_and_reports_its_cost_and_gain(tmp_pa
     assert r["speedup"] == r["latency_ms"]["fp32"] / r["latency_ms"]["int8"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.int8.onnx", "model.onnx"]
     assert quantize_onnx(fp32, x, n_runs=1, n_warmup=0)["accuracy"] is None
+
+
+def test_int8_products_saturate_on_x86_without_vnni_only() -> None:
+    """An x86 CPU without a VNNI flag saturates (7-bit weights then); with avx512_vnni,
+    avx_vnni or amx_int8 it does not, nor does another architecture."""
+    assert saturates_int8("flags : fpu sse2 avx2 fma", "x86_64")
+    for flag in ("avx512_vnni", "avx_vnni", "amx_int8"):
+        assert not saturates_int8(f"flags : fpu avx2 {flag} fma", "x86_64")
+    assert not saturates_int8("Features : fp asimd", "aarch64")
 
 
 def test_quantize_without_onnx_is_one_line(tmp_path: Path, caplog) -> None:
